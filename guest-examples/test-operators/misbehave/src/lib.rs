@@ -1,0 +1,53 @@
+//! A test operator that misbehaves on purpose, so the host's failure handling
+//! can be tested with a real component. Params (from `job.toml`):
+//! - `mode`: `trap` (panic), `loop` (spin forever), `alloc` (grow memory
+//!   without bound) or `error` (return an error);
+//! - `on`: the payload that triggers it (default: every record).
+//!
+//! Records that do not trigger it pass through unchanged.
+
+use weir_sdk::{export_operator, Context, Element, Error, OpenContext, Operator, Result};
+
+struct Misbehave {
+    mode: String,
+    on: Option<Vec<u8>>,
+}
+
+impl Operator for Misbehave {
+    fn open(ctx: &mut OpenContext) -> Result<Self> {
+        Ok(Misbehave {
+            mode: ctx.param("mode").unwrap_or("trap").to_string(),
+            on: ctx.param("on").map(|s| s.as_bytes().to_vec()),
+        })
+    }
+
+    fn process(&mut self, ctx: &mut Context, input: Element) -> Result<()> {
+        if self.on.as_deref().is_some_and(|on| on != input.payload.as_slice()) {
+            ctx.emit_element(input);
+            return Ok(());
+        }
+        match self.mode.as_str() {
+            "trap" => panic!("misbehave: trap on {:?}", String::from_utf8_lossy(&input.payload)),
+            "loop" => {
+                let mut x: u64 = 1;
+                loop {
+                    x = std::hint::black_box(x.wrapping_mul(6364136223846793005).wrapping_add(1));
+                }
+            }
+            "alloc" => {
+                let mut hoard: Vec<Vec<u8>> = Vec::new();
+                loop {
+                    hoard.push(vec![1u8; 1 << 20]);
+                    std::hint::black_box(&hoard);
+                }
+            }
+            "error" => Err(Error::msg(format!(
+                "misbehave: rejecting {:?}",
+                String::from_utf8_lossy(&input.payload)
+            ))),
+            other => Err(Error::msg(format!("misbehave: unknown mode '{other}'"))),
+        }
+    }
+}
+
+export_operator!(Misbehave);

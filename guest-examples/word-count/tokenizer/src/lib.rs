@@ -1,0 +1,29 @@
+//! Word-count tokenizer: stateless. Splits each input line into words
+//! (runs of letters, digits and apostrophes), lowercases them, and emits each
+//! word keyed by itself so the counter downstream is partitioned by word.
+
+use weir_sdk::{export_operator, Context, Element, OpenContext, Operator, Result};
+
+struct Tokenizer;
+
+impl Operator for Tokenizer {
+    fn open(_ctx: &mut OpenContext) -> Result<Self> {
+        Ok(Tokenizer)
+    }
+
+    fn process(&mut self, ctx: &mut Context, input: Element) -> Result<()> {
+        let line = String::from_utf8_lossy(&input.payload);
+        for word in line
+            .split(|c: char| !(c.is_alphanumeric() || c == '\''))
+            .map(|w| w.trim_matches('\''))
+            .filter(|w| !w.is_empty())
+        {
+            let word = word.to_lowercase();
+            let bytes = word.into_bytes();
+            ctx.emit_keyed(bytes.clone(), bytes);
+        }
+        Ok(())
+    }
+}
+
+export_operator!(Tokenizer);

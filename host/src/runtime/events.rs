@@ -1,0 +1,108 @@
+//! Messages between the coordinator and the tasks, and how a task fails.
+
+use crate::wasm::{GuestFailure, WasmError};
+use std::fmt;
+use std::sync::Arc;
+use thiserror::Error;
+
+/// Identifies one task: a node and a subtask index.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct TaskId {
+    /// Source id, operator uid or sink id.
+    pub node: Arc<str>,
+    /// Subtask index.
+    pub subtask: u32,
+}
+
+impl fmt::Display for TaskId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}#{}", self.node, self.subtask)
+    }
+}
+
+/// Counters a task reports.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Counters {
+    /// Records received (sources: records read).
+    pub records_in: u64,
+    /// Records sent downstream (sinks: records written).
+    pub records_out: u64,
+}
+
+/// Task to coordinator.
+#[derive(Debug)]
+pub enum TaskEvent {
+    /// Periodic counters.
+    Progress(TaskId, Counters),
+    /// Finished after end of input.
+    Finished(TaskId, Counters),
+    /// Failed (or stopped on cancel).
+    Failed(TaskId, TaskError),
+}
+
+/// Coordinator to task.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Control {
+    /// Stop now; the job is failing.
+    Cancel,
+}
+
+/// Why a task stopped without finishing.
+#[derive(Debug, Error)]
+#[non_exhaustive]
+pub enum TaskError {
+    /// The guest failed in a call.
+    #[error("operator '{uid}' (subtask {subtask} of {parallelism}) {what}: {}", failure.message)]
+    Guest {
+        /// Operator uid.
+        uid: Arc<str>,
+        /// Subtask index.
+        subtask: u32,
+        /// Parallelism.
+        parallelism: u32,
+        /// Where: "failed in open", "failed on input record 12 (key \"x\")".
+        what: String,
+        /// The failure.
+        failure: GuestFailure,
+    },
+    /// The module could not be instantiated.
+    #[error(transparent)]
+    Wasm(#[from] WasmError),
+    /// A source could not read its input.
+    #[error("source '{id}': {message}")]
+    Source {
+        /// Source id.
+        id: Arc<str>,
+        /// What failed, with file and line.
+        message: String,
+    },
+    /// A sink could not write.
+    #[error("sink '{id}': {message}")]
+    Sink {
+        /// Sink id.
+        id: Arc<str>,
+        /// What failed.
+        message: String,
+    },
+    /// A record without key was sent over a keyed edge.
+    #[error("'{from}' emitted a record without a key, but '{to}' reads it with partition = \"key\" (emit keyed records, or change the partition)")]
+    MissingKey {
+        /// Sender.
+        from: Arc<str>,
+        /// Keyed receiver.
+        to: Arc<str>,
+    },
+    /// A peer task went away; a consequence of another failure.
+    #[error("'{0}' lost a neighbouring task")]
+    Disconnected(Arc<str>),
+    /// Stopped by the coordinator.
+    #[error("cancelled")]
+    Cancelled,
+}
+
+impl TaskError {
+    /// Whether this error only follows from another task's failure.
+    pub fn is_secondary(&self) -> bool {
+        matches!(self, TaskError::Disconnected(_) | TaskError::Cancelled)
+    }
+}

@@ -1,0 +1,210 @@
+//! The output side of a task: partitions records over the subtasks of each
+//! downstream node (forward, key, rebalance), buffers them into batches, and
+//! sends with back-pressure (a full channel blocks the sender).
+
+use super::batch::{Batch, Message};
+use crate::config::Partition;
+use crate::state::key_group::{key_group_of_hash, key_hash, subtask_for_key_group};
+use crate::wasm::Element;
+use crossbeam_channel::Sender;
+use std::sync::Arc;
+
+/// Why routing failed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RouteError {
+    /// A record without key reached a keyed edge.
+    MissingKey {
+        /// The downstream operator.
+        to: Arc<str>,
+    },
+    /// The downstream task is gone (it failed or was cancelled).
+    Disconnected,
+}
+
+/// One downstream node as seen from one upstream subtask.
+pub struct Edge {
+    to: Arc<str>,
+    partition: Partition,
+    /// For forward edges, the one matching subtask; otherwise one per
+    /// downstream subtask, by index.
+    senders: Vec<Sender<Message>>,
+    buffers: Vec<Batch>,
+    next: usize,
+    max_parallelism: u32,
+}
+
+impl Edge {
+    /// An edge to `to` over `senders`.
+    pub fn new(to: Arc<str>, partition: Partition, senders: Vec<Sender<Message>>, max_parallelism: u32, batch_size: usize) -> Self {
+        let keyed = partition == Partition::Key;
+        let buffers = senders.iter().map(|_| Batch::with_capacity(batch_size, keyed)).collect();
+        Edge { to, partition, senders, buffers, next: 0, max_parallelism }
+    }
+}
+
+/// Everything one subtask sends.
+pub struct Router {
+    edges: Vec<Edge>,
+    batch_size: usize,
+    sent: u64,
+}
+
+impl Router {
+    /// A router over `edges`.
+    pub fn new(edges: Vec<Edge>, batch_size: usize) -> Self {
+        Router { edges, batch_size, sent: 0 }
+    }
+
+    /// Records routed so far (counted once per record, whatever the fan-out).
+    pub fn records_out(&self) -> u64 {
+        self.sent
+    }
+
+    /// Routes one record.
+    #[inline]
+    pub fn push(&mut self, record: Element) -> Result<(), RouteError> {
+        self.sent += 1;
+        let n = self.edges.len();
+        if n == 0 {
+            return Ok(());
+        }
+        for i in 0..n - 1 {
+            let copy = record.clone();
+            self.push_edge(i, copy)?;
+        }
+        self.push_edge(n - 1, record)
+    }
+
+    /// Routes many records in order.
+    pub fn push_all(&mut self, records: Vec<Element>) -> Result<(), RouteError> {
+        for r in records {
+            self.push(r)?;
+        }
+        Ok(())
+    }
+
+    #[inline]
+    fn push_edge(&mut self, i: usize, record: Element) -> Result<(), RouteError> {
+        let batch_size = self.batch_size;
+        let edge = &mut self.edges[i];
+        let target = match edge.partition {
+            Partition::Forward => 0,
+            Partition::Rebalance => {
+                let t = edge.next;
+                edge.next = (t + 1) % edge.senders.len();
+                t
+            }
+            Partition::Key => {
+                let Some(key) = &record.key else {
+                    return Err(RouteError::MissingKey { to: edge.to.clone() });
+                };
+                let hash = key_hash(key);
+                let kg = key_group_of_hash(hash, edge.max_parallelism);
+                let t = subtask_for_key_group(kg, edge.max_parallelism, edge.senders.len() as u32) as usize;
+                edge.buffers[t].hashes.push(hash);
+                t
+            }
+            Partition::Broadcast => {
+                for t in 1..edge.senders.len() {
+                    edge.buffers[t].records.push(record.clone());
+                    if edge.buffers[t].len() >= batch_size {
+                        send(edge, t, batch_size)?;
+                    }
+                }
+                0
+            }
+        };
+        edge.buffers[target].records.push(record);
+        if edge.buffers[target].len() >= batch_size {
+            send(edge, target, batch_size)?;
+        }
+        Ok(())
+    }
+
+    /// Sends every partly filled batch.
+    pub fn flush(&mut self) -> Result<(), RouteError> {
+        let batch_size = self.batch_size;
+        for edge in &mut self.edges {
+            for t in 0..edge.senders.len() {
+                if !edge.buffers[t].is_empty() {
+                    send(edge, t, batch_size)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Flushes, then tells every downstream subtask that this one is done.
+    pub fn end(&mut self) -> Result<(), RouteError> {
+        self.flush()?;
+        for edge in &self.edges {
+            for s in &edge.senders {
+                s.send(Message::EndOfInput).map_err(|_| RouteError::Disconnected)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+fn send(edge: &mut Edge, t: usize, batch_size: usize) -> Result<(), RouteError> {
+    let keyed = edge.partition == Partition::Key;
+    let batch = std::mem::replace(&mut edge.buffers[t], Batch::with_capacity(batch_size, keyed));
+    edge.senders[t].send(Message::Data(batch)).map_err(|_| RouteError::Disconnected)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crossbeam_channel::bounded;
+
+    fn rec(key: &str) -> Element {
+        Element { payload: key.as_bytes().to_vec(), key: Some(key.as_bytes().to_vec()), timestamp: None }
+    }
+
+    fn drain(rx: &crossbeam_channel::Receiver<Message>) -> Vec<String> {
+        let mut out = Vec::new();
+        while let Ok(m) = rx.try_recv() {
+            if let Message::Data(b) = m {
+                out.extend(b.records.into_iter().map(|r| String::from_utf8(r.payload).unwrap()));
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn key_partition_sends_each_key_to_its_key_group_owner() {
+        let (txs, rxs): (Vec<_>, Vec<_>) = (0..3).map(|_| bounded(100)).unzip();
+        let mut r = Router::new(vec![Edge::new("op".into(), Partition::Key, txs, 128, 4)], 4);
+        let keys: Vec<String> = (0..50).map(|i| format!("k{i}")).collect();
+        for k in &keys {
+            r.push(rec(k)).unwrap();
+        }
+        r.end().unwrap();
+        for (i, rx) in rxs.iter().enumerate() {
+            for k in drain(rx) {
+                let kg = key_group_of_hash(key_hash(k.as_bytes()), 128);
+                assert_eq!(subtask_for_key_group(kg, 128, 3) as usize, i);
+            }
+        }
+    }
+
+    #[test]
+    fn rebalance_spreads_evenly_and_keeps_order_per_channel() {
+        let (txs, rxs): (Vec<_>, Vec<_>) = (0..2).map(|_| bounded(100)).unzip();
+        let mut r = Router::new(vec![Edge::new("op".into(), Partition::Rebalance, txs, 128, 3)], 3);
+        for i in 0..10 {
+            r.push(rec(&i.to_string())).unwrap();
+        }
+        r.end().unwrap();
+        assert_eq!(drain(&rxs[0]), ["0", "2", "4", "6", "8"]);
+        assert_eq!(drain(&rxs[1]), ["1", "3", "5", "7", "9"]);
+    }
+
+    #[test]
+    fn a_record_without_key_on_a_keyed_edge_is_an_error() {
+        let (tx, _rx) = bounded(1);
+        let mut r = Router::new(vec![Edge::new("counter".into(), Partition::Key, vec![tx], 128, 4)], 4);
+        let unkeyed = Element { payload: vec![1], key: None, timestamp: None };
+        assert_eq!(r.push(unkeyed), Err(RouteError::MissingKey { to: "counter".into() }));
+    }
+}

@@ -1,0 +1,204 @@
+//! Task bodies: the input side shared by operators and sinks, and the loop of
+//! one operator subtask (open, process batches, end of input).
+
+use super::batch::{Batch, Message};
+use super::events::{Control, Counters, TaskError, TaskEvent, TaskId};
+use super::router::{RouteError, Router};
+use crate::state::hashmap::HashMapBackend;
+use crate::state::key_group::KeyGroupRange;
+use crate::wasm::{Limits, OperatorInfo, OperatorInstance, OperatorModule};
+use crossbeam_channel::{Receiver, Select, Sender};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// What the input side yields next.
+pub enum Next {
+    /// A batch from some upstream subtask.
+    Batch(Batch),
+    /// Every upstream subtask sent end-of-input.
+    Ended,
+    /// An upstream task vanished without ending (it failed).
+    Disconnected,
+    /// The coordinator cancelled the job.
+    Cancelled,
+}
+
+/// The receiving side of a task: one channel per upstream subtask, plus the
+/// control channel.
+pub struct Inputs {
+    receivers: Vec<Receiver<Message>>,
+    control: Receiver<Control>,
+}
+
+impl Inputs {
+    /// Inputs over `receivers`.
+    pub fn new(receivers: Vec<Receiver<Message>>, control: Receiver<Control>) -> Self {
+        Inputs { receivers, control }
+    }
+
+    /// Blocks until the next batch or the end.
+    pub fn next(&mut self) -> Next {
+        loop {
+            if self.receivers.is_empty() {
+                return Next::Ended;
+            }
+            let mut sel = Select::new();
+            for r in &self.receivers {
+                sel.recv(r);
+            }
+            let control = sel.recv(&self.control);
+            let op = sel.select();
+            let i = op.index();
+            if i == control {
+                let _ = op.recv(&self.control);
+                return Next::Cancelled;
+            }
+            match op.recv(&self.receivers[i]) {
+                Ok(Message::Data(b)) => return Next::Batch(b),
+                Ok(Message::EndOfInput) => {
+                    self.receivers.swap_remove(i);
+                }
+                Err(_) => return Next::Disconnected,
+            }
+        }
+    }
+}
+
+/// Sends progress at most once per interval.
+pub struct Reporter {
+    id: TaskId,
+    events: Sender<TaskEvent>,
+    interval: Duration,
+    last: Instant,
+}
+
+impl Reporter {
+    /// A reporter for task `id`.
+    pub fn new(id: TaskId, events: Sender<TaskEvent>, interval: Duration) -> Self {
+        Reporter { id, events, interval, last: Instant::now() }
+    }
+
+    /// Reports `counters` if the interval has passed.
+    #[inline]
+    pub fn tick(&mut self, counters: Counters) {
+        if self.last.elapsed() >= self.interval {
+            self.last = Instant::now();
+            let _ = self.events.send(TaskEvent::Progress(self.id.clone(), counters));
+        }
+    }
+
+    /// The task's id.
+    pub fn id(&self) -> &TaskId {
+        &self.id
+    }
+}
+
+/// Maps a routing failure of `from` to a task error.
+pub fn route_error(from: &Arc<str>, e: RouteError) -> TaskError {
+    match e {
+        RouteError::MissingKey { to } => TaskError::MissingKey { from: from.clone(), to },
+        RouteError::Disconnected => TaskError::Disconnected(from.clone()),
+    }
+}
+
+/// Everything an operator subtask needs.
+pub struct OperatorTask {
+    /// Which subtask.
+    pub id: TaskId,
+    /// Operator parallelism.
+    pub parallelism: u32,
+    /// Key groups of the job.
+    pub max_parallelism: u32,
+    /// The compiled module.
+    pub module: OperatorModule,
+    /// Params for `open`.
+    pub params: Vec<(String, String)>,
+    /// Guest limits.
+    pub limits: Limits,
+    /// Input channels.
+    pub inputs: Inputs,
+    /// Output side.
+    pub router: Router,
+    /// Progress reporting.
+    pub reporter: Reporter,
+}
+
+impl OperatorTask {
+    /// Runs the subtask to the end of its input.
+    pub fn run(mut self) -> Result<Counters, TaskError> {
+        let uid = self.id.node.clone();
+        let subtask = self.id.subtask;
+        let range = KeyGroupRange::for_subtask(subtask, self.parallelism, self.max_parallelism);
+        let backend = Box::new(HashMapBackend::new(range));
+        let mut instance = OperatorInstance::new(&self.module, &uid, subtask, backend, self.max_parallelism, self.limits)?;
+        let info = OperatorInfo {
+            uid: uid.to_string(),
+            subtask_index: subtask,
+            parallelism: self.parallelism,
+            max_parallelism: self.max_parallelism,
+            params: self.params.clone(),
+        };
+        let parallelism = self.parallelism;
+        let guest_error = |what: String, failure| TaskError::Guest {
+            uid: uid.clone(),
+            subtask,
+            parallelism,
+            what,
+            failure,
+        };
+        instance.open(&info).map_err(|f| guest_error("failed in open".into(), f))?;
+        self.forward(&mut instance).map_err(|e| route_error(&uid, e))?;
+        tracing::debug!(operator = %uid, subtask, "opened");
+
+        let mut counters = Counters::default();
+        loop {
+            match self.inputs.next() {
+                Next::Batch(batch) => {
+                    let before = counters.records_in;
+                    counters.records_in += batch.len() as u64;
+                    let batch = Arc::new(batch);
+                    if let Err(f) = instance.process(batch.clone()) {
+                        let what = describe_position(before, &batch, f.element);
+                        return Err(guest_error(what, f));
+                    }
+                    self.forward(&mut instance).map_err(|e| route_error(&uid, e))?;
+                    self.router.flush().map_err(|e| route_error(&uid, e))?;
+                    counters.records_out = self.router.records_out();
+                    self.reporter.tick(counters);
+                }
+                Next::Ended => break,
+                Next::Disconnected => return Err(TaskError::Disconnected(uid.clone())),
+                Next::Cancelled => return Err(TaskError::Cancelled),
+            }
+        }
+        instance.end_of_input().map_err(|f| guest_error("failed in end-of-input".into(), f))?;
+        self.forward(&mut instance).map_err(|e| route_error(&uid, e))?;
+        self.router.end().map_err(|e| route_error(&uid, e))?;
+        counters.records_out = self.router.records_out();
+        Ok(counters)
+    }
+
+    fn forward(&mut self, instance: &mut OperatorInstance) -> Result<(), RouteError> {
+        let out = instance.take_outputs();
+        if out.is_empty() { Ok(()) } else { self.router.push_all(out) }
+    }
+}
+
+/// "on input record 1234 (key "foo")": the 1-based position of the failing
+/// record in this subtask's input.
+fn describe_position(before: u64, batch: &Batch, element: Option<usize>) -> String {
+    let Some(i) = element else {
+        return "failed while processing a batch".to_string();
+    };
+    let position = before + i as u64 + 1;
+    let record = &batch.records[i];
+    let mut s = format!("failed on input record {position}");
+    if let Some(k) = &record.key {
+        s.push_str(&format!(" (key {:?})", String::from_utf8_lossy(k)));
+    } else {
+        let p = String::from_utf8_lossy(&record.payload);
+        let p: String = p.chars().take(60).collect();
+        s.push_str(&format!(" (payload {p:?})"));
+    }
+    s
+}

@@ -1,0 +1,175 @@
+//! The state backend conformance suite: one set of behaviours every
+//! [`StateBackend`] must show, run by each backend's tests.
+
+use super::key_group::{KeyGroupRange, key_group_of_hash, key_hash};
+use super::{KeyRef, StateBackend, StateError, StateKind};
+
+/// Builds an empty backend owning `range`.
+pub type Factory<'a> = &'a dyn Fn(KeyGroupRange) -> Box<dyn StateBackend>;
+
+const MAX_PARALLELISM: u32 = 16;
+
+/// Keys of the test, all owned by the range `0..MAX_PARALLELISM`.
+fn key(k: &[u8]) -> KeyRef<'_> {
+    let hash = key_hash(k);
+    KeyRef { key: k, hash, key_group: key_group_of_hash(hash, MAX_PARALLELISM) }
+}
+
+fn full() -> KeyGroupRange {
+    KeyGroupRange { start: 0, end: MAX_PARALLELISM as u16 }
+}
+
+/// Runs every check.
+pub fn run_all(factory: Factory<'_>) {
+    value_state_is_per_key(factory);
+    list_state_appends_pages_and_clears(factory);
+    map_state_orders_pages_and_removes(factory);
+    accumulators_store_like_values(factory);
+    operator_list_state_is_per_subtask(factory);
+    registration_checks_names_and_kinds(factory);
+    keys_outside_the_range_are_refused(factory);
+}
+
+fn value_state_is_per_key(factory: Factory<'_>) {
+    let mut b = factory(full());
+    let s = b.register(StateKind::Value.descriptor("count")).unwrap();
+    assert_eq!(b.value_get(s, key(b"a")).unwrap(), None);
+    b.value_set(s, key(b"a"), b"1").unwrap();
+    b.value_set(s, key(b"b"), b"22").unwrap();
+    b.value_set(s, key(b"a"), b"333").unwrap();
+    assert_eq!(b.value_get(s, key(b"a")).unwrap().as_deref(), Some(&b"333"[..]));
+    assert_eq!(b.value_get(s, key(b"b")).unwrap().as_deref(), Some(&b"22"[..]));
+    assert_eq!(b.key_count(s), 2);
+    b.value_clear(s, key(b"a")).unwrap();
+    assert_eq!(b.value_get(s, key(b"a")).unwrap(), None);
+    assert_eq!(b.key_count(s), 1);
+    // An empty value is a value, not an absence.
+    b.value_set(s, key(b"e"), b"").unwrap();
+    assert_eq!(b.value_get(s, key(b"e")).unwrap(), Some(Vec::new()));
+    // A second state of the same kind is separate.
+    let t = b.register(StateKind::Value.descriptor("other")).unwrap();
+    assert_ne!(s, t);
+    assert_eq!(b.value_get(t, key(b"b")).unwrap(), None);
+}
+
+fn list_state_appends_pages_and_clears(factory: Factory<'_>) {
+    let mut b = factory(full());
+    let s = b.register(StateKind::List.descriptor("events")).unwrap();
+    assert_eq!(b.list_len(s, key(b"k")).unwrap(), 0);
+    assert!(b.list_read(s, key(b"k"), 0, 10).unwrap().is_empty());
+    b.list_add(s, key(b"k"), &[b"0"]).unwrap();
+    let more: Vec<Vec<u8>> = (1..600).map(|i| i.to_string().into_bytes()).collect();
+    let refs: Vec<&[u8]> = more.iter().map(Vec::as_slice).collect();
+    b.list_add(s, key(b"k"), &refs).unwrap();
+    assert_eq!(b.list_len(s, key(b"k")).unwrap(), 600);
+    let mut all = Vec::new();
+    let mut start = 0;
+    loop {
+        let page = b.list_read(s, key(b"k"), start, 256).unwrap();
+        start += page.len() as u32;
+        let last = page.len() < 256;
+        all.extend(page);
+        if last {
+            break;
+        }
+    }
+    let expected: Vec<Vec<u8>> = (0..600).map(|i| i.to_string().into_bytes()).collect();
+    assert_eq!(all, expected);
+    assert!(b.list_read(s, key(b"k"), 10_000, 5).unwrap().is_empty());
+    b.list_update(s, key(b"k"), vec![b"x".to_vec(), b"y".to_vec()]).unwrap();
+    assert_eq!(b.list_read(s, key(b"k"), 0, 10).unwrap(), vec![b"x".to_vec(), b"y".to_vec()]);
+    assert_eq!(b.list_len(s, key(b"other")).unwrap(), 0);
+    b.list_update(s, key(b"k"), Vec::new()).unwrap();
+    assert_eq!(b.list_len(s, key(b"k")).unwrap(), 0);
+    b.list_add(s, key(b"k"), &[b"z"]).unwrap();
+    b.list_clear(s, key(b"k")).unwrap();
+    assert_eq!(b.list_len(s, key(b"k")).unwrap(), 0);
+    assert_eq!(b.key_count(s), 0);
+}
+
+fn map_state_orders_pages_and_removes(factory: Factory<'_>) {
+    let mut b = factory(full());
+    let s = b.register(StateKind::Map.descriptor("seen")).unwrap();
+    assert!(b.map_is_empty(s, key(b"k")).unwrap());
+    for i in (0..300u32).rev() {
+        b.map_put(s, key(b"k"), &i.to_be_bytes(), format!("v{i}").as_bytes()).unwrap();
+    }
+    b.map_put(s, key(b"j"), b"only", b"1").unwrap();
+    assert!(!b.map_is_empty(s, key(b"k")).unwrap());
+    assert_eq!(b.map_get(s, key(b"k"), &7u32.to_be_bytes()).unwrap().as_deref(), Some(&b"v7"[..]));
+    assert!(b.map_contains(s, key(b"k"), &299u32.to_be_bytes()).unwrap());
+    assert!(!b.map_contains(s, key(b"j"), &7u32.to_be_bytes()).unwrap());
+    // Paging by cursor returns every entry once, in user-key byte order,
+    // even when the map changes between pages.
+    let mut seen = Vec::new();
+    let mut after: Option<Vec<u8>> = None;
+    loop {
+        let page = b.map_entries(s, key(b"k"), after.as_deref(), 100).unwrap();
+        if page.is_empty() {
+            break;
+        }
+        after = Some(page.last().unwrap().0.clone());
+        if seen.is_empty() {
+            // Remove an entry not yet seen: it must not appear.
+            b.map_remove(s, key(b"k"), &250u32.to_be_bytes()).unwrap();
+        }
+        seen.extend(page.into_iter().map(|(k, _)| u32::from_be_bytes(k.try_into().unwrap())));
+    }
+    let expected: Vec<u32> = (0..300).filter(|&i| i != 250).collect();
+    assert_eq!(seen, expected);
+    b.map_put(s, key(b"k"), &7u32.to_be_bytes(), b"new").unwrap();
+    assert_eq!(b.map_get(s, key(b"k"), &7u32.to_be_bytes()).unwrap().as_deref(), Some(&b"new"[..]));
+    b.map_clear(s, key(b"k")).unwrap();
+    assert!(b.map_is_empty(s, key(b"k")).unwrap());
+    assert_eq!(b.map_entries(s, key(b"k"), None, 10).unwrap(), Vec::new());
+    assert_eq!(b.map_get(s, key(b"j"), b"only").unwrap().as_deref(), Some(&b"1"[..]));
+    b.map_remove(s, key(b"j"), b"only").unwrap();
+    assert_eq!(b.key_count(s), 0, "removing the last entry removes the key");
+}
+
+fn accumulators_store_like_values(factory: Factory<'_>) {
+    let mut b = factory(full());
+    let r = b.register(StateKind::Reducing.descriptor("sum")).unwrap();
+    let a = b.register(StateKind::Aggregating.descriptor("avg")).unwrap();
+    b.value_set(r, key(b"k"), b"10").unwrap();
+    b.value_set(a, key(b"k"), b"acc").unwrap();
+    assert_eq!(b.value_get(r, key(b"k")).unwrap().as_deref(), Some(&b"10"[..]));
+    assert_eq!(b.value_get(a, key(b"k")).unwrap().as_deref(), Some(&b"acc"[..]));
+    b.value_clear(r, key(b"k")).unwrap();
+    assert_eq!(b.value_get(r, key(b"k")).unwrap(), None);
+}
+
+fn operator_list_state_is_per_subtask(factory: Factory<'_>) {
+    let mut b = factory(full());
+    let s = b.register(StateKind::OperatorList.descriptor("offsets")).unwrap();
+    assert_eq!(b.operator_list_len(s).unwrap(), 0);
+    b.operator_list_add(s, &[b"a", b"b"]).unwrap();
+    b.operator_list_add(s, &[b"c"]).unwrap();
+    assert_eq!(b.operator_list_read(s, 1, 10).unwrap(), vec![b"b".to_vec(), b"c".to_vec()]);
+    b.operator_list_update(s, vec![b"z".to_vec()]).unwrap();
+    assert_eq!(b.operator_list_read(s, 0, 10).unwrap(), vec![b"z".to_vec()]);
+    assert_eq!(b.operator_list_len(s).unwrap(), 1);
+}
+
+fn registration_checks_names_and_kinds(factory: Factory<'_>) {
+    let mut b = factory(full());
+    let s = b.register(StateKind::Value.descriptor("count")).unwrap();
+    assert_eq!(b.register(StateKind::Value.descriptor("count")).unwrap(), s, "re-registering returns the same state");
+    match b.register(StateKind::List.descriptor("count")) {
+        Err(StateError::KindMismatch { existing, requested, .. }) => {
+            assert_eq!((existing, requested), ("value", "list"));
+        }
+        other => panic!("expected a kind mismatch, got {other:?}"),
+    }
+    assert!(matches!(b.register(StateKind::Value.descriptor("")), Err(StateError::InvalidName(_))));
+    assert!(matches!(b.register(StateKind::Value.descriptor("a b")), Err(StateError::InvalidName(_))));
+    assert_eq!(b.descriptors().len(), 1);
+    assert_eq!(b.descriptors()[0].name, "count");
+}
+
+fn keys_outside_the_range_are_refused(factory: Factory<'_>) {
+    let mut b = factory(KeyGroupRange { start: 0, end: 1 });
+    let s = b.register(StateKind::Value.descriptor("count")).unwrap();
+    let outside = KeyRef { key: b"x", hash: 5, key_group: 5 };
+    assert!(matches!(b.value_set(s, outside, b"1"), Err(StateError::KeyGroupOutOfRange { .. })));
+}

@@ -1,0 +1,346 @@
+//! The hashmap state backend: keyed state in in-memory hash tables, one table
+//! per (state, key group), so a key group can later be snapshotted or handed
+//! to another subtask on its own.
+//!
+//! Tables are `hashbrown::HashTable`s probed with the key's stable hash,
+//! which the caller computed once per element for partitioning; no key is
+//! hashed twice. Values are updated in place, reusing their allocation.
+
+use super::key_group::KeyGroupRange;
+use super::{
+    KeyRef, MapEntry, Shape, StateBackend, StateDescriptor, StateError, StateId, StateKind,
+    check_name,
+};
+use hashbrown::HashTable;
+use std::collections::BTreeMap;
+use std::ops::Bound;
+
+struct Entry<V> {
+    hash: u64,
+    key: Box<[u8]>,
+    value: V,
+}
+
+/// Entries of one keyed state, split by key group.
+struct Keyed<V> {
+    /// `groups[kg - range.start]`.
+    groups: Vec<HashTable<Entry<V>>>,
+}
+
+impl<V> Keyed<V> {
+    fn new(range: KeyGroupRange) -> Self {
+        Keyed { groups: (0..range.len()).map(|_| HashTable::new()).collect() }
+    }
+
+    #[inline]
+    fn group(&mut self, range: KeyGroupRange, k: &KeyRef<'_>) -> Result<&mut HashTable<Entry<V>>, StateError> {
+        if !range.contains(k.key_group) {
+            return Err(StateError::KeyGroupOutOfRange { key_group: k.key_group, start: range.start, end: range.end });
+        }
+        Ok(&mut self.groups[usize::from(k.key_group - range.start)])
+    }
+
+    #[inline]
+    fn get(&mut self, range: KeyGroupRange, k: &KeyRef<'_>) -> Result<Option<&mut V>, StateError> {
+        let key = k.key;
+        Ok(self.group(range, k)?.find_mut(k.hash, |e| *e.key == *key).map(|e| &mut e.value))
+    }
+
+    #[inline]
+    fn get_or_insert(&mut self, range: KeyGroupRange, k: &KeyRef<'_>, init: impl FnOnce() -> V) -> Result<&mut V, StateError> {
+        let key = k.key;
+        let table = self.group(range, k)?;
+        let entry = table
+            .entry(k.hash, |e| *e.key == *key, |e| e.hash)
+            .or_insert_with(|| Entry { hash: k.hash, key: key.into(), value: init() });
+        Ok(&mut entry.into_mut().value)
+    }
+
+    fn remove(&mut self, range: KeyGroupRange, k: &KeyRef<'_>) -> Result<(), StateError> {
+        let key = k.key;
+        if let Ok(e) = self.group(range, k)?.find_entry(k.hash, |e| *e.key == *key) {
+            e.remove();
+        }
+        Ok(())
+    }
+
+    fn len(&self) -> usize {
+        self.groups.iter().map(HashTable::len).sum()
+    }
+}
+
+enum Table {
+    Value(Keyed<Vec<u8>>),
+    List(Keyed<Vec<Vec<u8>>>),
+    Map(Keyed<BTreeMap<Vec<u8>, Vec<u8>>>),
+    OperatorList(Vec<Vec<u8>>),
+}
+
+/// In-memory state of one operator subtask.
+pub struct HashMapBackend {
+    range: KeyGroupRange,
+    descriptors: Vec<StateDescriptor>,
+    tables: Vec<Table>,
+}
+
+impl HashMapBackend {
+    /// An empty backend owning key groups `range`.
+    pub fn new(range: KeyGroupRange) -> Self {
+        HashMapBackend { range, descriptors: Vec::new(), tables: Vec::new() }
+    }
+
+    fn values(&mut self, s: StateId) -> &mut Keyed<Vec<u8>> {
+        match &mut self.tables[s as usize] {
+            Table::Value(t) => t,
+            _ => unreachable!("state {s} is not value-shaped"),
+        }
+    }
+
+    fn lists(&mut self, s: StateId) -> &mut Keyed<Vec<Vec<u8>>> {
+        match &mut self.tables[s as usize] {
+            Table::List(t) => t,
+            _ => unreachable!("state {s} is not list-shaped"),
+        }
+    }
+
+    fn maps(&mut self, s: StateId) -> &mut Keyed<BTreeMap<Vec<u8>, Vec<u8>>> {
+        match &mut self.tables[s as usize] {
+            Table::Map(t) => t,
+            _ => unreachable!("state {s} is not map-shaped"),
+        }
+    }
+
+    fn operator_list(&mut self, s: StateId) -> &mut Vec<Vec<u8>> {
+        match &mut self.tables[s as usize] {
+            Table::OperatorList(t) => t,
+            _ => unreachable!("state {s} is not an operator list"),
+        }
+    }
+}
+
+fn page<T: Clone>(items: &[T], start: u32, max: u32) -> Vec<T> {
+    let start = (start as usize).min(items.len());
+    let end = start.saturating_add(max as usize).min(items.len());
+    items[start..end].to_vec()
+}
+
+impl StateBackend for HashMapBackend {
+    fn register(&mut self, d: StateDescriptor) -> Result<StateId, StateError> {
+        check_name(&d.name)?;
+        if let Some(i) = self.descriptors.iter().position(|e| e.name == d.name) {
+            let existing = &self.descriptors[i];
+            if existing.kind != d.kind {
+                return Err(StateError::KindMismatch {
+                    name: d.name,
+                    existing: existing.kind.name(),
+                    requested: d.kind.name(),
+                });
+            }
+            if existing.redistribution != d.redistribution {
+                return Err(StateError::KindMismatch {
+                    name: d.name,
+                    existing: "operator-list with another redistribution mode",
+                    requested: "operator-list",
+                });
+            }
+            return Ok(i as StateId);
+        }
+        if d.ttl.is_some() {
+            return Err(StateError::Unsupported { name: d.name, what: "state TTL" });
+        }
+        let table = match d.kind.shape() {
+            Shape::Value => Table::Value(Keyed::new(self.range)),
+            Shape::List => Table::List(Keyed::new(self.range)),
+            Shape::Map => Table::Map(Keyed::new(self.range)),
+            Shape::OperatorList => Table::OperatorList(Vec::new()),
+            Shape::BroadcastMap => {
+                return Err(StateError::Unsupported { name: d.name, what: "broadcast state" });
+            }
+        };
+        self.descriptors.push(d);
+        self.tables.push(table);
+        Ok((self.tables.len() - 1) as StateId)
+    }
+
+    fn descriptors(&self) -> &[StateDescriptor] {
+        &self.descriptors
+    }
+
+    #[inline]
+    fn value_get(&mut self, s: StateId, k: KeyRef<'_>) -> Result<Option<Vec<u8>>, StateError> {
+        let range = self.range;
+        Ok(self.values(s).get(range, &k)?.map(|v| v.clone()))
+    }
+
+    #[inline]
+    fn value_set(&mut self, s: StateId, k: KeyRef<'_>, value: &[u8]) -> Result<(), StateError> {
+        let range = self.range;
+        let slot = self.values(s).get_or_insert(range, &k, Vec::new)?;
+        slot.clear();
+        slot.extend_from_slice(value);
+        Ok(())
+    }
+
+    fn value_clear(&mut self, s: StateId, k: KeyRef<'_>) -> Result<(), StateError> {
+        let range = self.range;
+        self.values(s).remove(range, &k)
+    }
+
+    fn list_add(&mut self, s: StateId, k: KeyRef<'_>, values: &[&[u8]]) -> Result<(), StateError> {
+        if values.is_empty() {
+            return Ok(());
+        }
+        let range = self.range;
+        let list = self.lists(s).get_or_insert(range, &k, Vec::new)?;
+        list.extend(values.iter().map(|v| v.to_vec()));
+        Ok(())
+    }
+
+    fn list_update(&mut self, s: StateId, k: KeyRef<'_>, values: Vec<Vec<u8>>) -> Result<(), StateError> {
+        let range = self.range;
+        if values.is_empty() {
+            return self.lists(s).remove(range, &k);
+        }
+        *self.lists(s).get_or_insert(range, &k, Vec::new)? = values;
+        Ok(())
+    }
+
+    fn list_read(&mut self, s: StateId, k: KeyRef<'_>, start: u32, max: u32) -> Result<Vec<Vec<u8>>, StateError> {
+        let range = self.range;
+        Ok(self.lists(s).get(range, &k)?.map(|l| page(l, start, max)).unwrap_or_default())
+    }
+
+    fn list_len(&mut self, s: StateId, k: KeyRef<'_>) -> Result<u32, StateError> {
+        let range = self.range;
+        Ok(self.lists(s).get(range, &k)?.map(|l| l.len() as u32).unwrap_or(0))
+    }
+
+    fn list_clear(&mut self, s: StateId, k: KeyRef<'_>) -> Result<(), StateError> {
+        let range = self.range;
+        self.lists(s).remove(range, &k)
+    }
+
+    fn map_get(&mut self, s: StateId, k: KeyRef<'_>, uk: &[u8]) -> Result<Option<Vec<u8>>, StateError> {
+        let range = self.range;
+        Ok(self.maps(s).get(range, &k)?.and_then(|m| m.get(uk).cloned()))
+    }
+
+    fn map_put(&mut self, s: StateId, k: KeyRef<'_>, uk: &[u8], value: &[u8]) -> Result<(), StateError> {
+        let range = self.range;
+        let map = self.maps(s).get_or_insert(range, &k, BTreeMap::new)?;
+        match map.get_mut(uk) {
+            Some(v) => {
+                v.clear();
+                v.extend_from_slice(value);
+            }
+            None => {
+                map.insert(uk.to_vec(), value.to_vec());
+            }
+        }
+        Ok(())
+    }
+
+    fn map_remove(&mut self, s: StateId, k: KeyRef<'_>, uk: &[u8]) -> Result<(), StateError> {
+        let range = self.range;
+        let maps = self.maps(s);
+        let now_empty = match maps.get(range, &k)? {
+            Some(m) => {
+                m.remove(uk);
+                m.is_empty()
+            }
+            None => false,
+        };
+        if now_empty {
+            maps.remove(range, &k)?;
+        }
+        Ok(())
+    }
+
+    fn map_contains(&mut self, s: StateId, k: KeyRef<'_>, uk: &[u8]) -> Result<bool, StateError> {
+        let range = self.range;
+        Ok(self.maps(s).get(range, &k)?.is_some_and(|m| m.contains_key(uk)))
+    }
+
+    fn map_is_empty(&mut self, s: StateId, k: KeyRef<'_>) -> Result<bool, StateError> {
+        let range = self.range;
+        Ok(self.maps(s).get(range, &k)?.is_none_or(|m| m.is_empty()))
+    }
+
+    fn map_entries(
+        &mut self,
+        s: StateId,
+        k: KeyRef<'_>,
+        after: Option<&[u8]>,
+        max: u32,
+    ) -> Result<Vec<MapEntry>, StateError> {
+        let range = self.range;
+        let Some(map) = self.maps(s).get(range, &k)? else {
+            return Ok(Vec::new());
+        };
+        let lower = match after {
+            Some(a) => Bound::Excluded(a),
+            None => Bound::Unbounded,
+        };
+        Ok(map
+            .range::<[u8], _>((lower, Bound::Unbounded))
+            .take(max as usize)
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect())
+    }
+
+    fn map_clear(&mut self, s: StateId, k: KeyRef<'_>) -> Result<(), StateError> {
+        let range = self.range;
+        self.maps(s).remove(range, &k)
+    }
+
+    fn operator_list_add(&mut self, s: StateId, values: &[&[u8]]) -> Result<(), StateError> {
+        self.operator_list(s).extend(values.iter().map(|v| v.to_vec()));
+        Ok(())
+    }
+
+    fn operator_list_update(&mut self, s: StateId, values: Vec<Vec<u8>>) -> Result<(), StateError> {
+        *self.operator_list(s) = values;
+        Ok(())
+    }
+
+    fn operator_list_read(&mut self, s: StateId, start: u32, max: u32) -> Result<Vec<Vec<u8>>, StateError> {
+        Ok(page(self.operator_list(s), start, max))
+    }
+
+    fn operator_list_len(&mut self, s: StateId) -> Result<u32, StateError> {
+        Ok(self.operator_list(s).len() as u32)
+    }
+
+    fn key_count(&self, s: StateId) -> usize {
+        match &self.tables[s as usize] {
+            Table::Value(t) => t.len(),
+            Table::List(t) => t.len(),
+            Table::Map(t) => t.len(),
+            Table::OperatorList(_) => 0,
+        }
+    }
+}
+
+impl StateKind {
+    /// Convenience for tests and callers building descriptors.
+    pub fn descriptor(self, name: &str) -> StateDescriptor {
+        StateDescriptor {
+            name: name.to_string(),
+            kind: self,
+            version: 1,
+            encoding: "raw".to_string(),
+            ttl: None,
+            redistribution: (self == StateKind::OperatorList).then_some(super::Redistribution::EvenSplit),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn passes_the_conformance_suite() {
+        super::super::conformance::run_all(&|range| Box::new(HashMapBackend::new(range)));
+    }
+}

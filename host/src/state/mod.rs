@@ -1,0 +1,249 @@
+//! State: the backend trait every state backend implements, the descriptors
+//! states are registered with, and key groups.
+//!
+//! Architecture invariant: this module never imports wasmtime. The WASM layer
+//! translates guest calls into these calls; backends know nothing of guests.
+
+pub mod hashmap;
+pub mod key_group;
+
+#[cfg(test)]
+mod conformance;
+
+use thiserror::Error;
+
+/// Index of a registered state within one backend, in registration order.
+pub type StateId = u32;
+
+/// What kind of state a name was registered as.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum StateKind {
+    /// Keyed value.
+    Value,
+    /// Keyed list.
+    List,
+    /// Keyed map.
+    Map,
+    /// Keyed reducing accumulator.
+    Reducing,
+    /// Keyed aggregating accumulator.
+    Aggregating,
+    /// Per-subtask list.
+    OperatorList,
+    /// Replicated map.
+    BroadcastMap,
+}
+
+impl StateKind {
+    /// The name used in messages and formats.
+    pub fn name(self) -> &'static str {
+        match self {
+            StateKind::Value => "value",
+            StateKind::List => "list",
+            StateKind::Map => "map",
+            StateKind::Reducing => "reducing",
+            StateKind::Aggregating => "aggregating",
+            StateKind::OperatorList => "operator-list",
+            StateKind::BroadcastMap => "broadcast-map",
+        }
+    }
+
+    /// Whether the state is scoped to keys.
+    pub fn is_keyed(self) -> bool {
+        !matches!(self, StateKind::OperatorList | StateKind::BroadcastMap)
+    }
+
+    /// The storage shape: value-like kinds share one.
+    pub fn shape(self) -> Shape {
+        match self {
+            StateKind::Value | StateKind::Reducing | StateKind::Aggregating => Shape::Value,
+            StateKind::List => Shape::List,
+            StateKind::Map => Shape::Map,
+            StateKind::OperatorList => Shape::OperatorList,
+            StateKind::BroadcastMap => Shape::BroadcastMap,
+        }
+    }
+}
+
+/// How a kind is stored.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Shape {
+    /// One byte string per key.
+    Value,
+    /// A list of byte strings per key.
+    List,
+    /// An ordered map of byte strings per key.
+    Map,
+    /// A list per subtask.
+    OperatorList,
+    /// A map per subtask (identical on all).
+    BroadcastMap,
+}
+
+/// How operator list state is split on rescale.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Redistribution {
+    /// Concatenate and deal out contiguous parts.
+    EvenSplit,
+    /// Every subtask gets everything.
+    Union,
+}
+
+/// Time-to-live settings of a keyed state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TtlConfig {
+    /// Lifetime after the last renewal, in milliseconds.
+    pub ttl_ms: u64,
+    /// Whether reads renew.
+    pub renew_on_read: bool,
+    /// Whether an expired, not yet cleaned entry may be returned.
+    pub return_expired: bool,
+}
+
+/// A state as registered: recorded with its data so restores and swaps can
+/// check compatibility.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StateDescriptor {
+    /// Name, unique per operator.
+    pub name: String,
+    /// Kind.
+    pub kind: StateKind,
+    /// Value-format version declared by the guest.
+    pub version: u32,
+    /// Value encoding name declared by the guest (e.g. "postcard").
+    pub encoding: String,
+    /// Time-to-live, for keyed kinds.
+    pub ttl: Option<TtlConfig>,
+    /// Rescale mode, for operator list state.
+    pub redistribution: Option<Redistribution>,
+}
+
+/// The key a keyed call acts on, with its hash and key group computed once
+/// per element by the caller.
+#[derive(Debug, Clone, Copy)]
+pub struct KeyRef<'a> {
+    /// The key bytes.
+    pub key: &'a [u8],
+    /// `key_group::key_hash(key)`.
+    pub hash: u64,
+    /// The key's group; must be in the backend's range.
+    pub key_group: u16,
+}
+
+/// A state backend failure. Registration errors are the guest's fault (bad
+/// name, kind mismatch); storage errors are the host's or the disk's.
+#[derive(Debug, Error, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum StateError {
+    /// The name was registered before as another kind or with other settings.
+    #[error("state '{name}' is already registered as {existing}, not {requested}")]
+    KindMismatch {
+        /// State name.
+        name: String,
+        /// Kind it has.
+        existing: &'static str,
+        /// Kind asked for.
+        requested: &'static str,
+    },
+    /// The name is not acceptable.
+    #[error("state name {0:?} is invalid: use 1-128 letters, digits, '-', '_' or '.'")]
+    InvalidName(String),
+    /// An option is not supported by this backend.
+    #[error("state '{name}': {what} is not supported by this version of Weir yet")]
+    Unsupported {
+        /// State name.
+        name: String,
+        /// The option.
+        what: &'static str,
+    },
+    /// A key outside this subtask's key groups reached the backend: an
+    /// internal routing bug, never the guest's doing.
+    #[error("key group {key_group} is outside this subtask's range {start}..{end}")]
+    KeyGroupOutOfRange {
+        /// Offending group.
+        key_group: u16,
+        /// Range start.
+        start: u16,
+        /// Range end.
+        end: u16,
+    },
+}
+
+/// One entry of a map page: user key and value.
+pub type MapEntry = (Vec<u8>, Vec<u8>);
+
+/// A state backend for one operator subtask: registration plus the
+/// operations of every state shape. Implemented by the hashmap backend (and
+/// later RocksDB); every implementation must pass `state::conformance`.
+///
+/// Calls take a [`StateId`] from [`StateBackend::register`]; a `StateId` of
+/// another shape is an internal error the backend may panic on.
+pub trait StateBackend: Send {
+    /// Registers a state, or returns the id of the same state registered
+    /// before. Fails if the name exists with another kind or settings.
+    fn register(&mut self, descriptor: StateDescriptor) -> Result<StateId, StateError>;
+
+    /// Every registered state, indexed by id.
+    fn descriptors(&self) -> &[StateDescriptor];
+
+    /// Value shape: the current value.
+    fn value_get(&mut self, state: StateId, key: KeyRef<'_>) -> Result<Option<Vec<u8>>, StateError>;
+    /// Value shape: replace.
+    fn value_set(&mut self, state: StateId, key: KeyRef<'_>, value: &[u8]) -> Result<(), StateError>;
+    /// Value shape: remove.
+    fn value_clear(&mut self, state: StateId, key: KeyRef<'_>) -> Result<(), StateError>;
+
+    /// List shape: append values.
+    fn list_add(&mut self, state: StateId, key: KeyRef<'_>, values: &[&[u8]]) -> Result<(), StateError>;
+    /// List shape: replace the list (empty removes it).
+    fn list_update(&mut self, state: StateId, key: KeyRef<'_>, values: Vec<Vec<u8>>) -> Result<(), StateError>;
+    /// List shape: up to `max` values from index `start`.
+    fn list_read(&mut self, state: StateId, key: KeyRef<'_>, start: u32, max: u32) -> Result<Vec<Vec<u8>>, StateError>;
+    /// List shape: length.
+    fn list_len(&mut self, state: StateId, key: KeyRef<'_>) -> Result<u32, StateError>;
+    /// List shape: remove.
+    fn list_clear(&mut self, state: StateId, key: KeyRef<'_>) -> Result<(), StateError>;
+
+    /// Map shape: value under a user key.
+    fn map_get(&mut self, state: StateId, key: KeyRef<'_>, user_key: &[u8]) -> Result<Option<Vec<u8>>, StateError>;
+    /// Map shape: set a user key.
+    fn map_put(&mut self, state: StateId, key: KeyRef<'_>, user_key: &[u8], value: &[u8]) -> Result<(), StateError>;
+    /// Map shape: remove a user key.
+    fn map_remove(&mut self, state: StateId, key: KeyRef<'_>, user_key: &[u8]) -> Result<(), StateError>;
+    /// Map shape: whether a user key is present.
+    fn map_contains(&mut self, state: StateId, key: KeyRef<'_>, user_key: &[u8]) -> Result<bool, StateError>;
+    /// Map shape: whether the key's map is empty.
+    fn map_is_empty(&mut self, state: StateId, key: KeyRef<'_>) -> Result<bool, StateError>;
+    /// Map shape: up to `max` entries with user key after `after`, in
+    /// user-key byte order.
+    fn map_entries(
+        &mut self,
+        state: StateId,
+        key: KeyRef<'_>,
+        after: Option<&[u8]>,
+        max: u32,
+    ) -> Result<Vec<MapEntry>, StateError>;
+    /// Map shape: remove every entry of the key.
+    fn map_clear(&mut self, state: StateId, key: KeyRef<'_>) -> Result<(), StateError>;
+
+    /// Operator list: append.
+    fn operator_list_add(&mut self, state: StateId, values: &[&[u8]]) -> Result<(), StateError>;
+    /// Operator list: replace.
+    fn operator_list_update(&mut self, state: StateId, values: Vec<Vec<u8>>) -> Result<(), StateError>;
+    /// Operator list: page from `start`.
+    fn operator_list_read(&mut self, state: StateId, start: u32, max: u32) -> Result<Vec<Vec<u8>>, StateError>;
+    /// Operator list: length.
+    fn operator_list_len(&mut self, state: StateId) -> Result<u32, StateError>;
+
+    /// Number of keys that hold a value in a keyed state (for tests and
+    /// inspection).
+    fn key_count(&self, state: StateId) -> usize;
+}
+
+/// Checks a state name: 1-128 letters, digits, `-`, `_`, `.`.
+pub fn check_name(name: &str) -> Result<(), StateError> {
+    let ok = !name.is_empty()
+        && name.len() <= 128
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
+    if ok { Ok(()) } else { Err(StateError::InvalidName(name.to_string())) }
+}

@@ -1,0 +1,167 @@
+//! One running operator instance: a wasmtime store with its [`OperatorHost`],
+//! and the calls into the guest with deadline, memory limit and failure
+//! reporting.
+
+use super::bindings::exports::weir::operator::handler::Timer;
+use super::bindings::{Operator, OperatorPre};
+use super::engine::deadline_ticks;
+use super::host::{OperatorHost, Phase};
+use super::log_stream::{GuestLog, Stream};
+use super::module::WasmError;
+use super::{Element, OperatorInfo};
+use crate::runtime::batch::Batch;
+use crate::state::StateBackend;
+use std::sync::Arc;
+use std::time::Duration;
+use wasmtime::Store;
+use wasmtime_wasi::WasiCtxBuilder;
+
+/// What went wrong in a guest call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FailureKind {
+    /// The guest returned `err`.
+    Returned,
+    /// The guest trapped (panic, out-of-bounds access, ...).
+    Trap,
+    /// The call ran past `wasm.call_timeout`.
+    Timeout,
+    /// The guest tried to grow memory past `wasm.memory_limit`.
+    OutOfMemory,
+}
+
+/// A failed guest call.
+#[derive(Debug, Clone)]
+pub struct GuestFailure {
+    /// What happened.
+    pub kind: FailureKind,
+    /// The guest's message or the trap, with the last lines of stderr.
+    pub message: String,
+    /// Index of the batch element being processed, if the call was a batch.
+    pub element: Option<usize>,
+}
+
+/// Limits applied to every instance.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    /// Deadline per call.
+    pub call_timeout: Duration,
+    /// Linear memory limit in bytes.
+    pub memory_limit: u64,
+}
+
+/// A guest instance for one operator subtask.
+pub struct OperatorInstance {
+    store: Store<OperatorHost>,
+    world: Operator,
+    ticks: u64,
+    limits: Limits,
+    stderr: GuestLog,
+}
+
+impl OperatorInstance {
+    /// Instantiates `pre` for subtask `subtask` of `uid` over `backend`.
+    pub fn new(
+        pre: &OperatorPre<OperatorHost>,
+        uid: &Arc<str>,
+        subtask: u32,
+        backend: Box<dyn StateBackend>,
+        max_parallelism: u32,
+        limits: Limits,
+    ) -> Result<Self, WasmError> {
+        let stdout = GuestLog::new(uid.clone(), subtask, Stream::Stdout);
+        let stderr = GuestLog::new(uid.clone(), subtask, Stream::Stderr);
+        // No preopened directories, no network, no environment, no
+        // arguments: the guest reaches nothing but what the WIT grants.
+        let wasi = WasiCtxBuilder::new().stdout(stdout).stderr(stderr.clone()).build();
+        let host = OperatorHost::new(wasi, backend, max_parallelism, limits.memory_limit);
+        let mut store = Store::new(pre.engine(), host);
+        store.limiter(|h| &mut h.limiter);
+        let ticks = deadline_ticks(limits.call_timeout);
+        store.set_epoch_deadline(ticks);
+        let world = pre.instantiate(&mut store).map_err(|e| WasmError::Instantiate {
+            uid: uid.to_string(),
+            subtask,
+            message: format!("{e:#}"),
+        })?;
+        Ok(OperatorInstance { store, world, ticks, limits, stderr })
+    }
+
+    /// The store data (state backend, watermark).
+    pub fn host(&self) -> &OperatorHost {
+        self.store.data()
+    }
+
+    /// Sets the watermark the guest sees.
+    pub fn set_watermark(&mut self, watermark: i64) {
+        self.store.data_mut().watermark = watermark;
+    }
+
+    /// Takes what the guest emitted since the last call.
+    pub fn take_outputs(&mut self) -> Vec<Element> {
+        std::mem::take(&mut self.store.data_mut().outputs)
+    }
+
+    fn call<R>(
+        &mut self,
+        phase: Phase,
+        f: impl FnOnce(&Operator, &mut Store<OperatorHost>) -> wasmtime::Result<Result<R, String>>,
+    ) -> Result<R, GuestFailure> {
+        self.store.data_mut().phase = phase;
+        self.store.set_epoch_deadline(self.ticks);
+        let result = f(&self.world, &mut self.store);
+        let element = self.store.data().current_index();
+        self.store.data_mut().phase = Phase::Idle;
+        match result {
+            Ok(Ok(v)) => Ok(v),
+            Ok(Err(message)) => Err(GuestFailure { kind: FailureKind::Returned, message, element }),
+            Err(e) => Err(self.classify(e, element)),
+        }
+    }
+
+    fn classify(&mut self, e: wasmtime::Error, element: Option<usize>) -> GuestFailure {
+        let (kind, mut message) = if self.store.data().limiter.exceeded {
+            (FailureKind::OutOfMemory, format!("exceeded wasm.memory_limit of {} bytes", self.limits.memory_limit))
+        } else if matches!(e.downcast_ref::<wasmtime::Trap>(), Some(wasmtime::Trap::Interrupt)) {
+            (
+                FailureKind::Timeout,
+                format!("ran past wasm.call_timeout ({:?}) and was interrupted", self.limits.call_timeout),
+            )
+        } else {
+            (FailureKind::Trap, format!("trapped: {e:#}"))
+        };
+        let said = self.stderr.recent();
+        if !said.is_empty() {
+            message.push_str("; guest stderr: ");
+            message.push_str(&said.join(" | "));
+        }
+        GuestFailure { kind, message, element }
+    }
+
+    /// Calls `open`.
+    pub fn open(&mut self, info: &OperatorInfo) -> Result<(), GuestFailure> {
+        self.call(Phase::Open, |w, s| w.weir_operator_handler().call_open(s, info))
+    }
+
+    /// Calls `process-batch` (or `process` for a single element).
+    pub fn process(&mut self, batch: Arc<Batch>) -> Result<(), GuestFailure> {
+        let input = batch.clone();
+        self.store.data_mut().begin_batch(batch);
+        let result = if input.records.len() == 1 {
+            self.call(Phase::Process, |w, s| w.weir_operator_handler().call_process(s, &input.records[0]))
+        } else {
+            self.call(Phase::Process, |w, s| w.weir_operator_handler().call_process_batch(s, &input.records))
+        };
+        self.store.data_mut().end_batch();
+        result
+    }
+
+    /// Calls `on-timer`.
+    pub fn on_timer(&mut self, timer: &Timer) -> Result<(), GuestFailure> {
+        self.call(Phase::Timer, |w, s| w.weir_operator_handler().call_on_timer(s, timer))
+    }
+
+    /// Calls `end-of-input`.
+    pub fn end_of_input(&mut self) -> Result<(), GuestFailure> {
+        self.call(Phase::EndOfInput, |w, s| w.weir_operator_handler().call_end_of_input(s))
+    }
+}

@@ -1,0 +1,76 @@
+//! Glue between the generated `handler` exports and an [`Operator`]; used by
+//! [`crate::export_operator!`], not by operator code.
+
+use crate::bindings::exports::weir::operator::handler::Timer as WitTimer;
+use crate::bindings::weir::operator::context as wit_context;
+use crate::context::{Context, OpenContext, Timer, flush_output};
+use crate::error::Error;
+use crate::{Element, Operator, OperatorInfo};
+
+fn not_open() -> String {
+    "operator called before open".to_string()
+}
+
+fn finish(result: crate::Result<()>) -> Result<(), String> {
+    flush_output();
+    result.map_err(|e: Error| e.message().to_string())
+}
+
+#[doc(hidden)]
+pub fn open<O: Operator>(slot: &mut Option<O>, info: OperatorInfo) -> Result<(), String> {
+    let mut ctx = OpenContext { info };
+    let result = O::open(&mut ctx).map(|op| *slot = Some(op));
+    finish(result)
+}
+
+#[doc(hidden)]
+pub fn process<O: Operator>(slot: &mut Option<O>, input: Element) -> Result<(), String> {
+    let op = slot.as_mut().ok_or_else(not_open)?;
+    finish(op.process(&mut Context { _private: () }, input))
+}
+
+#[doc(hidden)]
+pub fn process_batch<O: Operator>(slot: &mut Option<O>, inputs: Vec<Element>) -> Result<(), String> {
+    let op = slot.as_mut().ok_or_else(not_open)?;
+    let mut ctx = Context { _private: () };
+    let mut result = Ok(());
+    // The host makes element 0 current before the call, so the first element
+    // needs no `set-current-element`.
+    for (i, input) in inputs.into_iter().enumerate() {
+        if i > 0 {
+            if let Err(code) = wit_context::set_current_element(i as u32) {
+                result = Err(Error::from(code));
+                break;
+            }
+        }
+        if let Err(e) = op.process(&mut ctx, input) {
+            result = Err(e);
+            break;
+        }
+    }
+    finish(result)
+}
+
+#[doc(hidden)]
+pub fn process_broadcast<O: Operator>(slot: &mut Option<O>, input: Element) -> Result<(), String> {
+    let op = slot.as_mut().ok_or_else(not_open)?;
+    finish(op.process_broadcast(&mut Context { _private: () }, input))
+}
+
+#[doc(hidden)]
+pub fn on_timer<O: Operator>(slot: &mut Option<O>, fired: WitTimer) -> Result<(), String> {
+    let op = slot.as_mut().ok_or_else(not_open)?;
+    let timer = Timer { time: fired.time, domain: fired.domain, key: fired.key };
+    finish(op.on_timer(&mut Context { _private: () }, timer))
+}
+
+#[doc(hidden)]
+pub fn end_of_input<O: Operator>(slot: &mut Option<O>) -> Result<(), String> {
+    let op = slot.as_mut().ok_or_else(not_open)?;
+    finish(op.end_of_input(&mut Context { _private: () }))
+}
+
+#[doc(hidden)]
+pub fn migrate_value<O: Operator>(state: &str, from_version: u32, value: Vec<u8>) -> Result<Vec<u8>, String> {
+    O::migrate_value(state, from_version, value).map_err(|e| e.message().to_string())
+}
