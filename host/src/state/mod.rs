@@ -235,6 +235,14 @@ pub trait StateBackend: Send {
     /// Operator list: length.
     fn operator_list_len(&mut self, state: StateId) -> Result<u32, StateError>;
 
+    /// A hint that `keys` are about to be accessed, in order. Backends may
+    /// warm caches; the hashmap backend resolves every key's table slot in
+    /// one tight loop, where the CPU overlaps the cache misses that the
+    /// guest's one-call-per-record accesses would take one at a time.
+    fn prefetch(&mut self, keys: &[KeyRef<'_>]) {
+        let _ = keys;
+    }
+
     /// Number of keys that hold a value in a keyed state (for tests and
     /// inspection).
     fn key_count(&self, state: StateId) -> usize;

@@ -110,6 +110,18 @@ impl OperatorHost {
 
     /// Makes `batch` the input of the next `process-batch`, element 0 current.
     pub fn begin_batch(&mut self, batch: Arc<Batch>) {
+        if batch.keyed && batch.hashes.len() == batch.records.len() {
+            let m = self.max_parallelism;
+            let keys: Vec<KeyRef<'_>> = batch
+                .records
+                .iter()
+                .zip(&batch.hashes)
+                .filter_map(|(r, &hash)| {
+                    r.key.as_deref().map(|key| KeyRef { key, hash, key_group: key_group_of_hash(hash, m) })
+                })
+                .collect();
+            self.backend.prefetch(&keys);
+        }
         self.batch = Some(batch);
         self.current = Current::Batch(0);
     }

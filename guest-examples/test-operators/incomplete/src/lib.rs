@@ -1,0 +1,27 @@
+//! An operator that lacks the `on-timer` and `migrate-value` exports.
+
+wit_bindgen::generate!({ path: "wit", world: "incomplete" });
+
+use exports::weir::operator::handler::{Element, Guest, OperatorInfo};
+
+struct Incomplete;
+
+impl Guest for Incomplete {
+    fn open(_info: OperatorInfo) -> Result<(), String> {
+        Ok(())
+    }
+    fn process(_input: Element) -> Result<(), String> {
+        Ok(())
+    }
+    fn process_batch(_inputs: Vec<Element>) -> Result<(), String> {
+        Ok(())
+    }
+    fn process_broadcast(_input: Element) -> Result<(), String> {
+        Ok(())
+    }
+    fn end_of_input() -> Result<(), String> {
+        Ok(())
+    }
+}
+
+export!(Incomplete);

@@ -1,0 +1,7 @@
+//! Weir's end-to-end tests, in one binary so the suite links once. Every test
+//! runs the real `host` binary on real guest components, as a user would.
+
+mod bad_input;
+mod guest_failures;
+mod support;
+mod word_count;

@@ -1,0 +1,157 @@
+//! The keyed-count benchmark: the generator (20 M records over 1 M keys by
+//! default) into the word-count counter operator (a `ValueState<u64>` per key)
+//! and a discard sink, on the hashmap backend at parallelism 1, beside a
+//! native Rust loop counting the same key sequence in a `HashMap<u64, u64>`
+//! with foldhash, in the same run. Also: per-record calls (`process`) against
+//! batched calls (`process-batch`), and cold start with and without the
+//! compiled-module cache.
+//!
+//! Run: `cargo bench -p weir-tests --bench keyed_count`
+//! Sizes: `WEIR_BENCH_RECORDS`, `WEIR_BENCH_KEYS`. The markdown table goes to
+//! stdout, and to `WEIR_BENCH_OUT` if set.
+
+use std::collections::HashMap;
+use std::hint::black_box;
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+use weir_host::config::load_job;
+use weir_host::connectors::generator::key_of;
+use weir_host::runtime::run_job;
+use weir_tests::artifacts::WORD_COUNT_COUNTER;
+
+const SEED: u64 = 1;
+
+fn env_u64(name: &str, default: u64) -> u64 {
+    std::env::var(name).ok().and_then(|v| v.replace('_', "").parse().ok()).unwrap_or(default)
+}
+
+fn native(count: u64, keys: u64) -> f64 {
+    let started = Instant::now();
+    let mut map: HashMap<u64, u64, foldhash::fast::RandomState> = HashMap::default();
+    for i in 0..count {
+        *map.entry(key_of(SEED, i, keys)).or_insert(0) += 1;
+    }
+    let elapsed = started.elapsed();
+    black_box(map.len());
+    count as f64 / elapsed.as_secs_f64()
+}
+
+fn write_job(dir: &Path, count: u64, keys: u64, batch_size: usize) {
+    std::fs::write(
+        dir.join("job.toml"),
+        format!(
+            r#"name = "keyed-count"
+parallelism = 1
+
+[pipeline]
+batch_size = {batch_size}
+
+[wasm.cache]
+dir = "{cache}"
+
+[[sources]]
+id = "gen"
+kind = "generator"
+count = {count}
+keys = {keys}
+seed = {SEED}
+
+[[operators]]
+uid = "counter"
+module = "{WORD_COUNT_COUNTER}"
+input = "gen"
+partition = "key"
+
+[[sinks]]
+id = "out"
+kind = "discard"
+input = "counter"
+"#,
+            cache = dir.join("cache").display()
+        ),
+    )
+    .unwrap();
+}
+
+/// Records per second of the Weir job (from the first task start to the end).
+fn weir(count: u64, keys: u64, batch_size: usize) -> f64 {
+    let dir = tempfile::tempdir().unwrap();
+    write_job(dir.path(), count, keys, batch_size);
+    let job = load_job(&dir.path().join("job.toml"), None, None).unwrap();
+    let report = run_job(&job).unwrap();
+    let counted = report.node("counter").unwrap().counters.records_in;
+    assert_eq!(counted, count, "every record reached the counter");
+    count as f64 / report.elapsed.as_secs_f64()
+}
+
+/// Wall time of `host run` on a one-record job: process start, config,
+/// engine, module load (compile or cache), first record, exit.
+fn cold_start(cache_warm: bool) -> Duration {
+    let dir = tempfile::tempdir().unwrap();
+    write_job(dir.path(), 1, 1, 1024);
+    if cache_warm {
+        let warm = Command::new(weir_tests::host_binary()).args(["run", "job.toml"]).current_dir(dir.path()).output().unwrap();
+        assert!(warm.status.success());
+    }
+    let started = Instant::now();
+    let out = Command::new(weir_tests::host_binary())
+        .args(["run", "job.toml"])
+        .current_dir(dir.path())
+        .env("RUST_LOG", "error")
+        .output()
+        .unwrap();
+    let t = started.elapsed();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    t
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+fn main() {
+    if std::env::args().any(|a| a == "--list") {
+        println!("keyed_count: bench");
+        return;
+    }
+    let count = env_u64("WEIR_BENCH_RECORDS", 20_000_000);
+    let keys = env_u64("WEIR_BENCH_KEYS", 1_000_000);
+    eprintln!("keyed count: {count} records over {keys} keys");
+
+    let native_rate = native(count, keys);
+    eprintln!("native HashMap<u64,u64> (foldhash): {:.2} M records/s", native_rate / 1e6);
+    let weir_rate = weir(count, keys, 1024);
+    eprintln!("weir, hashmap backend, batches of 1024: {:.2} M records/s", weir_rate / 1e6);
+    let small = (count / 10).max(1);
+    let per_record = weir(small, keys.min(small), 1);
+    let batched_small = weir(small, keys.min(small), 1024);
+    eprintln!("weir on {small} records: per-record calls {:.2} M/s, batched {:.2} M/s", per_record / 1e6, batched_small / 1e6);
+    let cold: Vec<f64> = (0..3).map(|_| cold_start(false).as_secs_f64() * 1e3).collect();
+    let warm: Vec<f64> = (0..3).map(|_| cold_start(true).as_secs_f64() * 1e3).collect();
+
+    let table = format!(
+        "| measurement | value |\n|---|---|\n\
+         | native `HashMap<u64,u64>` + foldhash, 1 core | {:.2} M records/s |\n\
+         | Weir, hashmap backend, parallelism 1 (batches of 1024) | {:.2} M records/s |\n\
+         | **ratio Weir / native** | **{:.3}** (target ≥ 0.08) |\n\
+         | Weir, one `process` call per record ({small} records) | {:.2} M records/s |\n\
+         | Weir, `process-batch` of 1024 ({small} records) | {:.2} M records/s |\n\
+         | ratio batched / per-record | {:.2} |\n\
+         | cold start, empty module cache (`host run` to exit, 1 record; median of 3) | {:.0} ms |\n\
+         | cold start, warm module cache (median of 3) | {:.0} ms |\n",
+        native_rate / 1e6,
+        weir_rate / 1e6,
+        weir_rate / native_rate,
+        per_record / 1e6,
+        batched_small / 1e6,
+        batched_small / per_record,
+        median(cold),
+        median(warm),
+    );
+    println!("{table}");
+    if let Ok(out) = std::env::var("WEIR_BENCH_OUT") {
+        std::fs::write(out, &table).unwrap();
+    }
+}
