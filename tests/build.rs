@@ -30,9 +30,7 @@ fn main() {
         .unwrap_or_else(|| root.join("target").join("guests"));
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let mut cmd = Command::new(cargo);
-    cmd.current_dir(&guests)
-        .args(["build", "--release", "--target", "wasm32-wasip2", "--target-dir"])
-        .arg(&target_dir);
+    cmd.current_dir(&guests).args(["build", "--release", "--target", "wasm32-wasip2", "--target-dir"]).arg(&target_dir);
     // Nothing of the outer build may leak into the guest build.
     for var in [
         "CARGO_ENCODED_RUSTFLAGS",
@@ -50,7 +48,9 @@ fn main() {
     }
     let status = cmd.status().expect("run cargo to build the guest examples");
     if !status.success() {
-        panic!("building the guest examples failed (see the output above); is the wasm32-wasip2 target installed? (`rustup target add wasm32-wasip2`)");
+        panic!(
+            "building the guest examples failed (see the output above); is the wasm32-wasip2 target installed? (`rustup target add wasm32-wasip2`)"
+        );
     }
 
     let built = target_dir.join("wasm32-wasip2").join("release");
@@ -84,7 +84,9 @@ fn members(manifest: &Path) -> Vec<String> {
 fn crate_name(manifest: &Path) -> String {
     let text = std::fs::read_to_string(manifest).unwrap();
     text.lines()
-        .find_map(|l| l.trim().strip_prefix("name").map(|r| r.trim().trim_start_matches('=').trim().trim_matches('"').to_string()))
+        .find_map(|l| {
+            l.trim().strip_prefix("name").map(|r| r.trim().trim_start_matches('=').trim().trim_matches('"').to_string())
+        })
         .unwrap_or_else(|| panic!("no package name in {}", manifest.display()))
 }
 

@@ -18,28 +18,24 @@ pub struct BroadcastMapState<K, V> {
 impl<K: Serialize + DeserializeOwned, V: Serialize + DeserializeOwned> BroadcastMapState<K, V> {
     /// The value under `key`.
     pub fn get(&self, key: &K) -> Result<Option<V>> {
-        let got = with_encoded(&self.name, key, |k| self.handle.get(k))?
-            .map_err(|c| Error::state(&self.name, c))?;
+        let got = with_encoded(&self.name, key, |k| self.handle.get(k))?.map_err(|c| Error::state(&self.name, c))?;
         got.map(|b| decode(&self.name, &b)).transpose()
     }
 
     /// Sets the value under `key`.
     pub fn put(&self, key: &K, value: &V) -> Result<()> {
         let k = encode(&self.name, key)?;
-        with_encoded(&self.name, value, |v| self.handle.put(&k, v))?
-            .map_err(|c| Error::state(&self.name, c))
+        with_encoded(&self.name, value, |v| self.handle.put(&k, v))?.map_err(|c| Error::state(&self.name, c))
     }
 
     /// Removes `key`.
     pub fn remove(&self, key: &K) -> Result<()> {
-        with_encoded(&self.name, key, |k| self.handle.remove(k))?
-            .map_err(|c| Error::state(&self.name, c))
+        with_encoded(&self.name, key, |k| self.handle.remove(k))?.map_err(|c| Error::state(&self.name, c))
     }
 
     /// Whether the map holds `key`.
     pub fn contains(&self, key: &K) -> Result<bool> {
-        with_encoded(&self.name, key, |k| self.handle.contains(k))?
-            .map_err(|c| Error::state(&self.name, c))
+        with_encoded(&self.name, key, |k| self.handle.contains(k))?.map_err(|c| Error::state(&self.name, c))
     }
 
     /// Whether the map is empty.

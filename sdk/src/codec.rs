@@ -1,8 +1,6 @@
 //! State descriptors and the value encoding (postcard) shared by every handle.
 
-use crate::bindings::weir::operator::types::{
-    StateDescriptor, TtlConfig, TtlUpdate, TtlVisibility,
-};
+use crate::bindings::weir::operator::types::{StateDescriptor, TtlConfig, TtlUpdate, TtlVisibility};
 use crate::error::{Error, Result};
 use serde::{Serialize, de::DeserializeOwned};
 use std::cell::RefCell;
@@ -86,11 +84,7 @@ impl Ttl {
     /// Entries live `duration` after their last write and are never returned
     /// once expired.
     pub fn new(duration: Duration) -> Self {
-        Ttl {
-            duration,
-            update: TtlUpdate::OnCreateAndWrite,
-            visibility: TtlVisibility::NeverReturnExpired,
-        }
+        Ttl { duration, update: TtlUpdate::OnCreateAndWrite, visibility: TtlVisibility::NeverReturnExpired }
     }
 
     /// Reads renew entries too.
@@ -107,15 +101,10 @@ thread_local! {
 }
 
 /// Encodes `value` into the scratch buffer and passes the bytes to `f`.
-pub(crate) fn with_encoded<T: Serialize + ?Sized, R>(
-    state: &str,
-    value: &T,
-    f: impl FnOnce(&[u8]) -> R,
-) -> Result<R> {
+pub(crate) fn with_encoded<T: Serialize + ?Sized, R>(state: &str, value: &T, f: impl FnOnce(&[u8]) -> R) -> Result<R> {
     SCRATCH.with_borrow_mut(|buf| {
         buf.clear();
-        let bytes = postcard::to_extend(value, std::mem::take(buf))
-            .map_err(|e| Error::codec(state, "encode", e))?;
+        let bytes = postcard::to_extend(value, std::mem::take(buf)).map_err(|e| Error::codec(state, "encode", e))?;
         let out = f(&bytes);
         *buf = bytes;
         Ok(out)

@@ -83,8 +83,7 @@ impl OpenContext {
         function: F,
     ) -> Result<AggregatingState<F>> {
         let d = d.into();
-        let handle =
-            keyed_state::register_aggregating(&d.to_wit()).map_err(|c| Error::state(d.name(), c))?;
+        let handle = keyed_state::register_aggregating(&d.to_wit()).map_err(|c| Error::state(d.name(), c))?;
         Ok(AggregatingState { name: d.name().to_string(), handle, function })
     }
 
@@ -95,8 +94,7 @@ impl OpenContext {
         mode: Redistribution,
     ) -> Result<OperatorListState<T>> {
         let d = d.into();
-        let handle =
-            operator_state::register_list(&d.to_wit(), mode).map_err(|c| Error::state(d.name(), c))?;
+        let handle = operator_state::register_list(&d.to_wit(), mode).map_err(|c| Error::state(d.name(), c))?;
         Ok(OperatorListState { name: d.name().to_string(), handle, _type: PhantomData })
     }
 
@@ -107,8 +105,7 @@ impl OpenContext {
         V: Serialize + DeserializeOwned,
     {
         let d = d.into();
-        let handle =
-            broadcast_state::register_map(&d.to_wit()).map_err(|c| Error::state(d.name(), c))?;
+        let handle = broadcast_state::register_map(&d.to_wit()).map_err(|c| Error::state(d.name(), c))?;
         Ok(BroadcastMapState { name: d.name().to_string(), handle, _type: PhantomData })
     }
 }
@@ -180,7 +177,8 @@ impl Context {
 
     /// Registers an event-time timer for the current key.
     pub fn register_event_time_timer(&mut self, time: i64) -> Result<()> {
-        timers::register_event_time_timer(time).map_err(|c| Error::msg(format!("timer: {}", crate::error::describe(&c))))
+        timers::register_event_time_timer(time)
+            .map_err(|c| Error::msg(format!("timer: {}", crate::error::describe(&c))))
     }
 
     /// Registers a processing-time timer for the current key.

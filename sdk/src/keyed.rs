@@ -31,8 +31,7 @@ impl<T: Serialize + DeserializeOwned> ValueState<T> {
 
     /// Sets the current key's value.
     pub fn set(&self, value: &T) -> Result<()> {
-        with_encoded(&self.name, value, |b| self.handle.set(b))?
-            .map_err(|c| Error::state(&self.name, c))
+        with_encoded(&self.name, value, |b| self.handle.set(b))?.map_err(|c| Error::state(&self.name, c))
     }
 
     /// Removes the current key's value.
@@ -51,8 +50,7 @@ pub struct ListState<T> {
 impl<T: Serialize + DeserializeOwned> ListState<T> {
     /// Appends `value` to the current key's list.
     pub fn add(&self, value: &T) -> Result<()> {
-        with_encoded(&self.name, value, |b| self.handle.add(b))?
-            .map_err(|c| Error::state(&self.name, c))
+        with_encoded(&self.name, value, |b| self.handle.add(b))?.map_err(|c| Error::state(&self.name, c))
     }
 
     /// Appends every value of `values`, in order.
@@ -128,28 +126,24 @@ pub struct MapState<K, V> {
 impl<K: Serialize + DeserializeOwned, V: Serialize + DeserializeOwned> MapState<K, V> {
     /// The value under `key`.
     pub fn get(&self, key: &K) -> Result<Option<V>> {
-        let got = with_encoded(&self.name, key, |k| self.handle.get(k))?
-            .map_err(|c| Error::state(&self.name, c))?;
+        let got = with_encoded(&self.name, key, |k| self.handle.get(k))?.map_err(|c| Error::state(&self.name, c))?;
         got.map(|b| decode(&self.name, &b)).transpose()
     }
 
     /// Sets the value under `key`.
     pub fn put(&self, key: &K, value: &V) -> Result<()> {
         let k = encode(&self.name, key)?;
-        with_encoded(&self.name, value, |v| self.handle.put(&k, v))?
-            .map_err(|c| Error::state(&self.name, c))
+        with_encoded(&self.name, value, |v| self.handle.put(&k, v))?.map_err(|c| Error::state(&self.name, c))
     }
 
     /// Removes `key`.
     pub fn remove(&self, key: &K) -> Result<()> {
-        with_encoded(&self.name, key, |k| self.handle.remove(k))?
-            .map_err(|c| Error::state(&self.name, c))
+        with_encoded(&self.name, key, |k| self.handle.remove(k))?.map_err(|c| Error::state(&self.name, c))
     }
 
     /// Whether the map holds `key`.
     pub fn contains(&self, key: &K) -> Result<bool> {
-        with_encoded(&self.name, key, |k| self.handle.contains(k))?
-            .map_err(|c| Error::state(&self.name, c))
+        with_encoded(&self.name, key, |k| self.handle.contains(k))?.map_err(|c| Error::state(&self.name, c))
     }
 
     /// Whether the current key's map is empty.
@@ -184,7 +178,8 @@ impl<K: Serialize + DeserializeOwned, V: Serialize + DeserializeOwned> MapState<
 /// items; `cursor` extracts the user key that the next page starts after.
 pub(crate) fn paged<'a, I: 'a>(
     name: &'a str,
-    mut fetch: impl FnMut(Option<&[u8]>) -> std::result::Result<Vec<I>, crate::bindings::weir::operator::types::ErrorCode> + 'a,
+    mut fetch: impl FnMut(Option<&[u8]>) -> std::result::Result<Vec<I>, crate::bindings::weir::operator::types::ErrorCode>
+    + 'a,
     cursor: impl Fn(&I) -> Vec<u8> + 'a,
 ) -> impl Iterator<Item = Result<I>> + 'a {
     let mut after: Option<Vec<u8>> = None;
@@ -229,8 +224,7 @@ impl<T: Serialize + DeserializeOwned> ReducingState<T> {
             Some(acc) => (self.reduce)(acc, value),
             None => value,
         };
-        with_encoded(&self.name, &next, |b| self.handle.set(b))?
-            .map_err(|c| Error::state(&self.name, c))?;
+        with_encoded(&self.name, &next, |b| self.handle.set(b))?.map_err(|c| Error::state(&self.name, c))?;
         Ok(next)
     }
 
@@ -277,8 +271,7 @@ impl<F: AggregateFunction> AggregatingState<F> {
     pub fn add(&self, input: F::Input) -> Result<()> {
         let acc = self.accumulator()?.unwrap_or_else(|| self.function.create());
         let acc = self.function.add(input, acc);
-        with_encoded(&self.name, &acc, |b| self.handle.set(b))?
-            .map_err(|c| Error::state(&self.name, c))
+        with_encoded(&self.name, &acc, |b| self.handle.set(b))?.map_err(|c| Error::state(&self.name, c))
     }
 
     /// The current key's result, or none before the first input.

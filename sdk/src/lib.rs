@@ -68,14 +68,12 @@ pub use bindings::weir::operator::types::{
     Element, OperatorInfo, Redistribution, TimeDomain, TtlUpdate, TtlVisibility,
 };
 pub use broadcast::BroadcastMapState;
+pub use codec::{Descriptor, Ttl};
 pub use context::{Context, OpenContext, Timer};
 pub use error::{Error, Result};
-pub use keyed::{
-    AggregateFunction, AggregatingState, ListState, MapState, ReducingState, ValueState,
-};
+pub use keyed::{AggregateFunction, AggregatingState, ListState, MapState, ReducingState, ValueState};
 pub use operator::Operator;
 pub use operator_state::OperatorListState;
-pub use codec::{Descriptor, Ttl};
 
 /// Exports a type implementing [`Operator`] as the component's `handler`.
 ///

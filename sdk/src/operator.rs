@@ -1,8 +1,8 @@
 //! The [`Operator`] trait that user code implements.
 
+use crate::Element;
 use crate::context::{Context, OpenContext, Timer};
 use crate::error::{Error, Result};
-use crate::Element;
 
 /// A stream operator. One instance runs per parallel subtask; the host calls
 /// it from one thread, never concurrently.

@@ -18,8 +18,7 @@ pub struct OperatorListState<T> {
 impl<T: Serialize + DeserializeOwned> OperatorListState<T> {
     /// Appends `value`.
     pub fn add(&self, value: &T) -> Result<()> {
-        with_encoded(&self.name, value, |b| self.handle.add(b))?
-            .map_err(|c| Error::state(&self.name, c))
+        with_encoded(&self.name, value, |b| self.handle.add(b))?.map_err(|c| Error::state(&self.name, c))
     }
 
     /// Replaces the list.
@@ -32,10 +31,7 @@ impl<T: Serialize + DeserializeOwned> OperatorListState<T> {
     pub fn get(&self) -> Result<Vec<T>> {
         let mut out = Vec::new();
         loop {
-            let page = self
-                .handle
-                .read(out.len() as u32, PAGE)
-                .map_err(|c| Error::state(&self.name, c))?;
+            let page = self.handle.read(out.len() as u32, PAGE).map_err(|c| Error::state(&self.name, c))?;
             let n = page.len() as u32;
             for b in page {
                 out.push(decode(&self.name, &b)?);

@@ -76,7 +76,10 @@ fn missing_field_is_named() {
 #[test]
 fn an_input_that_names_nothing_is_named() {
     let err = dir_with(&good_job().replace("input = \"tokenizer\"", "input = \"tokeniser\"")).fails();
-    assert_mentions(&err, &["operator 'counter'", "input 'tokeniser' names no source or operator", "known: counter, lines, tokenizer"]);
+    assert_mentions(
+        &err,
+        &["operator 'counter'", "input 'tokeniser' names no source or operator", "known: counter, lines, tokenizer"],
+    );
 }
 
 #[test]

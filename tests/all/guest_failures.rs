@@ -69,7 +69,10 @@ fn an_endless_loop_is_interrupted_at_the_deadline() {
 #[test]
 fn growing_past_the_memory_limit_fails_the_task() {
     let err = misbehaving_job("alloc", "[wasm]\nmemory_limit = \"32MiB\"").fails();
-    assert!(err.contains("operator 'bad-apple'") && err.contains("exceeded wasm.memory_limit of 33554432 bytes"), "{err}");
+    assert!(
+        err.contains("operator 'bad-apple'") && err.contains("exceeded wasm.memory_limit of 33554432 bytes"),
+        "{err}"
+    );
 }
 
 #[test]

@@ -91,7 +91,8 @@ fn cold_start(cache_warm: bool) -> Duration {
     let dir = tempfile::tempdir().unwrap();
     write_job(dir.path(), 1, 1, 1024);
     if cache_warm {
-        let warm = Command::new(weir_tests::host_binary()).args(["run", "job.toml"]).current_dir(dir.path()).output().unwrap();
+        let warm =
+            Command::new(weir_tests::host_binary()).args(["run", "job.toml"]).current_dir(dir.path()).output().unwrap();
         assert!(warm.status.success());
     }
     let started = Instant::now();
@@ -127,7 +128,11 @@ fn main() {
     let small = (count / 10).max(1);
     let per_record = weir(small, keys.min(small), 1);
     let batched_small = weir(small, keys.min(small), 1024);
-    eprintln!("weir on {small} records: per-record calls {:.2} M/s, batched {:.2} M/s", per_record / 1e6, batched_small / 1e6);
+    eprintln!(
+        "weir on {small} records: per-record calls {:.2} M/s, batched {:.2} M/s",
+        per_record / 1e6,
+        batched_small / 1e6
+    );
     let cold: Vec<f64> = (0..3).map(|_| cold_start(false).as_secs_f64() * 1e3).collect();
     let warm: Vec<f64> = (0..3).map(|_| cold_start(true).as_secs_f64() * 1e3).collect();
 

@@ -3,8 +3,7 @@
 //! modules exist). Documented for users in `docs/job-file.md`.
 
 use super::settings::{
-    CheckpointingSection, ExecutionSection, PipelineSection, SettingsFile, StateSection,
-    WasmSection,
+    CheckpointingSection, ExecutionSection, PipelineSection, SettingsFile, StateSection, WasmSection,
 };
 use serde::Deserialize;
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -191,9 +190,7 @@ impl SinkFile {
     }
     fn input(&self) -> &str {
         match self {
-            SinkFile::File { input, .. }
-            | SinkFile::Stdout { input, .. }
-            | SinkFile::Discard { input, .. } => input,
+            SinkFile::File { input, .. } | SinkFile::Stdout { input, .. } | SinkFile::Discard { input, .. } => input,
         }
     }
 }
@@ -300,9 +297,7 @@ pub enum SinkKind {
 }
 
 fn valid_id(id: &str) -> bool {
-    !id.is_empty()
-        && id.len() <= 128
-        && id.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+    !id.is_empty() && id.len() <= 128 && id.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
 }
 
 /// Checks a parsed job file and resolves paths against `base` (the job
@@ -311,10 +306,7 @@ fn valid_id(id: &str) -> bool {
 /// field at fault.
 pub fn validate(file: &JobFile, base: &Path, parallelism_override: Option<u32>) -> Result<JobSpec, String> {
     if !valid_id(&file.name) {
-        return Err(format!(
-            "name = {:?}: a job name is 1-128 letters, digits, '-', '_' or '.'",
-            file.name
-        ));
+        return Err(format!("name = {:?}: a job name is 1-128 letters, digits, '-', '_' or '.'", file.name));
     }
     let max_parallelism = file.max_parallelism.unwrap_or(DEFAULT_MAX_PARALLELISM);
     if !(1..=MAX_MAX_PARALLELISM).contains(&max_parallelism) {
@@ -392,7 +384,10 @@ pub fn validate(file: &JobFile, base: &Path, parallelism_override: Option<u32>) 
                     if *keys == 0 {
                         return Err(format!("source '{id}': keys must be at least 1"));
                     }
-                    SourceSpec { id: id.clone(), kind: SourceKind::Generator { count: *count, keys: *keys, seed: *seed } }
+                    SourceSpec {
+                        id: id.clone(),
+                        kind: SourceKind::Generator { count: *count, keys: *keys, seed: *seed },
+                    }
                 }
             })
         })

@@ -7,10 +7,7 @@ pub mod job;
 pub mod settings;
 pub mod units;
 
-pub use job::{
-    Format, InputSpec, JobSpec, OperatorSpec, Partition, SinkKind, SinkSpec, SourceKind,
-    SourceSpec,
-};
+pub use job::{Format, InputSpec, JobSpec, OperatorSpec, Partition, SinkKind, SinkSpec, SourceKind, SourceSpec};
 pub use settings::{BackendKind, Settings, SettingsFile};
 
 use std::path::{Path, PathBuf};
@@ -70,10 +67,8 @@ fn read(path: &Path) -> Result<String, ConfigError> {
 }
 
 fn parse<T: serde::de::DeserializeOwned>(path: &Path, text: &str) -> Result<T, ConfigError> {
-    toml::from_str(text).map_err(|e| ConfigError::Parse {
-        path: path.to_path_buf(),
-        message: e.to_string().trim_end().to_string(),
-    })
+    toml::from_str(text)
+        .map_err(|e| ConfigError::Parse { path: path.to_path_buf(), message: e.to_string().trim_end().to_string() })
 }
 
 /// Reads a host settings file.

@@ -288,11 +288,7 @@ impl SettingsFile {
             cache_dir,
             batch_size,
             channel_capacity,
-            progress_interval: self
-                .pipeline
-                .progress_interval
-                .map(|d| d.0)
-                .unwrap_or(Duration::from_secs(1)),
+            progress_interval: self.pipeline.progress_interval.map(|d| d.0).unwrap_or(Duration::from_secs(1)),
             warnings,
         })
     }

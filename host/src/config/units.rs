@@ -16,9 +16,9 @@ impl HumanDuration {
         let t = text.trim();
         let split = t.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(t.len());
         let (num, unit) = t.split_at(split);
-        let value: f64 = num
-            .parse()
-            .map_err(|_| format!("invalid duration {text:?}: expected a number and a unit such as \"200ms\" or \"1s\""))?;
+        let value: f64 = num.parse().map_err(|_| {
+            format!("invalid duration {text:?}: expected a number and a unit such as \"200ms\" or \"1s\"")
+        })?;
         let secs = match unit.trim() {
             "us" => value / 1e6,
             "ms" => value / 1e3,
@@ -91,11 +91,11 @@ impl<'de> Deserialize<'de> for ByteSize {
 impl fmt::Display for ByteSize {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let b = self.0;
-        if b >= 1 << 30 && b % (1 << 30) == 0 {
+        if b >= 1 << 30 && b.is_multiple_of(1 << 30) {
             write!(f, "{} GiB", b >> 30)
-        } else if b >= 1 << 20 && b % (1 << 20) == 0 {
+        } else if b >= 1 << 20 && b.is_multiple_of(1 << 20) {
             write!(f, "{} MiB", b >> 20)
-        } else if b >= 1 << 10 && b % (1 << 10) == 0 {
+        } else if b >= 1 << 10 && b.is_multiple_of(1 << 10) {
             write!(f, "{} KiB", b >> 10)
         } else {
             write!(f, "{b} B")

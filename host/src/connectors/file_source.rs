@@ -9,7 +9,12 @@ use std::io::{BufRead, BufReader};
 use std::path::Path;
 
 /// Reads `path` to the end.
-pub fn run(mut ctx: SourceContext, path: &Path, format: Format, key_field: Option<&str>) -> Result<Counters, TaskError> {
+pub fn run(
+    mut ctx: SourceContext,
+    path: &Path,
+    format: Format,
+    key_field: Option<&str>,
+) -> Result<Counters, TaskError> {
     let file = std::fs::File::open(path).map_err(|e| ctx.error(format!("cannot open {}: {e}", path.display())))?;
     let mut reader = BufReader::with_capacity(1 << 20, file);
     let mut line = Vec::new();
@@ -36,9 +41,9 @@ pub fn run(mut ctx: SourceContext, path: &Path, format: Format, key_field: Optio
                     continue;
                 }
                 let key = match key_field {
-                    Some(field) => Some(json_key(&line, field).map_err(|m| {
-                        ctx.error(format!("{}:{number}: {m}", path.display()))
-                    })?),
+                    Some(field) => Some(
+                        json_key(&line, field).map_err(|m| ctx.error(format!("{}:{number}: {m}", path.display())))?,
+                    ),
                     None => {
                         serde_json::from_slice::<serde::de::IgnoredAny>(&line)
                             .map_err(|e| ctx.error(format!("{}:{number}: invalid JSON: {e}", path.display())))?;

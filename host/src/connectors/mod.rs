@@ -1,8 +1,8 @@
 //! Connectors: sources that read records into the job and sinks that write
 //! them out. Each runs as one task thread; sources end the job when bounded.
 
-pub mod generator;
 pub mod file_source;
+pub mod generator;
 pub mod sink;
 
 use crate::runtime::events::{Control, Counters, TaskError};
@@ -29,7 +29,13 @@ pub struct SourceContext {
 
 impl SourceContext {
     /// A context for source `id`.
-    pub fn new(id: Arc<str>, router: Router, reporter: Reporter, control: Receiver<Control>, batch_size: usize) -> Self {
+    pub fn new(
+        id: Arc<str>,
+        router: Router,
+        reporter: Reporter,
+        control: Receiver<Control>,
+        batch_size: usize,
+    ) -> Self {
         SourceContext { id, router, reporter, control, batch_size, counters: Counters::default() }
     }
 
@@ -39,7 +45,7 @@ impl SourceContext {
     pub fn emit(&mut self, record: Element) -> Result<(), TaskError> {
         self.router.push(record).map_err(|e| route_error(&self.id, e))?;
         self.counters.records_in += 1;
-        if self.counters.records_in % self.batch_size as u64 == 0 {
+        if self.counters.records_in.is_multiple_of(self.batch_size as u64) {
             if self.control.try_recv().is_ok() {
                 return Err(TaskError::Cancelled);
             }

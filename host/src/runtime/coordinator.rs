@@ -82,7 +82,8 @@ pub fn run_job(job: &LoadedJob) -> Result<JobReport, JobError> {
     }
     let engine = new_engine().map_err(|e| JobError::Engine(format!("{e:#}")))?;
     let _ticker = EpochTicker::start(&engine);
-    let mut loader = ModuleLoader::new(&engine, settings.cache_dir.clone()).map_err(|e| JobError::Engine(format!("{e:#}")))?;
+    let mut loader =
+        ModuleLoader::new(&engine, settings.cache_dir.clone()).map_err(|e| JobError::Engine(format!("{e:#}")))?;
     let mut modules: HashMap<&str, OperatorModule> = HashMap::new();
     for op in &spec.operators {
         modules.insert(&op.uid, loader.load(&op.uid, &op.module)?);
@@ -138,32 +139,35 @@ pub fn run_job(job: &LoadedJob) -> Result<JobReport, JobError> {
     let mut controls: Vec<Sender<Control>> = Vec::new();
     let mut threads: Vec<(TaskId, JoinHandle<()>)> = Vec::new();
     let limits = Limits { call_timeout: settings.call_timeout, memory_limit: settings.memory_limit };
-    let mut take_router = |id: &str, u: u32| Router::new(edges.remove(&(id.to_string(), u)).unwrap_or_default(), settings.batch_size);
-    let mut take_inputs = |id: &str, d: u32, control| Inputs::new(receivers.remove(&(id.to_string(), d)).unwrap_or_default(), control);
+    let mut take_router =
+        |id: &str, u: u32| Router::new(edges.remove(&(id.to_string(), u)).unwrap_or_default(), settings.batch_size);
+    let mut take_inputs =
+        |id: &str, d: u32, control| Inputs::new(receivers.remove(&(id.to_string(), d)).unwrap_or_default(), control);
 
-    let mut spawn = |id: TaskId, body: Box<dyn FnOnce() -> Result<Counters, TaskError> + Send>, events: Sender<TaskEvent>| {
-        let tid = id.clone();
-        let handle = std::thread::Builder::new()
-            .name(format!("weir-{}", id))
-            .spawn(move || {
-                // A panic in a task is a task failure, reported like any other.
-                let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(body)).unwrap_or_else(|p| {
-                    let msg = p
-                        .downcast_ref::<String>()
-                        .cloned()
-                        .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
-                        .unwrap_or_else(|| "unknown panic".into());
-                    Err(TaskError::Sink { id: tid.node.clone(), message: format!("task panicked: {msg}") })
-                });
-                let event = match result {
-                    Ok(c) => TaskEvent::Finished(tid, c),
-                    Err(e) => TaskEvent::Failed(tid, e),
-                };
-                let _ = events.send(event);
-            })
-            .expect("spawn a task thread");
-        threads.push((id, handle));
-    };
+    let mut spawn =
+        |id: TaskId, body: Box<dyn FnOnce() -> Result<Counters, TaskError> + Send>, events: Sender<TaskEvent>| {
+            let tid = id.clone();
+            let handle = std::thread::Builder::new()
+                .name(format!("weir-{}", id))
+                .spawn(move || {
+                    // A panic in a task is a task failure, reported like any other.
+                    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(body)).unwrap_or_else(|p| {
+                        let msg = p
+                            .downcast_ref::<String>()
+                            .cloned()
+                            .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+                            .unwrap_or_else(|| "unknown panic".into());
+                        Err(TaskError::Sink { id: tid.node.clone(), message: format!("task panicked: {msg}") })
+                    });
+                    let event = match result {
+                        Ok(c) => TaskEvent::Finished(tid, c),
+                        Err(e) => TaskEvent::Failed(tid, e),
+                    };
+                    let _ = events.send(event);
+                })
+                .expect("spawn a task thread");
+            threads.push((id, handle));
+        };
 
     // Sinks and operators first, so sources never wait on a missing reader.
     for s in &spec.sinks {
@@ -232,8 +236,13 @@ pub fn run_job(job: &LoadedJob) -> Result<JobReport, JobError> {
     let mut progress = Progress::new();
     let mut last_draw = Instant::now();
     let totals = |latest: &HashMap<TaskId, Counters>| {
-        let read: u64 = latest.iter().filter(|(t, _)| spec.sources.iter().any(|s| *t.node == *s.id)).map(|(_, c)| c.records_in).sum();
-        let written: u64 = latest.iter().filter(|(t, _)| spec.sinks.iter().any(|s| *t.node == *s.id)).map(|(_, c)| c.records_in).sum();
+        let read: u64 = latest
+            .iter()
+            .filter(|(t, _)| spec.sources.iter().any(|s| *t.node == *s.id))
+            .map(|(_, c)| c.records_in)
+            .sum();
+        let written: u64 =
+            latest.iter().filter(|(t, _)| spec.sinks.iter().any(|s| *t.node == *s.id)).map(|(_, c)| c.records_in).sum();
         (read, written)
     };
     while ended < total {

@@ -85,7 +85,9 @@ pub enum TaskError {
         message: String,
     },
     /// A record without key was sent over a keyed edge.
-    #[error("'{from}' emitted a record without a key, but '{to}' reads it with partition = \"key\" (emit keyed records, or change the partition)")]
+    #[error(
+        "'{from}' emitted a record without a key, but '{to}' reads it with partition = \"key\" (emit keyed records, or change the partition)"
+    )]
     MissingKey {
         /// Sender.
         from: Arc<str>,

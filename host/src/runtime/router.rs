@@ -35,7 +35,13 @@ pub struct Edge {
 
 impl Edge {
     /// An edge to `to` over `senders`.
-    pub fn new(to: Arc<str>, partition: Partition, senders: Vec<Sender<Message>>, max_parallelism: u32, batch_size: usize) -> Self {
+    pub fn new(
+        to: Arc<str>,
+        partition: Partition,
+        senders: Vec<Sender<Message>>,
+        max_parallelism: u32,
+        batch_size: usize,
+    ) -> Self {
         let keyed = partition == Partition::Key;
         let buffers = senders.iter().map(|_| Batch::with_capacity(batch_size, keyed)).collect();
         Edge { to, partition, senders, buffers, next: 0, max_parallelism }

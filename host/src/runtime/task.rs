@@ -37,7 +37,7 @@ impl Inputs {
     }
 
     /// Blocks until the next batch or the end.
-    pub fn next(&mut self) -> Next {
+    pub fn next_batch(&mut self) -> Next {
         loop {
             if self.receivers.is_empty() {
                 return Next::Ended;
@@ -130,7 +130,8 @@ impl OperatorTask {
         let subtask = self.id.subtask;
         let range = KeyGroupRange::for_subtask(subtask, self.parallelism, self.max_parallelism);
         let backend = Box::new(HashMapBackend::new(range));
-        let mut instance = OperatorInstance::new(&self.module, &uid, subtask, backend, self.max_parallelism, self.limits)?;
+        let mut instance =
+            OperatorInstance::new(&self.module, &uid, subtask, backend, self.max_parallelism, self.limits)?;
         let info = OperatorInfo {
             uid: uid.to_string(),
             subtask_index: subtask,
@@ -139,20 +140,15 @@ impl OperatorTask {
             params: self.params.clone(),
         };
         let parallelism = self.parallelism;
-        let guest_error = |what: String, failure| TaskError::Guest {
-            uid: uid.clone(),
-            subtask,
-            parallelism,
-            what,
-            failure,
-        };
+        let guest_error =
+            |what: String, failure| TaskError::Guest { uid: uid.clone(), subtask, parallelism, what, failure };
         instance.open(&info).map_err(|f| guest_error("failed in open".into(), f))?;
         self.forward(&mut instance).map_err(|e| route_error(&uid, e))?;
         tracing::debug!(operator = %uid, subtask, "opened");
 
         let mut counters = Counters::default();
         loop {
-            match self.inputs.next() {
+            match self.inputs.next_batch() {
                 Next::Batch(batch) => {
                     let before = counters.records_in;
                     counters.records_in += batch.len() as u64;

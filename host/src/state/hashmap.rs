@@ -7,10 +7,7 @@
 //! hashed twice. Values are updated in place, reusing their allocation.
 
 use super::key_group::KeyGroupRange;
-use super::{
-    KeyRef, MapEntry, Shape, StateBackend, StateDescriptor, StateError, StateId, StateKind,
-    check_name,
-};
+use super::{KeyRef, MapEntry, Shape, StateBackend, StateDescriptor, StateError, StateId, StateKind, check_name};
 use hashbrown::HashTable;
 use smallvec::SmallVec;
 use std::collections::BTreeMap;
@@ -63,13 +60,20 @@ impl<V> Keyed<V> {
     }
 
     #[inline]
-    fn get_or_insert(&mut self, range: KeyGroupRange, k: &KeyRef<'_>, init: impl FnOnce() -> V) -> Result<&mut V, StateError> {
+    fn get_or_insert(
+        &mut self,
+        range: KeyGroupRange,
+        k: &KeyRef<'_>,
+        init: impl FnOnce() -> V,
+    ) -> Result<&mut V, StateError> {
         let key = k.key;
         let hash = table_hash(k);
         let table = self.group(range, k)?;
-        let entry = table
-            .entry(hash, |e| *e.key == *key, |e| e.hash)
-            .or_insert_with(|| Entry { hash, key: InlineKey::from_slice(key), value: init() });
+        let entry = table.entry(hash, |e| *e.key == *key, |e| e.hash).or_insert_with(|| Entry {
+            hash,
+            key: InlineKey::from_slice(key),
+            value: init(),
+        });
         Ok(&mut entry.into_mut().value)
     }
 

@@ -19,7 +19,7 @@ pub fn key_hash(key: &[u8]) -> u64 {
 /// The key group of a key with hash `hash`.
 #[inline]
 pub fn key_group_of_hash(hash: u64, max_parallelism: u32) -> u16 {
-    debug_assert!(max_parallelism >= 1 && max_parallelism <= 1 << 15);
+    debug_assert!((1..=1 << 15).contains(&max_parallelism));
     (hash % u64::from(max_parallelism)) as u16
 }
 

@@ -9,15 +9,13 @@
 use super::bindings::weir::operator::{
     broadcast_state, collector, context, keyed_state, operator_state, timers,
     types::{
-        self, Element, ErrorCode, Redistribution as WitRedistribution, StateDescriptor as WitDescriptor,
-        TtlUpdate, TtlVisibility,
+        self, Element, ErrorCode, Redistribution as WitRedistribution, StateDescriptor as WitDescriptor, TtlUpdate,
+        TtlVisibility,
     },
 };
 use crate::runtime::batch::Batch;
 use crate::state::key_group::{key_group_of_hash, key_hash};
-use crate::state::{
-    KeyRef, Redistribution, StateBackend, StateDescriptor, StateError, StateId, StateKind, TtlConfig,
-};
+use crate::state::{KeyRef, Redistribution, StateBackend, StateDescriptor, StateError, StateId, StateKind, TtlConfig};
 use std::sync::Arc;
 use wasmtime::component::{Resource, ResourceTable};
 use wasmtime::{ResourceLimiter, Result as WtResult};
@@ -173,12 +171,14 @@ impl OperatorHost {
         finish(f(backend.as_mut(), key))
     }
 
-    fn register(&mut self, d: &WitDescriptor, kind: StateKind, mode: Option<Redistribution>) -> WtResult<Result<u32, ErrorCode>> {
+    fn register(
+        &mut self,
+        d: &WitDescriptor,
+        kind: StateKind,
+        mode: Option<Redistribution>,
+    ) -> WtResult<Result<u32, ErrorCode>> {
         if self.phase != Phase::Open {
-            return Ok(Err(ErrorCode::NotInOpen(format!(
-                "state '{}' was registered outside open",
-                d.name
-            ))));
+            return Ok(Err(ErrorCode::NotInOpen(format!("state '{}' was registered outside open", d.name))));
         }
         let descriptor = StateDescriptor {
             name: d.name.clone(),
@@ -429,10 +429,14 @@ impl keyed_state::HostMapState for OperatorHost {
     }
 }
 
-type OLS = operator_state::OperatorListState;
+type Ols = operator_state::OperatorListState;
 
 impl operator_state::Host for OperatorHost {
-    fn register_list(&mut self, d: WitDescriptor, mode: WitRedistribution) -> WtResult<Result<Resource<OLS>, ErrorCode>> {
+    fn register_list(
+        &mut self,
+        d: WitDescriptor,
+        mode: WitRedistribution,
+    ) -> WtResult<Result<Resource<Ols>, ErrorCode>> {
         if d.ttl.is_some() {
             return Ok(Err(ErrorCode::InvalidName(format!("state '{}': operator state takes no TTL", d.name))));
         }
@@ -445,37 +449,37 @@ impl operator_state::Host for OperatorHost {
 }
 
 impl operator_state::HostOperatorListState for OperatorHost {
-    fn add(&mut self, h: Resource<OLS>, value: Vec<u8>) -> WtResult<Result<(), ErrorCode>> {
+    fn add(&mut self, h: Resource<Ols>, value: Vec<u8>) -> WtResult<Result<(), ErrorCode>> {
         finish(self.backend.operator_list_add(h.rep(), &[&value]))
     }
 
-    fn add_all(&mut self, h: Resource<OLS>, values: Vec<Vec<u8>>) -> WtResult<Result<(), ErrorCode>> {
+    fn add_all(&mut self, h: Resource<Ols>, values: Vec<Vec<u8>>) -> WtResult<Result<(), ErrorCode>> {
         let refs: Vec<&[u8]> = values.iter().map(Vec::as_slice).collect();
         finish(self.backend.operator_list_add(h.rep(), &refs))
     }
 
-    fn update(&mut self, h: Resource<OLS>, values: Vec<Vec<u8>>) -> WtResult<Result<(), ErrorCode>> {
+    fn update(&mut self, h: Resource<Ols>, values: Vec<Vec<u8>>) -> WtResult<Result<(), ErrorCode>> {
         finish(self.backend.operator_list_update(h.rep(), values))
     }
 
-    fn read(&mut self, h: Resource<OLS>, start: u32, max: u32) -> WtResult<Result<Vec<Vec<u8>>, ErrorCode>> {
+    fn read(&mut self, h: Resource<Ols>, start: u32, max: u32) -> WtResult<Result<Vec<Vec<u8>>, ErrorCode>> {
         finish(self.backend.operator_list_read(h.rep(), start, max))
     }
 
-    fn len(&mut self, h: Resource<OLS>) -> WtResult<Result<u32, ErrorCode>> {
+    fn len(&mut self, h: Resource<Ols>) -> WtResult<Result<u32, ErrorCode>> {
         finish(self.backend.operator_list_len(h.rep()))
     }
 
-    fn clear(&mut self, h: Resource<OLS>) -> WtResult<Result<(), ErrorCode>> {
+    fn clear(&mut self, h: Resource<Ols>) -> WtResult<Result<(), ErrorCode>> {
         finish(self.backend.operator_list_update(h.rep(), Vec::new()))
     }
 
-    fn drop(&mut self, _h: Resource<OLS>) -> WtResult<()> {
+    fn drop(&mut self, _h: Resource<Ols>) -> WtResult<()> {
         Ok(())
     }
 }
 
-type BMS = broadcast_state::BroadcastMapState;
+type Bms = broadcast_state::BroadcastMapState;
 
 /// Broadcast state and timers arrive with the full state model; until then
 /// they answer with an error the guest sees, never silently.
@@ -484,7 +488,7 @@ fn not_yet<T>(what: &str) -> WtResult<Result<T, ErrorCode>> {
 }
 
 impl broadcast_state::Host for OperatorHost {
-    fn register_map(&mut self, d: WitDescriptor) -> WtResult<Result<Resource<BMS>, ErrorCode>> {
+    fn register_map(&mut self, d: WitDescriptor) -> WtResult<Result<Resource<Bms>, ErrorCode>> {
         if self.phase != Phase::Open {
             return Ok(Err(ErrorCode::NotInOpen(format!("state '{}' was registered outside open", d.name))));
         }
@@ -493,36 +497,36 @@ impl broadcast_state::Host for OperatorHost {
 }
 
 impl broadcast_state::HostBroadcastMapState for OperatorHost {
-    fn get(&mut self, _h: Resource<BMS>, _k: Vec<u8>) -> WtResult<Result<Option<Vec<u8>>, ErrorCode>> {
+    fn get(&mut self, _h: Resource<Bms>, _k: Vec<u8>) -> WtResult<Result<Option<Vec<u8>>, ErrorCode>> {
         not_yet("broadcast state")
     }
-    fn put(&mut self, _h: Resource<BMS>, _k: Vec<u8>, _v: Vec<u8>) -> WtResult<Result<(), ErrorCode>> {
+    fn put(&mut self, _h: Resource<Bms>, _k: Vec<u8>, _v: Vec<u8>) -> WtResult<Result<(), ErrorCode>> {
         not_yet("broadcast state")
     }
-    fn remove(&mut self, _h: Resource<BMS>, _k: Vec<u8>) -> WtResult<Result<(), ErrorCode>> {
+    fn remove(&mut self, _h: Resource<Bms>, _k: Vec<u8>) -> WtResult<Result<(), ErrorCode>> {
         not_yet("broadcast state")
     }
-    fn contains(&mut self, _h: Resource<BMS>, _k: Vec<u8>) -> WtResult<Result<bool, ErrorCode>> {
+    fn contains(&mut self, _h: Resource<Bms>, _k: Vec<u8>) -> WtResult<Result<bool, ErrorCode>> {
         not_yet("broadcast state")
     }
-    fn is_empty(&mut self, _h: Resource<BMS>) -> WtResult<Result<bool, ErrorCode>> {
+    fn is_empty(&mut self, _h: Resource<Bms>) -> WtResult<Result<bool, ErrorCode>> {
         not_yet("broadcast state")
     }
     fn entries(
         &mut self,
-        _h: Resource<BMS>,
+        _h: Resource<Bms>,
         _a: Option<Vec<u8>>,
         _m: u32,
     ) -> WtResult<Result<Vec<(Vec<u8>, Vec<u8>)>, ErrorCode>> {
         not_yet("broadcast state")
     }
-    fn keys(&mut self, _h: Resource<BMS>, _a: Option<Vec<u8>>, _m: u32) -> WtResult<Result<Vec<Vec<u8>>, ErrorCode>> {
+    fn keys(&mut self, _h: Resource<Bms>, _a: Option<Vec<u8>>, _m: u32) -> WtResult<Result<Vec<Vec<u8>>, ErrorCode>> {
         not_yet("broadcast state")
     }
-    fn clear(&mut self, _h: Resource<BMS>) -> WtResult<Result<(), ErrorCode>> {
+    fn clear(&mut self, _h: Resource<Bms>) -> WtResult<Result<(), ErrorCode>> {
         not_yet("broadcast state")
     }
-    fn drop(&mut self, _h: Resource<BMS>) -> WtResult<()> {
+    fn drop(&mut self, _h: Resource<Bms>) -> WtResult<()> {
         Ok(())
     }
 }

@@ -20,15 +20,8 @@ pub use module::{ModuleLoader, WasmError};
 pub const HANDLER_INTERFACE: &str = "weir:operator/handler@0.1.0";
 
 /// The functions of [`HANDLER_INTERFACE`].
-pub const HANDLER_FUNCTIONS: &[&str] = &[
-    "open",
-    "process",
-    "process-batch",
-    "process-broadcast",
-    "on-timer",
-    "end-of-input",
-    "migrate-value",
-];
+pub const HANDLER_FUNCTIONS: &[&str] =
+    &["open", "process", "process-batch", "process-broadcast", "on-timer", "end-of-input", "migrate-value"];
 
 /// A compiled, pre-linked operator component, ready to instantiate once per
 /// subtask.

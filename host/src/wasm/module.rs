@@ -230,7 +230,8 @@ fn check_header(uid: &str, path: &Path, bytes: &[u8]) -> Result<(), WasmError> {
 fn check_exports(engine: &Engine, uid: &str, path: &Path, component: &Component) -> Result<(), WasmError> {
     let ty = component.component_type();
     let exports: Vec<(String, ComponentItem)> = ty.exports(engine).map(|(n, i)| (n.to_string(), i.ty)).collect();
-    let not_operator = |message: String| WasmError::NotAnOperator { uid: uid.to_string(), path: path.to_path_buf(), message };
+    let not_operator =
+        |message: String| WasmError::NotAnOperator { uid: uid.to_string(), path: path.to_path_buf(), message };
     let Some((_, item)) = exports.iter().find(|(n, _)| n == HANDLER_INTERFACE) else {
         let names: Vec<&str> = exports.iter().map(|(n, _)| n.as_str()).collect();
         let hint = if names.iter().any(|n| n.starts_with("weir:operator/handler@")) {

@@ -6,7 +6,7 @@
 //!
 //! Records that do not trigger it pass through unchanged.
 
-use weir_sdk::{export_operator, Context, Element, Error, OpenContext, Operator, Result};
+use weir_sdk::{Context, Element, Error, OpenContext, Operator, Result, export_operator};
 
 struct Misbehave {
     mode: String,
@@ -41,10 +41,7 @@ impl Operator for Misbehave {
                     std::hint::black_box(&hoard);
                 }
             }
-            "error" => Err(Error::msg(format!(
-                "misbehave: rejecting {:?}",
-                String::from_utf8_lossy(&input.payload)
-            ))),
+            "error" => Err(Error::msg(format!("misbehave: rejecting {:?}", String::from_utf8_lossy(&input.payload)))),
             other => Err(Error::msg(format!("misbehave: unknown mode '{other}'"))),
         }
     }

@@ -2,7 +2,7 @@
 //! emits `<word> <count>` on every update. The last line for a word carries
 //! its final count.
 
-use weir_sdk::{export_operator, Context, Element, OpenContext, Operator, Result, ValueState};
+use weir_sdk::{Context, Element, OpenContext, Operator, Result, ValueState, export_operator};
 
 struct Counter {
     count: ValueState<u64>,

@@ -2,7 +2,7 @@
 //! (runs of letters, digits and apostrophes), lowercases them, and emits each
 //! word keyed by itself so the counter downstream is partitioned by word.
 
-use weir_sdk::{export_operator, Context, Element, OpenContext, Operator, Result};
+use weir_sdk::{Context, Element, OpenContext, Operator, Result, export_operator};
 
 struct Tokenizer;
 
