@@ -108,3 +108,8 @@ fn print_summary(report: &JobReport) {
         );
     }
 }
+
+// Records are allocated on one task thread and freed on another (source to
+// operator to sink); mimalloc's per-thread free lists keep that cheap.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;

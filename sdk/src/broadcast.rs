@@ -45,7 +45,7 @@ impl<K: Serialize + DeserializeOwned, V: Serialize + DeserializeOwned> Broadcast
 
     /// Iterates the entries, a page at a time.
     pub fn entries(&self) -> impl Iterator<Item = Result<(K, V)>> + '_ {
-        paged(&self.name, move |after| self.handle.entries(after, PAGE), |(k, _)| k.clone())
+        paged(&self.name, move |after| self.handle.entries(after, PAGE), |(k, _)| k.clone(), false)
             .map(|r| r.and_then(|(k, v)| Ok((decode(&self.name, &k)?, decode(&self.name, &v)?))))
     }
 

@@ -1,6 +1,7 @@
 //! What operator code receives: [`OpenContext`] to register state in `open`,
 //! [`Context`] to emit output, read time and manage timers in every other call.
 
+use crate::batch::{CachedValue, sync_host};
 use crate::bindings::weir::operator::{
     broadcast_state, collector, context as wit_context, keyed_state, operator_state, timers,
     types::{Element, OperatorInfo, Redistribution, TimeDomain},
@@ -44,7 +45,7 @@ impl OpenContext {
     pub fn value_state<T: Serialize + DeserializeOwned>(&mut self, d: impl Into<Descriptor>) -> Result<ValueState<T>> {
         let d = d.into();
         let handle = keyed_state::register_value(&d.to_wit()).map_err(|c| Error::state(d.name(), c))?;
-        Ok(ValueState { name: d.name().to_string(), handle, _type: PhantomData })
+        Ok(ValueState { inner: CachedValue::new(d.name().to_string(), handle), _type: PhantomData })
     }
 
     /// Registers list state.
@@ -73,7 +74,7 @@ impl OpenContext {
     ) -> Result<ReducingState<T>> {
         let d = d.into();
         let handle = keyed_state::register_reducing(&d.to_wit()).map_err(|c| Error::state(d.name(), c))?;
-        Ok(ReducingState { name: d.name().to_string(), handle, reduce })
+        Ok(ReducingState { inner: CachedValue::new(d.name().to_string(), handle), reduce })
     }
 
     /// Registers aggregating state folded with `function`.
@@ -84,7 +85,7 @@ impl OpenContext {
     ) -> Result<AggregatingState<F>> {
         let d = d.into();
         let handle = keyed_state::register_aggregating(&d.to_wit()).map_err(|c| Error::state(d.name(), c))?;
-        Ok(AggregatingState { name: d.name().to_string(), handle, function })
+        Ok(AggregatingState { inner: CachedValue::new(d.name().to_string(), handle), function })
     }
 
     /// Registers operator list state, redistributed as `mode` says.
@@ -162,6 +163,7 @@ impl Context {
 
     /// The current key, if any.
     pub fn current_key(&self) -> Option<Vec<u8>> {
+        sync_host().ok()?;
         wit_context::current_key()
     }
 
@@ -177,23 +179,27 @@ impl Context {
 
     /// Registers an event-time timer for the current key.
     pub fn register_event_time_timer(&mut self, time: i64) -> Result<()> {
+        sync_host()?;
         timers::register_event_time_timer(time)
             .map_err(|c| Error::msg(format!("timer: {}", crate::error::describe(&c))))
     }
 
     /// Registers a processing-time timer for the current key.
     pub fn register_processing_time_timer(&mut self, time: i64) -> Result<()> {
+        sync_host()?;
         timers::register_processing_time_timer(time)
             .map_err(|c| Error::msg(format!("timer: {}", crate::error::describe(&c))))
     }
 
     /// Deletes the current key's event-time timer at `time`.
     pub fn delete_event_time_timer(&mut self, time: i64) -> Result<()> {
+        sync_host()?;
         timers::delete_event_time_timer(time).map_err(|c| Error::msg(format!("timer: {}", crate::error::describe(&c))))
     }
 
     /// Deletes the current key's processing-time timer at `time`.
     pub fn delete_processing_time_timer(&mut self, time: i64) -> Result<()> {
+        sync_host()?;
         timers::delete_processing_time_timer(time)
             .map_err(|c| Error::msg(format!("timer: {}", crate::error::describe(&c))))
     }

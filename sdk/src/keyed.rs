@@ -4,39 +4,42 @@
 //! Reads of lists and maps are paged, so a large collection never crosses the
 //! WASM boundary in one call.
 
+use crate::batch::{CachedValue, sync_host};
 use crate::bindings::weir::operator::keyed_state as wit;
 use crate::codec::{decode, encode, with_encoded};
 use crate::error::{Error, Result};
 use serde::{Serialize, de::DeserializeOwned};
 use std::marker::PhantomData;
+use std::rc::Rc;
 
 /// How many items one paged read asks for.
 pub(crate) const PAGE: u32 = 256;
 
 /// One value of type `T` per key.
+///
+/// Inside a batch, reads and writes go through the batch fast path: one host
+/// call per batch and state, not per element.
 pub struct ValueState<T> {
-    pub(crate) name: String,
-    pub(crate) handle: wit::ValueState,
+    pub(crate) inner: Rc<CachedValue<wit::ValueState>>,
     pub(crate) _type: PhantomData<fn() -> T>,
 }
 
 impl<T: Serialize + DeserializeOwned> ValueState<T> {
     /// The current key's value.
     pub fn get(&self) -> Result<Option<T>> {
-        match self.handle.get().map_err(|c| Error::state(&self.name, c))? {
-            Some(bytes) => decode(&self.name, &bytes).map(Some),
-            None => Ok(None),
-        }
+        let name = &self.inner.name;
+        self.inner.read(|b| b.map(|b| decode(name, b)).transpose())
     }
 
     /// Sets the current key's value.
     pub fn set(&self, value: &T) -> Result<()> {
-        with_encoded(&self.name, value, |b| self.handle.set(b))?.map_err(|c| Error::state(&self.name, c))
+        let name = &self.inner.name;
+        self.inner.write(|buf| postcard::to_extend(value, buf).map_err(|e| Error::codec(name, "encode", e)))
     }
 
     /// Removes the current key's value.
     pub fn clear(&self) -> Result<()> {
-        self.handle.clear().map_err(|c| Error::state(&self.name, c))
+        self.inner.clear()
     }
 }
 
@@ -50,17 +53,20 @@ pub struct ListState<T> {
 impl<T: Serialize + DeserializeOwned> ListState<T> {
     /// Appends `value` to the current key's list.
     pub fn add(&self, value: &T) -> Result<()> {
+        sync_host()?;
         with_encoded(&self.name, value, |b| self.handle.add(b))?.map_err(|c| Error::state(&self.name, c))
     }
 
     /// Appends every value of `values`, in order.
     pub fn add_all(&self, values: &[T]) -> Result<()> {
+        sync_host()?;
         let encoded = values.iter().map(|v| encode(&self.name, v)).collect::<Result<Vec<_>>>()?;
         self.handle.add_all(&encoded).map_err(|c| Error::state(&self.name, c))
     }
 
     /// Replaces the current key's list.
     pub fn update(&self, values: &[T]) -> Result<()> {
+        sync_host()?;
         let encoded = values.iter().map(|v| encode(&self.name, v)).collect::<Result<Vec<_>>>()?;
         self.handle.update(&encoded).map_err(|c| Error::state(&self.name, c))
     }
@@ -83,6 +89,10 @@ impl<T: Serialize + DeserializeOwned> ListState<T> {
                 if done {
                     return None;
                 }
+                if let Err(e) = sync_host() {
+                    done = true;
+                    return Some(Err(e));
+                }
                 match self.handle.read(start, PAGE) {
                     Ok(items) => {
                         done = (items.len() as u32) < PAGE;
@@ -100,6 +110,7 @@ impl<T: Serialize + DeserializeOwned> ListState<T> {
 
     /// The number of values in the current key's list.
     pub fn len(&self) -> Result<u32> {
+        sync_host()?;
         self.handle.len().map_err(|c| Error::state(&self.name, c))
     }
 
@@ -110,6 +121,7 @@ impl<T: Serialize + DeserializeOwned> ListState<T> {
 
     /// Removes the current key's list.
     pub fn clear(&self) -> Result<()> {
+        sync_host()?;
         self.handle.clear().map_err(|c| Error::state(&self.name, c))
     }
 }
@@ -126,40 +138,45 @@ pub struct MapState<K, V> {
 impl<K: Serialize + DeserializeOwned, V: Serialize + DeserializeOwned> MapState<K, V> {
     /// The value under `key`.
     pub fn get(&self, key: &K) -> Result<Option<V>> {
+        sync_host()?;
         let got = with_encoded(&self.name, key, |k| self.handle.get(k))?.map_err(|c| Error::state(&self.name, c))?;
         got.map(|b| decode(&self.name, &b)).transpose()
     }
 
     /// Sets the value under `key`.
     pub fn put(&self, key: &K, value: &V) -> Result<()> {
+        sync_host()?;
         let k = encode(&self.name, key)?;
         with_encoded(&self.name, value, |v| self.handle.put(&k, v))?.map_err(|c| Error::state(&self.name, c))
     }
 
     /// Removes `key`.
     pub fn remove(&self, key: &K) -> Result<()> {
+        sync_host()?;
         with_encoded(&self.name, key, |k| self.handle.remove(k))?.map_err(|c| Error::state(&self.name, c))
     }
 
     /// Whether the map holds `key`.
     pub fn contains(&self, key: &K) -> Result<bool> {
+        sync_host()?;
         with_encoded(&self.name, key, |k| self.handle.contains(k))?.map_err(|c| Error::state(&self.name, c))
     }
 
     /// Whether the current key's map is empty.
     pub fn is_empty(&self) -> Result<bool> {
+        sync_host()?;
         self.handle.is_empty().map_err(|c| Error::state(&self.name, c))
     }
 
     /// Iterates the entries, fetched a page at a time.
     pub fn entries(&self) -> impl Iterator<Item = Result<(K, V)>> + '_ {
-        paged(&self.name, move |after| self.handle.entries(after, PAGE), |(k, _)| k.clone())
+        paged(&self.name, move |after| self.handle.entries(after, PAGE), |(k, _)| k.clone(), true)
             .map(|r| r.and_then(|(k, v)| Ok((decode(&self.name, &k)?, decode(&self.name, &v)?))))
     }
 
     /// Iterates the keys, fetched a page at a time.
     pub fn keys(&self) -> impl Iterator<Item = Result<K>> + '_ {
-        paged(&self.name, move |after| self.handle.keys(after, PAGE), |k: &Vec<u8>| k.clone())
+        paged(&self.name, move |after| self.handle.keys(after, PAGE), |k: &Vec<u8>| k.clone(), true)
             .map(|r| r.and_then(|k| decode(&self.name, &k)))
     }
 
@@ -170,6 +187,7 @@ impl<K: Serialize + DeserializeOwned, V: Serialize + DeserializeOwned> MapState<
 
     /// Removes every entry of the current key's map.
     pub fn clear(&self) -> Result<()> {
+        sync_host()?;
         self.handle.clear().map_err(|c| Error::state(&self.name, c))
     }
 }
@@ -181,6 +199,7 @@ pub(crate) fn paged<'a, I: 'a>(
     mut fetch: impl FnMut(Option<&[u8]>) -> std::result::Result<Vec<I>, crate::bindings::weir::operator::types::ErrorCode>
     + 'a,
     cursor: impl Fn(&I) -> Vec<u8> + 'a,
+    keyed: bool,
 ) -> impl Iterator<Item = Result<I>> + 'a {
     let mut after: Option<Vec<u8>> = None;
     let mut page: std::vec::IntoIter<I> = Vec::new().into_iter();
@@ -192,6 +211,10 @@ pub(crate) fn paged<'a, I: 'a>(
             }
             if done {
                 return None;
+            }
+            if keyed && let Err(e) = sync_host() {
+                done = true;
+                return Some(Err(e));
             }
             match fetch(after.as_deref()) {
                 Ok(items) => {
@@ -212,8 +235,7 @@ pub(crate) fn paged<'a, I: 'a>(
 
 /// One accumulator of type `T` per key, folded with a reduce function.
 pub struct ReducingState<T> {
-    pub(crate) name: String,
-    pub(crate) handle: wit::AccumulatorState,
+    pub(crate) inner: Rc<CachedValue<wit::AccumulatorState>>,
     pub(crate) reduce: fn(T, T) -> T,
 }
 
@@ -224,21 +246,20 @@ impl<T: Serialize + DeserializeOwned> ReducingState<T> {
             Some(acc) => (self.reduce)(acc, value),
             None => value,
         };
-        with_encoded(&self.name, &next, |b| self.handle.set(b))?.map_err(|c| Error::state(&self.name, c))?;
+        let name = &self.inner.name;
+        self.inner.write(|buf| postcard::to_extend(&next, buf).map_err(|e| Error::codec(name, "encode", e)))?;
         Ok(next)
     }
 
     /// The current key's accumulator.
     pub fn get(&self) -> Result<Option<T>> {
-        match self.handle.get().map_err(|c| Error::state(&self.name, c))? {
-            Some(b) => decode(&self.name, &b).map(Some),
-            None => Ok(None),
-        }
+        let name = &self.inner.name;
+        self.inner.read(|b| b.map(|b| decode(name, b)).transpose())
     }
 
     /// Removes the current key's accumulator.
     pub fn clear(&self) -> Result<()> {
-        self.handle.clear().map_err(|c| Error::state(&self.name, c))
+        self.inner.clear()
     }
 }
 
@@ -261,8 +282,7 @@ pub trait AggregateFunction: 'static {
 
 /// One accumulator per key, folded with an [`AggregateFunction`].
 pub struct AggregatingState<F: AggregateFunction> {
-    pub(crate) name: String,
-    pub(crate) handle: wit::AccumulatorState,
+    pub(crate) inner: Rc<CachedValue<wit::AccumulatorState>>,
     pub(crate) function: F,
 }
 
@@ -271,7 +291,8 @@ impl<F: AggregateFunction> AggregatingState<F> {
     pub fn add(&self, input: F::Input) -> Result<()> {
         let acc = self.accumulator()?.unwrap_or_else(|| self.function.create());
         let acc = self.function.add(input, acc);
-        with_encoded(&self.name, &acc, |b| self.handle.set(b))?.map_err(|c| Error::state(&self.name, c))
+        let name = &self.inner.name;
+        self.inner.write(|buf| postcard::to_extend(&acc, buf).map_err(|e| Error::codec(name, "encode", e)))
     }
 
     /// The current key's result, or none before the first input.
@@ -280,14 +301,12 @@ impl<F: AggregateFunction> AggregatingState<F> {
     }
 
     fn accumulator(&self) -> Result<Option<F::Accumulator>> {
-        match self.handle.get().map_err(|c| Error::state(&self.name, c))? {
-            Some(b) => decode(&self.name, &b).map(Some),
-            None => Ok(None),
-        }
+        let name = &self.inner.name;
+        self.inner.read(|b| b.map(|b| decode(name, b)).transpose())
     }
 
     /// Removes the current key's accumulator.
     pub fn clear(&self) -> Result<()> {
-        self.handle.clear().map_err(|c| Error::state(&self.name, c))
+        self.inner.clear()
     }
 }

@@ -41,6 +41,7 @@
 
 #![deny(missing_docs)]
 
+mod batch;
 mod broadcast;
 mod codec;
 mod context;

@@ -1,8 +1,8 @@
 //! Glue between the generated `handler` exports and an [`Operator`]; used by
 //! [`crate::export_operator!`], not by operator code.
 
+use crate::batch;
 use crate::bindings::exports::weir::operator::handler::Timer as WitTimer;
-use crate::bindings::weir::operator::context as wit_context;
 use crate::context::{Context, OpenContext, Timer, flush_output};
 use crate::error::Error;
 use crate::{Element, Operator, OperatorInfo};
@@ -18,6 +18,13 @@ fn finish(result: crate::Result<()>) -> Result<(), String> {
 
 #[doc(hidden)]
 pub fn open<O: Operator>(slot: &mut Option<O>, info: OperatorInfo) -> Result<(), String> {
+    // A panic traps the instance; first tell the host which element of the
+    // batch was being processed, so its report names the record.
+    let default_hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let _ = batch::sync_host();
+        default_hook(info);
+    }));
     let mut ctx = OpenContext { info };
     let result = O::open(&mut ctx).map(|op| *slot = Some(op));
     finish(result)
@@ -33,22 +40,19 @@ pub fn process<O: Operator>(slot: &mut Option<O>, input: Element) -> Result<(), 
 pub fn process_batch<O: Operator>(slot: &mut Option<O>, inputs: Vec<Element>) -> Result<(), String> {
     let op = slot.as_mut().ok_or_else(not_open)?;
     let mut ctx = Context { _private: () };
+    batch::begin();
     let mut result = Ok(());
-    // The host makes element 0 current before the call, so the first element
-    // needs no `set-current-element`.
     for (i, input) in inputs.into_iter().enumerate() {
-        if i > 0 {
-            if let Err(code) = wit_context::set_current_element(i as u32) {
-                result = Err(Error::from(code));
-                break;
-            }
-        }
+        batch::set_index(i as u32);
         if let Err(e) = op.process(&mut ctx, input) {
+            // Let the host name the failing record.
+            let _ = batch::sync_host();
             result = Err(e);
             break;
         }
     }
-    finish(result)
+    let written = batch::end(result.is_ok());
+    finish(result.and(written))
 }
 
 #[doc(hidden)]

@@ -63,6 +63,9 @@ fn an_endless_loop_is_interrupted_at_the_deadline() {
     let started = Instant::now();
     let err = misbehaving_job("loop", "[wasm]\ncall_timeout = \"300ms\"").fails();
     assert!(err.contains("operator 'bad-apple'") && err.contains("ran past wasm.call_timeout (300ms)"), "{err}");
+    // A loop never tells the host which element it is on: the report names
+    // the batch instead.
+    assert!(err.contains("failed in the batch of input records 1 to 4"), "{err}");
     assert!(started.elapsed() < Duration::from_secs(20), "the deadline did not stop the loop promptly");
 }
 

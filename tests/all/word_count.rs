@@ -163,6 +163,27 @@ path = "counts.txt"
 }
 
 #[test]
+fn every_batch_size_gives_the_same_counts() {
+    // Batches of 1 go through `process` and per-element state calls; larger
+    // ones through `process-batch` and the batch fast path, where one batch
+    // holds the same word many times.
+    let text = corpus(2_000);
+    let expected = expected_word_counts(&text);
+    for batch_size in [1, 7, 1024] {
+        let dir = JobDir::new();
+        word_count_job(&dir, &text, 2);
+        let job = dir.read("job.toml").replacen(
+            "[[sources]]",
+            &format!("[pipeline]\nbatch_size = {batch_size}\n\n[[sources]]"),
+            1,
+        );
+        dir.write("job.toml", job);
+        dir.succeeds(&[]);
+        assert_eq!(final_counts(&dir.read("out/counts.txt")), expected, "batch_size {batch_size}");
+    }
+}
+
+#[test]
 fn the_parallelism_flag_overrides_the_job() {
     let dir = JobDir::new();
     word_count_job(&dir, "a b a\nc a b\n", 1);

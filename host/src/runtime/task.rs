@@ -184,7 +184,11 @@ impl OperatorTask {
 /// record in this subtask's input.
 fn describe_position(before: u64, batch: &Batch, element: Option<usize>) -> String {
     let Some(i) = element else {
-        return "failed while processing a batch".to_string();
+        return if batch.len() == 1 {
+            format!("failed on input record {}", before + 1)
+        } else {
+            format!("failed in the batch of input records {} to {}", before + 1, before + batch.len() as u64)
+        };
     };
     let position = before + i as u64 + 1;
     let record = &batch.records[i];

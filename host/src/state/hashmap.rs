@@ -194,6 +194,41 @@ impl StateBackend for HashMapBackend {
     }
 
     #[inline]
+    fn value_get_into(&mut self, s: StateId, k: KeyRef<'_>, out: &mut Vec<u8>) -> Result<bool, StateError> {
+        let range = self.range;
+        Ok(match self.values(s).get(range, &k)? {
+            Some(v) => {
+                out.extend_from_slice(v);
+                true
+            }
+            None => false,
+        })
+    }
+
+    fn value_get_many(
+        &mut self,
+        s: StateId,
+        keys: &[KeyRef<'_>],
+        out: &mut Vec<u8>,
+        spans: &mut Vec<(u32, u32, bool)>,
+    ) -> Result<(), StateError> {
+        let range = self.range;
+        let table = self.values(s);
+        for k in keys {
+            let start = out.len();
+            let present = match table.get(range, k)? {
+                Some(v) => {
+                    out.extend_from_slice(v);
+                    true
+                }
+                None => false,
+            };
+            spans.push((start as u32, (out.len() - start) as u32, present));
+        }
+        Ok(())
+    }
+
+    #[inline]
     fn value_set(&mut self, s: StateId, k: KeyRef<'_>, value: &[u8]) -> Result<(), StateError> {
         let range = self.range;
         let slot = self.values(s).get_or_insert(range, &k, InlineValue::new)?;

@@ -188,6 +188,34 @@ pub trait StateBackend: Send {
 
     /// Value shape: the current value.
     fn value_get(&mut self, state: StateId, key: KeyRef<'_>) -> Result<Option<Vec<u8>>, StateError>;
+    /// Value shape: appends the current value to `out` and returns whether
+    /// there was one (the batch read path: no allocation per value).
+    fn value_get_into(&mut self, state: StateId, key: KeyRef<'_>, out: &mut Vec<u8>) -> Result<bool, StateError> {
+        Ok(match self.value_get(state, key)? {
+            Some(v) => {
+                out.extend_from_slice(&v);
+                true
+            }
+            None => false,
+        })
+    }
+    /// Value shape: appends the values of `keys` to `out`, one `(start, len,
+    /// present)` per key in `spans` (the batch read path; one call lets the
+    /// backend overlap the lookups' cache misses).
+    fn value_get_many(
+        &mut self,
+        state: StateId,
+        keys: &[KeyRef<'_>],
+        out: &mut Vec<u8>,
+        spans: &mut Vec<(u32, u32, bool)>,
+    ) -> Result<(), StateError> {
+        for &k in keys {
+            let start = out.len();
+            let present = self.value_get_into(state, k, out)?;
+            spans.push((start as u32, (out.len() - start) as u32, present));
+        }
+        Ok(())
+    }
     /// Value shape: replace.
     fn value_set(&mut self, state: StateId, key: KeyRef<'_>, value: &[u8]) -> Result<(), StateError>;
     /// Value shape: remove.

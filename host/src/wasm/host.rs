@@ -10,7 +10,7 @@ use super::bindings::weir::operator::{
     broadcast_state, collector, context, keyed_state, operator_state, timers,
     types::{
         self, Element, ErrorCode, Redistribution as WitRedistribution, StateDescriptor as WitDescriptor, TtlUpdate,
-        TtlVisibility,
+        TtlVisibility, ValueSpan,
     },
 };
 use crate::runtime::batch::Batch;
@@ -43,6 +43,46 @@ enum Current {
     None,
     /// Element `i` of the batch being processed.
     Batch(usize),
+}
+
+/// What `get-batch` returns: one buffer and one span per key slot.
+type BatchValues = (Vec<u8>, Vec<ValueSpan>);
+
+/// The distinct keys of a keyed batch: `slot_of[i]` is element `i`'s slot,
+/// `first[s]` the first element with slot `s`'s key.
+#[derive(Default)]
+struct BatchSlots {
+    slot_of: Vec<u32>,
+    first: Vec<u32>,
+}
+
+impl BatchSlots {
+    fn of(batch: &Batch) -> Self {
+        let mut seen: hashbrown::HashTable<u32> = hashbrown::HashTable::with_capacity(batch.records.len());
+        let mut slots = BatchSlots { slot_of: Vec::with_capacity(batch.records.len()), first: Vec::new() };
+        for (i, r) in batch.records.iter().enumerate() {
+            let key = r.key.as_deref().unwrap_or_default();
+            let hash = batch.hashes.get(i).copied().unwrap_or_else(|| key_hash(key));
+            let first = &mut slots.first;
+            let recs = &batch.records;
+            let slot = *seen
+                .entry(
+                    hash,
+                    |&s| recs[first[s as usize] as usize].key.as_deref().unwrap_or_default() == key,
+                    |&s| {
+                        let e = &recs[first[s as usize] as usize];
+                        key_hash(e.key.as_deref().unwrap_or_default())
+                    },
+                )
+                .or_insert_with(|| {
+                    first.push(i as u32);
+                    (first.len() - 1) as u32
+                })
+                .get();
+            slots.slot_of.push(slot);
+        }
+        slots
+    }
 }
 
 /// Enforces `wasm.memory_limit` and remembers whether the guest hit it, so a
@@ -83,6 +123,14 @@ pub struct OperatorHost {
     pub phase: Phase,
     batch: Option<Arc<Batch>>,
     current: Current,
+    /// Computed on the first fast-path call of a batch.
+    slots: Option<BatchSlots>,
+    /// Whether the guest said which element it is on (`set-current-element`),
+    /// so a failure can name the record; the batch fast path does not.
+    position_known: bool,
+    /// Whether the batch's keys were prefetched (on the first per-element
+    /// keyed call; the fast path needs no prefetch).
+    prefetched: bool,
     /// Elements the guest emitted during the current call.
     pub outputs: Vec<Element>,
     /// Watermark the guest sees.
@@ -101,6 +149,9 @@ impl OperatorHost {
             phase: Phase::Idle,
             batch: None,
             current: Current::None,
+            slots: None,
+            position_known: false,
+            prefetched: false,
             outputs: Vec::new(),
             watermark: i64::MIN,
         }
@@ -108,18 +159,7 @@ impl OperatorHost {
 
     /// Makes `batch` the input of the next `process-batch`, element 0 current.
     pub fn begin_batch(&mut self, batch: Arc<Batch>) {
-        if batch.keyed && batch.hashes.len() == batch.records.len() {
-            let m = self.max_parallelism;
-            let keys: Vec<KeyRef<'_>> = batch
-                .records
-                .iter()
-                .zip(&batch.hashes)
-                .filter_map(|(r, &hash)| {
-                    r.key.as_deref().map(|key| KeyRef { key, hash, key_group: key_group_of_hash(hash, m) })
-                })
-                .collect();
-            self.backend.prefetch(&keys);
-        }
+        self.position_known = batch.records.len() == 1;
         self.batch = Some(batch);
         self.current = Current::Batch(0);
     }
@@ -127,14 +167,17 @@ impl OperatorHost {
     /// Forgets the batch after the call.
     pub fn end_batch(&mut self) {
         self.batch = None;
+        self.slots = None;
+        self.prefetched = false;
         self.current = Current::None;
     }
 
-    /// Index of the current element of the batch, if any (for error reports).
+    /// Index of the current element of the batch, if the guest reported it
+    /// (for error reports).
     pub fn current_index(&self) -> Option<usize> {
         match self.current {
-            Current::Batch(i) => Some(i),
-            Current::None => None,
+            Current::Batch(i) if self.position_known => Some(i),
+            _ => None,
         }
     }
 
@@ -154,7 +197,14 @@ impl OperatorHost {
         &mut self,
         f: impl FnOnce(&mut dyn StateBackend, KeyRef<'_>) -> Result<R, StateError>,
     ) -> WtResult<Result<R, ErrorCode>> {
-        let OperatorHost { backend, batch, current, max_parallelism, .. } = self;
+        let OperatorHost { backend, batch, current, max_parallelism, prefetched, .. } = self;
+        if !*prefetched {
+            *prefetched = true;
+            if let Some(b) = batch.as_deref().filter(|b| b.keyed && b.records.len() > 1) {
+                let keys: Vec<KeyRef<'_>> = (0..b.records.len()).map(|i| key_of(b, i, *max_parallelism)).collect();
+                backend.prefetch(&keys);
+            }
+        }
         let key = match (current, batch.as_deref()) {
             (Current::Batch(i), Some(b)) if b.keyed => {
                 let e = &b.records[*i];
@@ -169,6 +219,78 @@ impl OperatorHost {
             _ => return Ok(Err(ErrorCode::NoCurrentKey)),
         };
         finish(f(backend.as_mut(), key))
+    }
+
+    /// The batch's key slots, computed once per batch.
+    fn compute_slots(&mut self) -> Result<(), ErrorCode> {
+        if self.slots.is_some() {
+            return Ok(());
+        }
+        match (&self.batch, self.phase) {
+            (Some(b), Phase::Process) if b.keyed => {
+                self.slots = Some(BatchSlots::of(b));
+                Ok(())
+            }
+            _ => Err(ErrorCode::NoCurrentKey),
+        }
+    }
+
+    /// `get-batch`: every slot's value, in one buffer.
+    fn read_slots(&mut self, s: StateId) -> WtResult<Result<BatchValues, ErrorCode>> {
+        if let Err(e) = self.compute_slots() {
+            return Ok(Err(e));
+        }
+        let OperatorHost { backend, batch, slots, max_parallelism, .. } = self;
+        let (Some(b), Some(slots)) = (batch.as_deref(), slots.as_ref()) else {
+            return Ok(Err(ErrorCode::NoCurrentKey));
+        };
+        let keys: Vec<KeyRef<'_>> = slots.first.iter().map(|&e| key_of(b, e as usize, *max_parallelism)).collect();
+        let mut data = Vec::with_capacity(keys.len() * 8);
+        let mut raw = Vec::with_capacity(keys.len());
+        if let Err(e) = backend.value_get_many(s, &keys, &mut data, &mut raw) {
+            return finish(Err(e));
+        }
+        let spans = raw.into_iter().map(|(start, len, present)| ValueSpan { start, len, present }).collect();
+        Ok(Ok((data, spans)))
+    }
+
+    /// `set-batch`: writes (or clears) the given slots.
+    fn write_slots(
+        &mut self,
+        s: StateId,
+        slot_ids: &[u32],
+        data: &[u8],
+        spans: &[ValueSpan],
+    ) -> WtResult<Result<(), ErrorCode>> {
+        if let Err(e) = self.compute_slots() {
+            return Ok(Err(e));
+        }
+        if slot_ids.len() != spans.len() {
+            return Ok(Err(ErrorCode::OutOfRange(spans.len() as u32)));
+        }
+        let OperatorHost { backend, batch, slots, max_parallelism, .. } = self;
+        let (Some(b), Some(slots)) = (batch.as_deref(), slots.as_ref()) else {
+            return Ok(Err(ErrorCode::NoCurrentKey));
+        };
+        for (&slot, span) in slot_ids.iter().zip(spans) {
+            let Some(&e) = slots.first.get(slot as usize) else {
+                return Ok(Err(ErrorCode::OutOfRange(slot)));
+            };
+            let k = key_of(b, e as usize, *max_parallelism);
+            let r = if span.present {
+                let (start, end) = (span.start as usize, span.start as usize + span.len as usize);
+                let Some(value) = data.get(start..end) else {
+                    return Ok(Err(ErrorCode::OutOfRange(span.start)));
+                };
+                backend.value_set(s, k, value)
+            } else {
+                backend.value_clear(s, k)
+            };
+            if let Err(e) = r {
+                return finish(Err(e));
+            }
+        }
+        Ok(Ok(()))
     }
 
     fn register(
@@ -194,6 +316,15 @@ impl OperatorHost {
         };
         finish(self.backend.register(descriptor))
     }
+}
+
+/// The key of element `i` of a keyed batch (every element of a keyed batch
+/// has a key: the router refuses records without one).
+#[inline]
+fn key_of(b: &Batch, i: usize, max_parallelism: u32) -> KeyRef<'_> {
+    let key = b.records[i].key.as_deref().unwrap_or_default();
+    let hash = b.hashes.get(i).copied().unwrap_or_else(|| key_hash(key));
+    KeyRef { key, hash, key_group: key_group_of_hash(hash, max_parallelism) }
 }
 
 /// Maps a backend result to what the guest sees: guest-fixable errors as WIT
@@ -222,10 +353,15 @@ impl context::Host for OperatorHost {
         match &self.batch {
             Some(b) if (index as usize) < b.records.len() => {
                 self.current = Current::Batch(index as usize);
+                self.position_known = true;
                 Ok(Ok(()))
             }
             _ => Ok(Err(ErrorCode::OutOfRange(index))),
         }
+    }
+
+    fn batch_slots(&mut self) -> WtResult<Result<Vec<u32>, ErrorCode>> {
+        Ok(self.compute_slots().map(|()| self.slots.as_ref().map(|s| s.slot_of.clone()).unwrap_or_default()))
     }
 
     fn current_key(&mut self) -> WtResult<Option<Vec<u8>>> {
@@ -311,6 +447,20 @@ impl keyed_state::HostValueState for OperatorHost {
         self.keyed(|b, k| b.value_clear(s, k))
     }
 
+    fn get_batch(&mut self, h: Resource<KS>) -> WtResult<Result<BatchValues, ErrorCode>> {
+        self.read_slots(h.rep())
+    }
+
+    fn set_batch(
+        &mut self,
+        h: Resource<KS>,
+        slots: Vec<u32>,
+        data: Vec<u8>,
+        spans: Vec<ValueSpan>,
+    ) -> WtResult<Result<(), ErrorCode>> {
+        self.write_slots(h.rep(), &slots, &data, &spans)
+    }
+
     fn drop(&mut self, _h: Resource<KS>) -> WtResult<()> {
         Ok(())
     }
@@ -330,6 +480,20 @@ impl keyed_state::HostAccumulatorState for OperatorHost {
     fn clear(&mut self, h: Resource<keyed_state::AccumulatorState>) -> WtResult<Result<(), ErrorCode>> {
         let s = h.rep();
         self.keyed(|b, k| b.value_clear(s, k))
+    }
+
+    fn get_batch(&mut self, h: Resource<keyed_state::AccumulatorState>) -> WtResult<Result<BatchValues, ErrorCode>> {
+        self.read_slots(h.rep())
+    }
+
+    fn set_batch(
+        &mut self,
+        h: Resource<keyed_state::AccumulatorState>,
+        slots: Vec<u32>,
+        data: Vec<u8>,
+        spans: Vec<ValueSpan>,
+    ) -> WtResult<Result<(), ErrorCode>> {
+        self.write_slots(h.rep(), &slots, &data, &spans)
     }
 
     fn drop(&mut self, _h: Resource<keyed_state::AccumulatorState>) -> WtResult<()> {

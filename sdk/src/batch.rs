@@ -1,0 +1,274 @@
+//! The batch fast path. Inside `process-batch`, value and accumulator state
+//! are read for the whole batch with one `get-batch` call per state, updated
+//! in guest memory, and written back with one `set-batch` call per state
+//! when the batch ends; no host call is made per element for them. Other
+//! keyed calls (list and map state, timers, the current key) tell the host
+//! which element is current only when they are used.
+//!
+//! Semantics are those of per-element calls: elements with equal keys share
+//! one slot, so a later element sees an earlier one's write.
+
+use crate::bindings::weir::operator::context as wit_context;
+use crate::bindings::weir::operator::keyed_state as wit;
+use crate::bindings::weir::operator::types::{ErrorCode, ValueSpan};
+use crate::error::{Error, Result};
+use std::cell::{Cell, RefCell};
+use std::rc::Rc;
+
+#[derive(Clone, Copy, Default)]
+struct Position {
+    active: bool,
+    generation: u64,
+    index: u32,
+    host_index: u32,
+}
+
+thread_local! {
+    static POSITION: Cell<Position> = const { Cell::new(Position { active: false, generation: 0, index: 0, host_index: 0 }) };
+    static SLOTS: RefCell<(u64, Vec<u32>)> = const { RefCell::new((0, Vec::new())) };
+    static DIRTY: RefCell<Vec<Rc<dyn Flush>>> = const { RefCell::new(Vec::new()) };
+}
+
+/// A new batch starts; element 0 is current on the host.
+pub(crate) fn begin() {
+    POSITION.with(|p| {
+        let g = p.get().generation + 1;
+        p.set(Position { active: true, generation: g, index: 0, host_index: 0 });
+    });
+}
+
+/// Element `i` is current for user code.
+pub(crate) fn set_index(i: u32) {
+    POSITION.with(|p| {
+        let mut v = p.get();
+        v.index = i;
+        p.set(v);
+    });
+}
+
+/// The batch ends: writes every changed state back (or, after a failure,
+/// drops the changes: the task fails anyway).
+pub(crate) fn end(write_back: bool) -> Result<()> {
+    POSITION.with(|p| {
+        let mut v = p.get();
+        v.active = false;
+        p.set(v);
+    });
+    let dirty: Vec<Rc<dyn Flush>> = DIRTY.with_borrow_mut(std::mem::take);
+    if write_back {
+        for d in dirty {
+            d.flush()?;
+        }
+    }
+    Ok(())
+}
+
+/// Makes the host's current element match user code's, before a per-element
+/// keyed call.
+pub(crate) fn sync_host() -> Result<()> {
+    let p = POSITION.with(Cell::get);
+    if p.active && p.host_index != p.index {
+        wit_context::set_current_element(p.index).map_err(Error::from)?;
+        POSITION.with(|c| {
+            let mut v = c.get();
+            v.host_index = p.index;
+            c.set(v);
+        });
+    }
+    Ok(())
+}
+
+/// (generation, element index) inside a batch.
+fn current() -> Option<(u64, u32)> {
+    let p = POSITION.with(Cell::get);
+    p.active.then_some((p.generation, p.index))
+}
+
+/// The key slot of element `i` of batch `generation`.
+fn slot_of(generation: u64, i: u32) -> Result<usize> {
+    SLOTS.with_borrow_mut(|(g, slots)| {
+        if *g != generation {
+            *slots = wit_context::batch_slots().map_err(Error::from)?;
+            *g = generation;
+        }
+        slots.get(i as usize).map(|&s| s as usize).ok_or_else(|| Error::msg(format!("no key slot for element {i}")))
+    })
+}
+
+/// The host calls of a value-shaped state.
+pub(crate) trait ValueHandle: 'static {
+    fn get(&self) -> std::result::Result<Option<Vec<u8>>, ErrorCode>;
+    fn set(&self, value: &[u8]) -> std::result::Result<(), ErrorCode>;
+    fn clear(&self) -> std::result::Result<(), ErrorCode>;
+    fn get_batch(&self) -> std::result::Result<(Vec<u8>, Vec<ValueSpan>), ErrorCode>;
+    fn set_batch(&self, slots: &[u32], data: &[u8], spans: &[ValueSpan]) -> std::result::Result<(), ErrorCode>;
+}
+
+macro_rules! value_handle {
+    ($t:ty) => {
+        impl ValueHandle for $t {
+            fn get(&self) -> std::result::Result<Option<Vec<u8>>, ErrorCode> {
+                <$t>::get(self)
+            }
+            fn set(&self, value: &[u8]) -> std::result::Result<(), ErrorCode> {
+                <$t>::set(self, value)
+            }
+            fn clear(&self) -> std::result::Result<(), ErrorCode> {
+                <$t>::clear(self)
+            }
+            fn get_batch(&self) -> std::result::Result<(Vec<u8>, Vec<ValueSpan>), ErrorCode> {
+                <$t>::get_batch(self)
+            }
+            fn set_batch(&self, slots: &[u32], data: &[u8], spans: &[ValueSpan]) -> std::result::Result<(), ErrorCode> {
+                <$t>::set_batch(self, slots, data, spans)
+            }
+        }
+    };
+}
+value_handle!(wit::ValueState);
+value_handle!(wit::AccumulatorState);
+
+#[derive(Default)]
+struct Cache {
+    generation: u64,
+    loaded: bool,
+    /// Values as the host had them at the start of the batch.
+    data: Vec<u8>,
+    spans: Vec<ValueSpan>,
+    /// Values written during the batch, per slot, located in `arena`.
+    written: Vec<Option<ValueSpan>>,
+    arena: Vec<u8>,
+    /// Written slots in first-write order.
+    dirty: Vec<u32>,
+    queued: bool,
+}
+
+/// A value-shaped state with its batch cache.
+pub(crate) struct CachedValue<H> {
+    pub(crate) name: String,
+    handle: H,
+    cache: RefCell<Cache>,
+}
+
+trait Flush {
+    fn flush(&self) -> Result<()>;
+}
+
+impl<H: ValueHandle> CachedValue<H> {
+    pub(crate) fn new(name: String, handle: H) -> Rc<Self> {
+        Rc::new(CachedValue { name, handle, cache: RefCell::new(Cache::default()) })
+    }
+
+    fn err(&self, code: ErrorCode) -> Error {
+        Error::state(&self.name, code)
+    }
+
+    fn prepare(&self, c: &mut Cache, generation: u64) -> Result<()> {
+        if c.generation != generation {
+            c.generation = generation;
+            c.loaded = false;
+            c.queued = false;
+            c.dirty.clear();
+            c.arena.clear();
+        }
+        if !c.loaded {
+            let (data, spans) = self.handle.get_batch().map_err(|e| self.err(e))?;
+            c.written.clear();
+            c.written.resize(spans.len(), None);
+            c.data = data;
+            c.spans = spans;
+            c.loaded = true;
+        }
+        Ok(())
+    }
+
+    /// Calls `f` with the current key's value bytes.
+    pub(crate) fn read<R>(&self, f: impl FnOnce(Option<&[u8]>) -> Result<R>) -> Result<R> {
+        let Some((generation, i)) = current() else {
+            let v = self.handle.get().map_err(|e| self.err(e))?;
+            return f(v.as_deref());
+        };
+        let slot = slot_of(generation, i)?;
+        let mut c = self.cache.borrow_mut();
+        self.prepare(&mut c, generation)?;
+        let (buf, span) = match c.written.get(slot).copied().flatten() {
+            Some(w) => (&c.arena, w),
+            None => {
+                (&c.data, *c.spans.get(slot).ok_or_else(|| Error::msg(format!("state '{}': bad slot", self.name)))?)
+            }
+        };
+        if span.present { f(Some(&buf[span.start as usize..(span.start + span.len) as usize])) } else { f(None) }
+    }
+
+    /// Sets the current key's value to the bytes `encode` appends.
+    pub(crate) fn write(self: &Rc<Self>, encode: impl FnOnce(Vec<u8>) -> Result<Vec<u8>>) -> Result<()> {
+        let Some((generation, i)) = current() else {
+            let bytes = encode(Vec::new())?;
+            return self.handle.set(&bytes).map_err(|e| self.err(e));
+        };
+        self.put(generation, i, Some(encode))
+    }
+
+    /// Clears the current key's value.
+    pub(crate) fn clear(self: &Rc<Self>) -> Result<()> {
+        let Some((generation, i)) = current() else {
+            return self.handle.clear().map_err(|e| self.err(e));
+        };
+        self.put(generation, i, None::<fn(Vec<u8>) -> Result<Vec<u8>>>)
+    }
+
+    fn put(
+        self: &Rc<Self>,
+        generation: u64,
+        i: u32,
+        encode: Option<impl FnOnce(Vec<u8>) -> Result<Vec<u8>>>,
+    ) -> Result<()> {
+        let slot = slot_of(generation, i)?;
+        let mut c = self.cache.borrow_mut();
+        self.prepare(&mut c, generation)?;
+        let span = match encode {
+            Some(encode) => {
+                let start = c.arena.len();
+                let arena = std::mem::take(&mut c.arena);
+                c.arena = encode(arena)?;
+                ValueSpan { start: start as u32, len: (c.arena.len() - start) as u32, present: true }
+            }
+            None => ValueSpan { start: 0, len: 0, present: false },
+        };
+        let Some(entry) = c.written.get_mut(slot) else {
+            return Err(Error::msg(format!("state '{}': bad slot", self.name)));
+        };
+        let first_write = entry.is_none();
+        *entry = Some(span);
+        if first_write {
+            c.dirty.push(slot as u32);
+        }
+        if !c.queued {
+            c.queued = true;
+            let me: Rc<dyn Flush> = self.clone();
+            DIRTY.with_borrow_mut(|d| d.push(me));
+        }
+        Ok(())
+    }
+}
+
+impl<H: ValueHandle> Flush for CachedValue<H> {
+    fn flush(&self) -> Result<()> {
+        let mut c = self.cache.borrow_mut();
+        c.queued = false;
+        if c.dirty.is_empty() {
+            return Ok(());
+        }
+        let spans: Vec<ValueSpan> = c
+            .dirty
+            .iter()
+            .map(|&s| c.written[s as usize].unwrap_or(ValueSpan { start: 0, len: 0, present: false }))
+            .collect();
+        let result = self.handle.set_batch(&c.dirty, &c.arena, &spans).map_err(|e| self.err(e));
+        // The host now holds these values; the batch is over.
+        c.loaded = false;
+        c.dirty.clear();
+        c.arena.clear();
+        result
+    }
+}
