@@ -93,7 +93,7 @@ fn run(job_path: &Path, config_flag: Option<&Path>, parallelism: Option<u32>) ->
 
 fn print_summary(report: &JobReport) {
     let secs = report.elapsed.as_secs_f64();
-    eprintln!("job '{}' finished in {:.2}s (startup {:.0} ms)", report.name, secs, report.startup.as_secs_f64() * 1e3);
+    eprintln!("job '{}' finished in {:.3}s (startup {:.0} ms)", report.name, secs, report.startup.as_secs_f64() * 1e3);
     eprintln!("  {:<10} {:<24} {:>4} {:>14} {:>14} {:>12}", "role", "id", "par", "records in", "records out", "in/s");
     for n in &report.nodes {
         let rate = if secs > 0.0 { n.counters.records_in as f64 / secs } else { 0.0 };

@@ -15,9 +15,7 @@ use std::hint::black_box;
 use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
-use weir_host::config::load_job;
 use weir_host::connectors::generator::key_of;
-use weir_host::runtime::run_job;
 use weir_tests::artifacts::WORD_COUNT_COUNTER;
 
 const SEED: u64 = 1;
@@ -74,15 +72,28 @@ input = "counter"
     .unwrap();
 }
 
-/// Records per second of the Weir job (from the first task start to the end).
+/// Records per second of the Weir job, run by the real `host` binary (its
+/// summary's time from the first task start to the end).
 fn weir(count: u64, keys: u64, batch_size: usize) -> f64 {
     let dir = tempfile::tempdir().unwrap();
     write_job(dir.path(), count, keys, batch_size);
-    let job = load_job(&dir.path().join("job.toml"), None, None).unwrap();
-    let report = run_job(&job).unwrap();
-    let counted = report.node("counter").unwrap().counters.records_in;
-    assert_eq!(counted, count, "every record reached the counter");
-    count as f64 / report.elapsed.as_secs_f64()
+    let out = Command::new(weir_tests::host_binary())
+        .args(["run", "job.toml"])
+        .current_dir(dir.path())
+        .env("RUST_LOG", "error")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    let counted = format!("counter                     1 {count:>14}");
+    assert!(err.contains(&counted), "every record reached the counter:\n{err}");
+    let secs: f64 = err
+        .split("finished in ")
+        .nth(1)
+        .and_then(|r| r.split('s').next())
+        .and_then(|t| t.parse().ok())
+        .unwrap_or_else(|| panic!("no elapsed time in:\n{err}"));
+    count as f64 / secs
 }
 
 /// Wall time of `host run` on a one-record job: process start, config,
