@@ -4,7 +4,7 @@
 use crate::batch::{CachedValue, sync_host};
 use crate::bindings::weir::operator::{
     broadcast_state, collector, context as wit_context, keyed_state, operator_state, timers,
-    types::{Element, OperatorInfo, Redistribution, TimeDomain},
+    types::{ElementBatch, ElementRef, OperatorInfo, Redistribution, TimeDomain},
 };
 use crate::broadcast::BroadcastMapState;
 use crate::codec::Descriptor;
@@ -122,19 +122,77 @@ pub struct Timer {
     pub key: Vec<u8>,
 }
 
+/// One input record, borrowed from the batch the host sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Element<'a> {
+    /// The record's bytes.
+    pub payload: &'a [u8],
+    /// Its key, on a keyed input (`partition = "key"`).
+    pub key: Option<&'a [u8]>,
+    /// Its event time, if any (milliseconds since the epoch).
+    pub timestamp: Option<i64>,
+}
+
+impl<'a> Element<'a> {
+    /// Element `i` of a flat batch. The host builds batches, so offsets are
+    /// in bounds; a bad one would trap this instance, never the host.
+    pub(crate) fn at(batch: &'a ElementBatch, i: usize) -> Self {
+        let e = &batch.elements[i];
+        let p = e.payload_start as usize;
+        let k = e.key_start as usize;
+        Element {
+            payload: &batch.data[p..p + e.payload_len as usize],
+            key: e.has_key.then(|| &batch.data[k..k + e.key_len as usize]),
+            timestamp: e.timestamp,
+        }
+    }
+
+    /// The payload as UTF-8 text (lossy).
+    pub fn payload_str(&self) -> std::borrow::Cow<'a, str> {
+        String::from_utf8_lossy(self.payload)
+    }
+
+    /// The key as UTF-8 text (lossy); empty when there is no key.
+    pub fn key_str(&self) -> std::borrow::Cow<'a, str> {
+        String::from_utf8_lossy(self.key.unwrap_or_default())
+    }
+}
+
 thread_local! {
     /// Output buffered during one export call and sent with one `emit-batch`.
-    static OUTPUT: RefCell<Vec<Element>> = const { RefCell::new(Vec::new()) };
+    static OUTPUT: RefCell<ElementBatch> = const { RefCell::new(ElementBatch { data: Vec::new(), elements: Vec::new() }) };
 }
 
 /// Sends buffered output to the host. Called by the export glue after every
 /// call into the operator.
 pub(crate) fn flush_output() {
     OUTPUT.with_borrow_mut(|out| {
-        if !out.is_empty() {
+        if !out.elements.is_empty() {
             collector::emit_batch(out);
-            out.clear();
+            out.data.clear();
+            out.elements.clear();
         }
+    });
+}
+
+/// Appends one output element; `payload` writes the payload bytes.
+fn push_output(key: Option<&[u8]>, timestamp: Option<i64>, payload: impl FnOnce(&mut Vec<u8>)) {
+    OUTPUT.with_borrow_mut(|out| {
+        let payload_start = out.data.len() as u32;
+        payload(&mut out.data);
+        let payload_len = out.data.len() as u32 - payload_start;
+        let key_start = out.data.len() as u32;
+        if let Some(k) = key {
+            out.data.extend_from_slice(k);
+        }
+        out.elements.push(ElementRef {
+            payload_start,
+            payload_len,
+            key_start,
+            key_len: key.map_or(0, |k| k.len() as u32),
+            has_key: key.is_some(),
+            timestamp,
+        });
     });
 }
 
@@ -146,19 +204,25 @@ pub struct Context {
 
 impl Context {
     /// Emits `payload` without key or timestamp.
-    pub fn emit(&mut self, payload: impl Into<Vec<u8>>) {
-        self.emit_element(Element { payload: payload.into(), key: None, timestamp: None });
+    pub fn emit(&mut self, payload: impl AsRef<[u8]>) {
+        push_output(None, None, |buf| buf.extend_from_slice(payload.as_ref()));
     }
 
     /// Emits `payload` under `key`, so a keyed downstream operator sees it as
     /// that key.
-    pub fn emit_keyed(&mut self, key: impl Into<Vec<u8>>, payload: impl Into<Vec<u8>>) {
-        self.emit_element(Element { payload: payload.into(), key: Some(key.into()), timestamp: None });
+    pub fn emit_keyed(&mut self, key: impl AsRef<[u8]>, payload: impl AsRef<[u8]>) {
+        push_output(Some(key.as_ref()), None, |buf| buf.extend_from_slice(payload.as_ref()));
     }
 
-    /// Emits a full element (key and timestamp optional).
-    pub fn emit_element(&mut self, element: Element) {
-        OUTPUT.with_borrow_mut(|out| out.push(element));
+    /// Emits an element: payload, optional key and optional timestamp.
+    pub fn emit_element(&mut self, element: &Element<'_>) {
+        push_output(element.key, element.timestamp, |buf| buf.extend_from_slice(element.payload));
+    }
+
+    /// Emits a payload written in place by `write` (no intermediate buffer),
+    /// with an optional key and timestamp.
+    pub fn emit_with(&mut self, key: Option<&[u8]>, timestamp: Option<i64>, write: impl FnOnce(&mut Vec<u8>)) {
+        push_output(key, timestamp, write);
     }
 
     /// The current key, if any.

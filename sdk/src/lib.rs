@@ -65,11 +65,10 @@ pub mod bindings {
     });
 }
 
-pub use bindings::weir::operator::types::{
-    Element, OperatorInfo, Redistribution, TimeDomain, TtlUpdate, TtlVisibility,
-};
+pub use bindings::weir::operator::types::{OperatorInfo, Redistribution, TimeDomain, TtlUpdate, TtlVisibility};
 pub use broadcast::BroadcastMapState;
 pub use codec::{Descriptor, Ttl};
+pub use context::Element;
 pub use context::{Context, OpenContext, Timer};
 pub use error::{Error, Result};
 pub use keyed::{AggregateFunction, AggregatingState, ListState, MapState, ReducingState, ValueState};
@@ -101,13 +100,19 @@ macro_rules! export_operator {
                 fn open(info: $crate::OperatorInfo) -> ::core::result::Result<(), ::std::string::String> {
                     INSTANCE.with_borrow_mut(|slot| $crate::runtime::open::<$ty>(slot, info))
                 }
-                fn process(input: $crate::Element) -> ::core::result::Result<(), ::std::string::String> {
+                fn process(
+                    input: $crate::bindings::weir::operator::types::Element,
+                ) -> ::core::result::Result<(), ::std::string::String> {
                     INSTANCE.with_borrow_mut(|slot| $crate::runtime::process::<$ty>(slot, input))
                 }
-                fn process_batch(inputs: ::std::vec::Vec<$crate::Element>) -> ::core::result::Result<(), ::std::string::String> {
+                fn process_batch(
+                    inputs: $crate::bindings::weir::operator::types::ElementBatch,
+                ) -> ::core::result::Result<(), ::std::string::String> {
                     INSTANCE.with_borrow_mut(|slot| $crate::runtime::process_batch::<$ty>(slot, inputs))
                 }
-                fn process_broadcast(input: $crate::Element) -> ::core::result::Result<(), ::std::string::String> {
+                fn process_broadcast(
+                    input: $crate::bindings::weir::operator::types::Element,
+                ) -> ::core::result::Result<(), ::std::string::String> {
                     INSTANCE.with_borrow_mut(|slot| $crate::runtime::process_broadcast::<$ty>(slot, input))
                 }
                 fn on_timer(fired: $crate::bindings::exports::weir::operator::handler::Timer) -> ::core::result::Result<(), ::std::string::String> {

@@ -1,6 +1,6 @@
 //! The [`Operator`] trait that user code implements.
 
-use crate::Element;
+use crate::context::Element;
 use crate::context::{Context, OpenContext, Timer};
 use crate::error::{Error, Result};
 
@@ -12,12 +12,12 @@ pub trait Operator: Sized + 'static {
     fn open(ctx: &mut OpenContext) -> Result<Self>;
 
     /// Processes one element of the main input; its key is the current key.
-    fn process(&mut self, ctx: &mut Context, input: Element) -> Result<()>;
+    fn process(&mut self, ctx: &mut Context, input: Element<'_>) -> Result<()>;
 
     /// Processes one element of the broadcast input (the only place broadcast
     /// state can be written). The default fails: the operator has no
     /// broadcast input.
-    fn process_broadcast(&mut self, _ctx: &mut Context, _input: Element) -> Result<()> {
+    fn process_broadcast(&mut self, _ctx: &mut Context, _input: Element<'_>) -> Result<()> {
         Err(Error::msg("this operator does not take a broadcast input"))
     }
 

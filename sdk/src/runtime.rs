@@ -3,9 +3,10 @@
 
 use crate::batch;
 use crate::bindings::exports::weir::operator::handler::Timer as WitTimer;
-use crate::context::{Context, OpenContext, Timer, flush_output};
+use crate::bindings::weir::operator::types::{Element as WitElement, ElementBatch};
+use crate::context::{Context, Element, OpenContext, Timer, flush_output};
 use crate::error::Error;
-use crate::{Element, Operator, OperatorInfo};
+use crate::{Operator, OperatorInfo};
 
 fn not_open() -> String {
     "operator called before open".to_string()
@@ -31,20 +32,21 @@ pub fn open<O: Operator>(slot: &mut Option<O>, info: OperatorInfo) -> Result<(),
 }
 
 #[doc(hidden)]
-pub fn process<O: Operator>(slot: &mut Option<O>, input: Element) -> Result<(), String> {
+pub fn process<O: Operator>(slot: &mut Option<O>, input: WitElement) -> Result<(), String> {
     let op = slot.as_mut().ok_or_else(not_open)?;
-    finish(op.process(&mut Context { _private: () }, input))
+    let view = Element { payload: &input.payload, key: input.key.as_deref(), timestamp: input.timestamp };
+    finish(op.process(&mut Context { _private: () }, view))
 }
 
 #[doc(hidden)]
-pub fn process_batch<O: Operator>(slot: &mut Option<O>, inputs: Vec<Element>) -> Result<(), String> {
+pub fn process_batch<O: Operator>(slot: &mut Option<O>, inputs: ElementBatch) -> Result<(), String> {
     let op = slot.as_mut().ok_or_else(not_open)?;
     let mut ctx = Context { _private: () };
     batch::begin();
     let mut result = Ok(());
-    for (i, input) in inputs.into_iter().enumerate() {
+    for i in 0..inputs.elements.len() {
         batch::set_index(i as u32);
-        if let Err(e) = op.process(&mut ctx, input) {
+        if let Err(e) = op.process(&mut ctx, Element::at(&inputs, i)) {
             // Let the host name the failing record.
             let _ = batch::sync_host();
             result = Err(e);
@@ -56,9 +58,10 @@ pub fn process_batch<O: Operator>(slot: &mut Option<O>, inputs: Vec<Element>) ->
 }
 
 #[doc(hidden)]
-pub fn process_broadcast<O: Operator>(slot: &mut Option<O>, input: Element) -> Result<(), String> {
+pub fn process_broadcast<O: Operator>(slot: &mut Option<O>, input: WitElement) -> Result<(), String> {
     let op = slot.as_mut().ok_or_else(not_open)?;
-    finish(op.process_broadcast(&mut Context { _private: () }, input))
+    let view = Element { payload: &input.payload, key: input.key.as_deref(), timestamp: input.timestamp };
+    finish(op.process_broadcast(&mut Context { _private: () }, view))
 }
 
 #[doc(hidden)]

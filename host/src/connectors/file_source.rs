@@ -3,8 +3,8 @@
 
 use super::SourceContext;
 use crate::config::Format;
+use crate::runtime::batch::Record;
 use crate::runtime::events::{Counters, TaskError};
-use crate::wasm::Element;
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 
@@ -34,8 +34,8 @@ pub fn run(
                 line.pop();
             }
         }
-        let record = match format {
-            Format::Lines => Element { payload: line.clone(), key: None, timestamp: None },
+        match format {
+            Format::Lines => ctx.emit(Record { payload: &line, key: None, timestamp: None })?,
             Format::Jsonl => {
                 if line.iter().all(u8::is_ascii_whitespace) {
                     continue;
@@ -50,10 +50,9 @@ pub fn run(
                         None
                     }
                 };
-                Element { payload: line.clone(), key, timestamp: None }
+                ctx.emit(Record { payload: &line, key: key.as_deref(), timestamp: None })?;
             }
-        };
-        ctx.emit(record)?;
+        }
     }
     ctx.finish()
 }

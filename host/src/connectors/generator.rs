@@ -6,8 +6,8 @@
 //! gives the same stream.
 
 use super::SourceContext;
+use crate::runtime::batch::Record;
 use crate::runtime::events::{Counters, TaskError};
-use crate::wasm::Element;
 
 /// SplitMix64: a fixed, well-known mixer, so streams are reproducible.
 #[inline]
@@ -29,8 +29,8 @@ pub fn run(mut ctx: SourceContext, count: u64, keys: u64, seed: u64) -> Result<C
     let mut buf = itoa_buf();
     for i in 0..count {
         let k = key_of(seed, i, keys);
-        let key = format_u64(&mut buf, k).to_vec();
-        ctx.emit(Element { payload: key.clone(), key: Some(key), timestamp: None })?;
+        let key = format_u64(&mut buf, k);
+        ctx.emit(Record { payload: key, key: Some(key), timestamp: None })?;
     }
     ctx.finish()
 }

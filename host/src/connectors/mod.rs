@@ -5,10 +5,10 @@ pub mod file_source;
 pub mod generator;
 pub mod sink;
 
+use crate::runtime::batch::Record;
 use crate::runtime::events::{Control, Counters, TaskError};
 use crate::runtime::router::Router;
 use crate::runtime::task::{Reporter, route_error};
-use crate::wasm::Element;
 use crossbeam_channel::Receiver;
 use std::sync::Arc;
 
@@ -42,7 +42,7 @@ impl SourceContext {
     /// Sends one record; every `batch_size` records checks for cancellation
     /// and reports progress.
     #[inline]
-    pub fn emit(&mut self, record: Element) -> Result<(), TaskError> {
+    pub fn emit(&mut self, record: Record<'_>) -> Result<(), TaskError> {
         self.router.push(record).map_err(|e| route_error(&self.id, e))?;
         self.counters.records_in += 1;
         if self.counters.records_in.is_multiple_of(self.batch_size as u64) {

@@ -27,8 +27,8 @@ pub fn run(id: Arc<str>, kind: &SinkKind, mut inputs: Inputs, mut reporter: Repo
             Next::Batch(batch) => {
                 counters.records_in += batch.len() as u64;
                 if let Some(w) = out.as_mut() {
-                    for r in &batch.records {
-                        w.write_all(&r.payload)
+                    for r in batch.iter() {
+                        w.write_all(r.payload)
                             .and_then(|_| w.write_all(b"\n"))
                             .map_err(|e| error(format!("write failed: {e}")))?;
                     }

@@ -2,10 +2,10 @@
 //! downstream node (forward, key, rebalance), buffers them into batches, and
 //! sends with back-pressure (a full channel blocks the sender).
 
-use super::batch::{Batch, Message};
+use super::batch::{Batch, Message, Record, record_at};
 use crate::config::Partition;
 use crate::state::key_group::{key_group_of_hash, key_hash, subtask_for_key_group};
-use crate::wasm::Element;
+use crate::wasm::ElementBatch;
 use crossbeam_channel::Sender;
 use std::sync::Arc;
 
@@ -66,31 +66,26 @@ impl Router {
         self.sent
     }
 
-    /// Routes one record.
+    /// Routes one record (its bytes are copied into the outgoing batches).
     #[inline]
-    pub fn push(&mut self, record: Element) -> Result<(), RouteError> {
+    pub fn push(&mut self, record: Record<'_>) -> Result<(), RouteError> {
         self.sent += 1;
-        let n = self.edges.len();
-        if n == 0 {
-            return Ok(());
+        for i in 0..self.edges.len() {
+            self.push_edge(i, record)?;
         }
-        for i in 0..n - 1 {
-            let copy = record.clone();
-            self.push_edge(i, copy)?;
-        }
-        self.push_edge(n - 1, record)
+        Ok(())
     }
 
-    /// Routes many records in order.
-    pub fn push_all(&mut self, records: Vec<Element>) -> Result<(), RouteError> {
-        for r in records {
-            self.push(r)?;
+    /// Routes every record of a flat batch, in order.
+    pub fn push_all(&mut self, records: &ElementBatch) -> Result<(), RouteError> {
+        for i in 0..records.elements.len() {
+            self.push(record_at(records, i))?;
         }
         Ok(())
     }
 
     #[inline]
-    fn push_edge(&mut self, i: usize, record: Element) -> Result<(), RouteError> {
+    fn push_edge(&mut self, i: usize, record: Record<'_>) -> Result<(), RouteError> {
         let batch_size = self.batch_size;
         let edge = &mut self.edges[i];
         let target = match edge.partition {
@@ -101,7 +96,7 @@ impl Router {
                 t
             }
             Partition::Key => {
-                let Some(key) = &record.key else {
+                let Some(key) = record.key else {
                     return Err(RouteError::MissingKey { to: edge.to.clone() });
                 };
                 let hash = key_hash(key);
@@ -112,7 +107,7 @@ impl Router {
             }
             Partition::Broadcast => {
                 for t in 1..edge.senders.len() {
-                    edge.buffers[t].records.push(record.clone());
+                    edge.buffers[t].push(record);
                     if edge.buffers[t].len() >= batch_size {
                         send(edge, t, batch_size)?;
                     }
@@ -120,7 +115,7 @@ impl Router {
                 0
             }
         };
-        edge.buffers[target].records.push(record);
+        edge.buffers[target].push(record);
         if edge.buffers[target].len() >= batch_size {
             send(edge, target, batch_size)?;
         }
@@ -163,15 +158,15 @@ mod tests {
     use super::*;
     use crossbeam_channel::bounded;
 
-    fn rec(key: &str) -> Element {
-        Element { payload: key.as_bytes().to_vec(), key: Some(key.as_bytes().to_vec()), timestamp: None }
+    fn rec(key: &str) -> Record<'_> {
+        Record { payload: key.as_bytes(), key: Some(key.as_bytes()), timestamp: None }
     }
 
     fn drain(rx: &crossbeam_channel::Receiver<Message>) -> Vec<String> {
         let mut out = Vec::new();
         while let Ok(m) = rx.try_recv() {
             if let Message::Data(b) = m {
-                out.extend(b.records.into_iter().map(|r| String::from_utf8(r.payload).unwrap()));
+                out.extend(b.iter().map(|r| String::from_utf8(r.payload.to_vec()).unwrap()));
             }
         }
         out
@@ -210,7 +205,7 @@ mod tests {
     fn a_record_without_key_on_a_keyed_edge_is_an_error() {
         let (tx, _rx) = bounded(1);
         let mut r = Router::new(vec![Edge::new("counter".into(), Partition::Key, vec![tx], 128, 4)], 4);
-        let unkeyed = Element { payload: vec![1], key: None, timestamp: None };
+        let unkeyed = Record { payload: &[1], key: None, timestamp: None };
         assert_eq!(r.push(unkeyed), Err(RouteError::MissingKey { to: "counter".into() }));
     }
 }

@@ -175,8 +175,8 @@ impl OperatorTask {
     }
 
     fn forward(&mut self, instance: &mut OperatorInstance) -> Result<(), RouteError> {
-        let out = instance.take_outputs();
-        if out.is_empty() { Ok(()) } else { self.router.push_all(out) }
+        let router = &mut self.router;
+        instance.drain_outputs(|out| if out.elements.is_empty() { Ok(()) } else { router.push_all(out) })
     }
 }
 
@@ -191,12 +191,12 @@ fn describe_position(before: u64, batch: &Batch, element: Option<usize>) -> Stri
         };
     };
     let position = before + i as u64 + 1;
-    let record = &batch.records[i];
+    let record = batch.get(i);
     let mut s = format!("failed on input record {position}");
-    if let Some(k) = &record.key {
+    if let Some(k) = record.key {
         s.push_str(&format!(" (key {:?})", String::from_utf8_lossy(k)));
     } else {
-        let p = String::from_utf8_lossy(&record.payload);
+        let p = String::from_utf8_lossy(record.payload);
         let p: String = p.chars().take(60).collect();
         s.push_str(&format!(" (payload {p:?})"));
     }

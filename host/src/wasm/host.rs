@@ -9,11 +9,11 @@
 use super::bindings::weir::operator::{
     broadcast_state, collector, context, keyed_state, operator_state, timers,
     types::{
-        self, Element, ErrorCode, Redistribution as WitRedistribution, StateDescriptor as WitDescriptor, TtlUpdate,
-        TtlVisibility, ValueSpan,
+        self, Element, ElementBatch, ErrorCode, Redistribution as WitRedistribution, StateDescriptor as WitDescriptor,
+        TtlUpdate, TtlVisibility, ValueSpan,
     },
 };
-use crate::runtime::batch::Batch;
+use crate::runtime::batch::{Batch, check_flat, push_flat, record_at};
 use crate::state::key_group::{key_group_of_hash, key_hash};
 use crate::state::{KeyRef, Redistribution, StateBackend, StateDescriptor, StateError, StateId, StateKind, TtlConfig};
 use std::sync::Arc;
@@ -58,21 +58,19 @@ struct BatchSlots {
 
 impl BatchSlots {
     fn of(batch: &Batch) -> Self {
-        let mut seen: hashbrown::HashTable<u32> = hashbrown::HashTable::with_capacity(batch.records.len());
-        let mut slots = BatchSlots { slot_of: Vec::with_capacity(batch.records.len()), first: Vec::new() };
-        for (i, r) in batch.records.iter().enumerate() {
-            let key = r.key.as_deref().unwrap_or_default();
+        let n = batch.len();
+        let mut seen: hashbrown::HashTable<u32> = hashbrown::HashTable::with_capacity(n);
+        let mut slots = BatchSlots { slot_of: Vec::with_capacity(n), first: Vec::new() };
+        let key_at = |i: usize| batch.get(i).key.unwrap_or_default();
+        for i in 0..n {
+            let key = key_at(i);
             let hash = batch.hashes.get(i).copied().unwrap_or_else(|| key_hash(key));
             let first = &mut slots.first;
-            let recs = &batch.records;
             let slot = *seen
                 .entry(
                     hash,
-                    |&s| recs[first[s as usize] as usize].key.as_deref().unwrap_or_default() == key,
-                    |&s| {
-                        let e = &recs[first[s as usize] as usize];
-                        key_hash(e.key.as_deref().unwrap_or_default())
-                    },
+                    |&s| key_at(first[s as usize] as usize) == key,
+                    |&s| key_hash(key_at(first[s as usize] as usize)),
                 )
                 .or_insert_with(|| {
                     first.push(i as u32);
@@ -132,7 +130,7 @@ pub struct OperatorHost {
     /// keyed call; the fast path needs no prefetch).
     prefetched: bool,
     /// Elements the guest emitted during the current call.
-    pub outputs: Vec<Element>,
+    pub outputs: ElementBatch,
     /// Watermark the guest sees.
     pub watermark: i64,
 }
@@ -152,14 +150,14 @@ impl OperatorHost {
             slots: None,
             position_known: false,
             prefetched: false,
-            outputs: Vec::new(),
+            outputs: ElementBatch { data: Vec::new(), elements: Vec::new() },
             watermark: i64::MIN,
         }
     }
 
     /// Makes `batch` the input of the next `process-batch`, element 0 current.
     pub fn begin_batch(&mut self, batch: Arc<Batch>) {
-        self.position_known = batch.records.len() == 1;
+        self.position_known = batch.len() == 1;
         self.batch = Some(batch);
         self.current = Current::Batch(0);
     }
@@ -200,22 +198,19 @@ impl OperatorHost {
         let OperatorHost { backend, batch, current, max_parallelism, prefetched, .. } = self;
         if !*prefetched {
             *prefetched = true;
-            if let Some(b) = batch.as_deref().filter(|b| b.keyed && b.records.len() > 1) {
-                let keys: Vec<KeyRef<'_>> = (0..b.records.len()).map(|i| key_of(b, i, *max_parallelism)).collect();
+            if let Some(b) = batch.as_deref().filter(|b| b.keyed && b.len() > 1) {
+                let keys: Vec<KeyRef<'_>> = (0..b.len()).map(|i| key_of(b, i, *max_parallelism)).collect();
                 backend.prefetch(&keys);
             }
         }
         let key = match (current, batch.as_deref()) {
-            (Current::Batch(i), Some(b)) if b.keyed => {
-                let e = &b.records[*i];
-                match &e.key {
-                    Some(k) => {
-                        let hash = b.hashes.get(*i).copied().unwrap_or_else(|| key_hash(k));
-                        KeyRef { key: k, hash, key_group: key_group_of_hash(hash, *max_parallelism) }
-                    }
-                    None => return Ok(Err(ErrorCode::NoCurrentKey)),
+            (Current::Batch(i), Some(b)) if b.keyed => match b.get(*i).key {
+                Some(k) => {
+                    let hash = b.hashes.get(*i).copied().unwrap_or_else(|| key_hash(k));
+                    KeyRef { key: k, hash, key_group: key_group_of_hash(hash, *max_parallelism) }
                 }
-            }
+                None => return Ok(Err(ErrorCode::NoCurrentKey)),
+            },
             _ => return Ok(Err(ErrorCode::NoCurrentKey)),
         };
         finish(f(backend.as_mut(), key))
@@ -322,7 +317,7 @@ impl OperatorHost {
 /// has a key: the router refuses records without one).
 #[inline]
 fn key_of(b: &Batch, i: usize, max_parallelism: u32) -> KeyRef<'_> {
-    let key = b.records[i].key.as_deref().unwrap_or_default();
+    let key = b.get(i).key.unwrap_or_default();
     let hash = b.hashes.get(i).copied().unwrap_or_else(|| key_hash(key));
     KeyRef { key, hash, key_group: key_group_of_hash(hash, max_parallelism) }
 }
@@ -351,7 +346,7 @@ impl context::Host for OperatorHost {
     #[inline]
     fn set_current_element(&mut self, index: u32) -> WtResult<Result<(), ErrorCode>> {
         match &self.batch {
-            Some(b) if (index as usize) < b.records.len() => {
+            Some(b) if (index as usize) < b.len() => {
                 self.current = Current::Batch(index as usize);
                 self.position_known = true;
                 Ok(Ok(()))
@@ -366,7 +361,7 @@ impl context::Host for OperatorHost {
 
     fn current_key(&mut self) -> WtResult<Option<Vec<u8>>> {
         Ok(match (&self.current, &self.batch) {
-            (Current::Batch(i), Some(b)) if b.keyed => b.records[*i].key.clone(),
+            (Current::Batch(i), Some(b)) if b.keyed => b.get(*i).key.map(<[u8]>::to_vec),
             _ => None,
         })
     }
@@ -385,15 +380,27 @@ impl context::Host for OperatorHost {
 
 impl collector::Host for OperatorHost {
     fn emit(&mut self, output: Element) -> WtResult<()> {
-        self.outputs.push(output);
+        push_flat(
+            &mut self.outputs,
+            crate::runtime::batch::Record {
+                payload: &output.payload,
+                key: output.key.as_deref(),
+                timestamp: output.timestamp,
+            },
+        );
         Ok(())
     }
 
-    fn emit_batch(&mut self, outputs: Vec<Element>) -> WtResult<()> {
-        if self.outputs.is_empty() {
+    fn emit_batch(&mut self, outputs: ElementBatch) -> WtResult<()> {
+        // A guest's offsets are not trusted: a bad one traps the guest here
+        // rather than panicking the task later.
+        check_flat(&outputs).map_err(|m| wasmtime::format_err!("emit-batch: {m}"))?;
+        if self.outputs.elements.is_empty() {
             self.outputs = outputs;
         } else {
-            self.outputs.extend(outputs);
+            for i in 0..outputs.elements.len() {
+                push_flat(&mut self.outputs, record_at(&outputs, i));
+            }
         }
         Ok(())
     }

@@ -8,7 +8,7 @@ use super::engine::deadline_ticks;
 use super::host::{OperatorHost, Phase};
 use super::log_stream::{GuestLog, Stream};
 use super::module::WasmError;
-use super::{Element, OperatorInfo};
+use super::{ElementBatch, OperatorInfo};
 use crate::runtime::batch::Batch;
 use crate::state::StateBackend;
 use std::sync::Arc;
@@ -96,9 +96,14 @@ impl OperatorInstance {
         self.store.data_mut().watermark = watermark;
     }
 
-    /// Takes what the guest emitted since the last call.
-    pub fn take_outputs(&mut self) -> Vec<Element> {
-        std::mem::take(&mut self.store.data_mut().outputs)
+    /// Hands what the guest emitted since the last call to `f`, then empties
+    /// the buffer (keeping its capacity for the next call).
+    pub fn drain_outputs<R>(&mut self, f: impl FnOnce(&ElementBatch) -> R) -> R {
+        let out = &mut self.store.data_mut().outputs;
+        let r = f(out);
+        out.data.clear();
+        out.elements.clear();
+        r
     }
 
     fn call<R>(
@@ -146,8 +151,9 @@ impl OperatorInstance {
     pub fn process(&mut self, batch: Arc<Batch>) -> Result<(), GuestFailure> {
         let input = batch.clone();
         self.store.data_mut().begin_batch(batch);
-        let result = if input.records.len() == 1 {
-            self.call(Phase::Process, |w, s| w.weir_operator_handler().call_process(s, &input.records[0]))
+        let result = if input.len() == 1 {
+            let element = input.get(0).to_element();
+            self.call(Phase::Process, |w, s| w.weir_operator_handler().call_process(s, &element))
         } else {
             self.call(Phase::Process, |w, s| w.weir_operator_handler().call_process_batch(s, &input.records))
         };

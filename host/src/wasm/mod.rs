@@ -11,7 +11,7 @@ pub mod instance;
 pub mod log_stream;
 pub mod module;
 
-pub use bindings::weir::operator::types::{Element, OperatorInfo};
+pub use bindings::weir::operator::types::{Element, ElementBatch, ElementRef, OperatorInfo};
 pub use instance::{FailureKind, GuestFailure, OperatorInstance};
 pub use module::{ModuleLoader, WasmError};
 

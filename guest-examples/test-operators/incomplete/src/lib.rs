@@ -2,7 +2,7 @@
 
 wit_bindgen::generate!({ path: "wit", world: "incomplete" });
 
-use exports::weir::operator::handler::{Element, Guest, OperatorInfo};
+use exports::weir::operator::handler::{Element, ElementBatch, Guest, OperatorInfo};
 
 struct Incomplete;
 
@@ -13,7 +13,7 @@ impl Guest for Incomplete {
     fn process(_input: Element) -> Result<(), String> {
         Ok(())
     }
-    fn process_batch(_inputs: Vec<Element>) -> Result<(), String> {
+    fn process_batch(_inputs: ElementBatch) -> Result<(), String> {
         Ok(())
     }
     fn process_broadcast(_input: Element) -> Result<(), String> {

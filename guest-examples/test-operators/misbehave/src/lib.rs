@@ -21,13 +21,13 @@ impl Operator for Misbehave {
         })
     }
 
-    fn process(&mut self, ctx: &mut Context, input: Element) -> Result<()> {
-        if self.on.as_deref().is_some_and(|on| on != input.payload.as_slice()) {
-            ctx.emit_element(input);
+    fn process(&mut self, ctx: &mut Context, input: Element<'_>) -> Result<()> {
+        if self.on.as_deref().is_some_and(|on| on != input.payload) {
+            ctx.emit_element(&input);
             return Ok(());
         }
         match self.mode.as_str() {
-            "trap" => panic!("misbehave: trap on {:?}", String::from_utf8_lossy(&input.payload)),
+            "trap" => panic!("misbehave: trap on {:?}", input.payload_str()),
             "loop" => {
                 let mut x: u64 = 1;
                 loop {
@@ -41,7 +41,7 @@ impl Operator for Misbehave {
                     std::hint::black_box(&hoard);
                 }
             }
-            "error" => Err(Error::msg(format!("misbehave: rejecting {:?}", String::from_utf8_lossy(&input.payload)))),
+            "error" => Err(Error::msg(format!("misbehave: rejecting {:?}", input.payload_str()))),
             other => Err(Error::msg(format!("misbehave: unknown mode '{other}'"))),
         }
     }

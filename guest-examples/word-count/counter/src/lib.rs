@@ -13,17 +13,32 @@ impl Operator for Counter {
         Ok(Counter { count: ctx.value_state("count")? })
     }
 
-    fn process(&mut self, ctx: &mut Context, input: Element) -> Result<()> {
+    fn process(&mut self, ctx: &mut Context, input: Element<'_>) -> Result<()> {
+        let word = input.key.ok_or("counter needs a keyed input (partition = \"key\")")?;
         let n = self.count.get()?.unwrap_or(0) + 1;
         self.count.set(&n)?;
-        let word = input.key.as_deref().ok_or("counter needs a keyed input (partition = \"key\")")?;
-        let mut line = Vec::with_capacity(word.len() + 12);
-        line.extend_from_slice(word);
-        line.push(b' ');
-        line.extend_from_slice(n.to_string().as_bytes());
-        ctx.emit(line);
+        // `word count`, written straight into the output buffer.
+        ctx.emit_with(None, None, |line| {
+            line.extend_from_slice(word);
+            line.push(b' ');
+            write_decimal(line, n);
+        });
         Ok(())
     }
+}
+
+fn write_decimal(out: &mut Vec<u8>, mut n: u64) {
+    let mut digits = [0u8; 20];
+    let mut i = digits.len();
+    loop {
+        i -= 1;
+        digits[i] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    out.extend_from_slice(&digits[i..]);
 }
 
 export_operator!(Counter);

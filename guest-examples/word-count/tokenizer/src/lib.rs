@@ -11,16 +11,15 @@ impl Operator for Tokenizer {
         Ok(Tokenizer)
     }
 
-    fn process(&mut self, ctx: &mut Context, input: Element) -> Result<()> {
-        let line = String::from_utf8_lossy(&input.payload);
+    fn process(&mut self, ctx: &mut Context, input: Element<'_>) -> Result<()> {
+        let line = input.payload_str();
         for word in line
             .split(|c: char| !(c.is_alphanumeric() || c == '\''))
             .map(|w| w.trim_matches('\''))
             .filter(|w| !w.is_empty())
         {
             let word = word.to_lowercase();
-            let bytes = word.into_bytes();
-            ctx.emit_keyed(bytes.clone(), bytes);
+            ctx.emit_keyed(&word, &word);
         }
         Ok(())
     }
