@@ -3,8 +3,9 @@
 //! to another subtask on its own.
 //!
 //! Tables are `hashbrown::HashTable`s probed with the key's stable hash,
-//! which the caller computed once per element for partitioning; no key is
-//! hashed twice. Values are updated in place, reusing their allocation.
+//! which the caller computed once per element for partitioning; a key is
+//! hashed again only when its table grows. Small keys and values live inside
+//! the entry, and values are updated in place, reusing their allocation.
 
 use super::key_group::KeyGroupRange;
 use super::{KeyRef, MapEntry, Shape, StateBackend, StateDescriptor, StateError, StateId, StateKind, check_name};
@@ -24,14 +25,19 @@ fn table_hash(k: &KeyRef<'_>) -> u64 {
 /// Keys and values up to these sizes live inside the table entry itself, so
 /// a lookup touches one cache line instead of chasing two more pointers
 /// (with a million keys every pointer chase is a cache miss).
-type InlineKey = SmallVec<[u8; 24]>;
-type InlineValue = SmallVec<[u8; 16]>;
+type InlineKey = SmallVec<[u8; 16]>;
+type InlineValue = SmallVec<[u8; 8]>;
 
+/// No stored hash: entries stay small (40 bytes for a value), and the hash
+/// is recomputed from the key only when a table grows.
 struct Entry<V> {
-    /// `table_hash` of the key.
-    hash: u64,
     key: InlineKey,
     value: V,
+}
+
+/// `table_hash` of a stored key, for rehashing.
+fn rehash<V>(e: &Entry<V>) -> u64 {
+    super::key_group::key_hash(&e.key).rotate_left(32)
 }
 
 /// Entries of one keyed state, split by key group.
@@ -69,11 +75,9 @@ impl<V> Keyed<V> {
         let key = k.key;
         let hash = table_hash(k);
         let table = self.group(range, k)?;
-        let entry = table.entry(hash, |e| *e.key == *key, |e| e.hash).or_insert_with(|| Entry {
-            hash,
-            key: InlineKey::from_slice(key),
-            value: init(),
-        });
+        let entry = table
+            .entry(hash, |e| *e.key == *key, rehash)
+            .or_insert_with(|| Entry { key: InlineKey::from_slice(key), value: init() });
         Ok(&mut entry.into_mut().value)
     }
 
