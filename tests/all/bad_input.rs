@@ -166,7 +166,8 @@ fn a_missing_job_file_is_named() {
     let dir = JobDir::new();
     let (ok, err) = dir.run(&[]);
     assert!(!ok);
-    assert_mentions(&err, &["cannot read job.toml"]);
+    assert_mentions(&err, &["cannot read job.toml: No such file or directory"]);
+    assert_eq!(err.matches("No such file").count(), 1, "the cause is said once:\n{err}");
 }
 
 #[test]

@@ -20,14 +20,14 @@ use wasmtime::component::{Component, Linker};
 #[non_exhaustive]
 pub enum WasmError {
     /// The file could not be read.
-    #[error("operator '{uid}': cannot read module {path}: {source}")]
+    #[error("operator '{uid}': cannot read module {path}: {cause}")]
     Read {
         /// Operator uid.
         uid: String,
         /// Module path.
         path: PathBuf,
         /// Why.
-        source: std::io::Error,
+        cause: std::io::Error,
     },
     /// Not WebAssembly at all.
     #[error("operator '{uid}': module {path} is not a WebAssembly file (no \\0asm header)")]
@@ -128,10 +128,10 @@ impl ModuleLoader {
             return Ok(pre.clone());
         }
         let started = Instant::now();
-        let bytes = std::fs::read(path).map_err(|source| WasmError::Read {
+        let bytes = std::fs::read(path).map_err(|cause| WasmError::Read {
             uid: uid.to_string(),
             path: path.to_path_buf(),
-            source,
+            cause,
         })?;
         check_header(uid, path, &bytes)?;
         let (component, outcome) = self.compile(uid, path, &bytes)?;
