@@ -78,6 +78,19 @@ pub(crate) fn sync_host() -> Result<()> {
     Ok(())
 }
 
+/// Tells the host which element user code is on, even if the host already
+/// has it current: before a failure is reported, so the report names it.
+pub(crate) fn report_position() {
+    let p = POSITION.with(Cell::get);
+    if p.active && wit_context::set_current_element(p.index).is_ok() {
+        POSITION.with(|c| {
+            let mut v = c.get();
+            v.host_index = p.index;
+            c.set(v);
+        });
+    }
+}
+
 /// (generation, element index) inside a batch.
 fn current() -> Option<(u64, u32)> {
     let p = POSITION.with(Cell::get);

@@ -23,7 +23,7 @@ pub fn open<O: Operator>(slot: &mut Option<O>, info: OperatorInfo) -> Result<(),
     // batch was being processed, so its report names the record.
     let default_hook = std::panic::take_hook();
     std::panic::set_hook(Box::new(move |info| {
-        let _ = batch::sync_host();
+        batch::report_position();
         default_hook(info);
     }));
     let mut ctx = OpenContext { info };
@@ -48,7 +48,7 @@ pub fn process_batch<O: Operator>(slot: &mut Option<O>, inputs: ElementBatch) ->
         batch::set_index(i as u32);
         if let Err(e) = op.process(&mut ctx, Element::at(&inputs, i)) {
             // Let the host name the failing record.
-            let _ = batch::sync_host();
+            batch::report_position();
             result = Err(e);
             break;
         }

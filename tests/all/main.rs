@@ -3,5 +3,7 @@
 
 mod bad_input;
 mod guest_failures;
+mod state_kinds;
 mod support;
+mod tidy;
 mod word_count;

@@ -1,5 +1,6 @@
-//! Progress display: records in and out per second on a terminal, plain
-//! periodic log lines otherwise.
+//! Progress display: records in and out per second on a terminal; when
+//! stderr is not a terminal, quiet (debug-level log lines only, visible with
+//! `RUST_LOG=weir_host=debug`).
 
 use std::io::{IsTerminal, Write};
 use std::time::{Duration, Instant};
@@ -48,7 +49,7 @@ impl Progress {
             let _ = err.flush();
             self.drawn = true;
         } else {
-            tracing::info!(records_in = read, records_out = written, "progress: {line}");
+            tracing::debug!(records_in = read, records_out = written, "progress: {line}");
         }
     }
 

@@ -195,6 +195,9 @@ impl OperatorHost {
         &mut self,
         f: impl FnOnce(&mut dyn StateBackend, KeyRef<'_>) -> Result<R, StateError>,
     ) -> WtResult<Result<R, ErrorCode>> {
+        // A per-element call acts on the current element, so the guest is on
+        // it: a failure from here on can name its record.
+        self.position_known = true;
         let OperatorHost { backend, batch, current, max_parallelism, prefetched, .. } = self;
         if !*prefetched {
             *prefetched = true;
