@@ -2,6 +2,7 @@
 //! runs the real `host` binary on real guest components, as a user would.
 
 mod bad_input;
+mod broadcast;
 mod guest_failures;
 mod state_kinds;
 mod support;

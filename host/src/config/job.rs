@@ -439,15 +439,14 @@ pub fn validate(file: &JobFile, base: &Path, parallelism_override: Option<u32>) 
                         input.from, up_parallelism, parallelism
                     ));
                 }
-                Partition::Broadcast => {
-                    return Err(format!(
-                        "{what}: partition = \"broadcast\" (input '{}') is not available in this version of Weir yet",
-                        input.from
-                    ));
-                }
                 _ => {}
             }
             resolved.push(InputSpec { from: input.from.clone(), partition });
+        }
+        if resolved.iter().all(|i| i.partition == Partition::Broadcast) {
+            return Err(format!(
+                "{what}: every input is partition = \"broadcast\"; an operator needs a main input besides its broadcast inputs"
+            ));
         }
         let module = base.join(&o.module);
         if !module.is_file() {

@@ -24,7 +24,7 @@ pub fn run(id: Arc<str>, kind: &SinkKind, mut inputs: Inputs, mut reporter: Repo
     let mut counters = Counters::default();
     loop {
         match inputs.next_batch() {
-            Next::Batch(batch) => {
+            Next::Batch { batch, .. } => {
                 counters.records_in += batch.len() as u64;
                 if let Some(w) = out.as_mut() {
                     for r in batch.iter() {

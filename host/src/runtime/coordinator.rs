@@ -66,6 +66,9 @@ impl JobReport {
     }
 }
 
+/// One input channel of a task and whether its edge is broadcast.
+type InputChannel = (Receiver<Message>, bool);
+
 struct Node {
     id: Arc<str>,
     role: &'static str,
@@ -104,7 +107,8 @@ pub fn run_job(job: &LoadedJob) -> Result<JobReport, JobError> {
 
     // Channels: for every edge, one per (upstream subtask, downstream
     // subtask) pair it connects.
-    let mut receivers: HashMap<(String, u32), Vec<Receiver<Message>>> = HashMap::new();
+    // Per (node, subtask): its input channels, each marked whether broadcast.
+    let mut receivers: HashMap<(String, u32), Vec<InputChannel>> = HashMap::new();
     let mut edges: HashMap<(String, u32), Vec<Edge>> = HashMap::new();
     let mut connect = |from: &str, to: &str, partition: Partition| {
         let (pu, pd) = (parallelism[from], parallelism[to]);
@@ -114,7 +118,7 @@ pub fn run_job(job: &LoadedJob) -> Result<JobReport, JobError> {
             for d in targets {
                 let (tx, rx) = bounded(settings.channel_capacity);
                 senders.push(tx);
-                receivers.entry((to.to_string(), d)).or_default().push(rx);
+                receivers.entry((to.to_string(), d)).or_default().push((rx, partition == Partition::Broadcast));
             }
             edges.entry((from.to_string(), u)).or_default().push(Edge::new(
                 to.into(),

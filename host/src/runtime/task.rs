@@ -13,8 +13,14 @@ use std::time::{Duration, Instant};
 
 /// What the input side yields next.
 pub enum Next {
-    /// A batch from some upstream subtask.
-    Batch(Batch),
+    /// A batch from some upstream subtask; `broadcast` when it came over a
+    /// broadcast edge.
+    Batch {
+        /// The records.
+        batch: Batch,
+        /// Whether the edge is `partition = "broadcast"`.
+        broadcast: bool,
+    },
     /// Every upstream subtask sent end-of-input.
     Ended,
     /// An upstream task vanished without ending (it failed).
@@ -23,27 +29,55 @@ pub enum Next {
     Cancelled,
 }
 
-/// The receiving side of a task: one channel per upstream subtask, plus the
-/// control channel.
+/// The receiving side of a task: one channel per upstream subtask (each
+/// marked whether it is a broadcast edge), plus the control channel.
 pub struct Inputs {
-    receivers: Vec<Receiver<Message>>,
+    receivers: Vec<(Receiver<Message>, bool)>,
     control: Receiver<Control>,
 }
 
 impl Inputs {
     /// Inputs over `receivers`.
-    pub fn new(receivers: Vec<Receiver<Message>>, control: Receiver<Control>) -> Self {
+    pub fn new(receivers: Vec<(Receiver<Message>, bool)>, control: Receiver<Control>) -> Self {
         Inputs { receivers, control }
     }
 
-    /// Blocks until the next batch or the end.
+    fn take(&mut self, i: usize, message: Result<Message, crossbeam_channel::RecvError>) -> Option<Next> {
+        match message {
+            Ok(Message::Data(batch)) => Some(Next::Batch { batch, broadcast: self.receivers[i].1 }),
+            Ok(Message::EndOfInput) => {
+                self.receivers.swap_remove(i);
+                None
+            }
+            Err(_) => Some(Next::Disconnected),
+        }
+    }
+
+    /// Blocks until the next batch or the end. Broadcast input that is ready
+    /// goes first, so rules and other broadcast state are as fresh as they
+    /// can be when main input is processed.
     pub fn next_batch(&mut self) -> Next {
         loop {
             if self.receivers.is_empty() {
                 return Next::Ended;
             }
+            for i in 0..self.receivers.len() {
+                if self.receivers[i].1 {
+                    match self.receivers[i].0.try_recv() {
+                        Ok(m) => match self.take(i, Ok(m)) {
+                            Some(next) => return next,
+                            None => break,
+                        },
+                        Err(crossbeam_channel::TryRecvError::Empty) => {}
+                        Err(crossbeam_channel::TryRecvError::Disconnected) => return Next::Disconnected,
+                    }
+                }
+            }
+            if self.receivers.is_empty() {
+                return Next::Ended;
+            }
             let mut sel = Select::new();
-            for r in &self.receivers {
+            for (r, _) in &self.receivers {
                 sel.recv(r);
             }
             let control = sel.recv(&self.control);
@@ -53,12 +87,9 @@ impl Inputs {
                 let _ = op.recv(&self.control);
                 return Next::Cancelled;
             }
-            match op.recv(&self.receivers[i]) {
-                Ok(Message::Data(b)) => return Next::Batch(b),
-                Ok(Message::EndOfInput) => {
-                    self.receivers.swap_remove(i);
-                }
-                Err(_) => return Next::Disconnected,
+            let message = op.recv(&self.receivers[i].0);
+            if let Some(next) = self.take(i, message) {
+                return next;
             }
         }
     }
@@ -149,7 +180,20 @@ impl OperatorTask {
         let mut counters = Counters::default();
         loop {
             match self.inputs.next_batch() {
-                Next::Batch(batch) => {
+                Next::Batch { batch, broadcast: true } => {
+                    counters.records_in += batch.len() as u64;
+                    for i in 0..batch.len() {
+                        let element = batch.get(i).to_element();
+                        instance
+                            .process_broadcast(&element)
+                            .map_err(|f| guest_error(describe_broadcast(&element), f))?;
+                        self.forward(&mut instance).map_err(|e| route_error(&uid, e))?;
+                    }
+                    self.router.flush().map_err(|e| route_error(&uid, e))?;
+                    counters.records_out = self.router.records_out();
+                    self.reporter.tick(counters);
+                }
+                Next::Batch { batch, broadcast: false } => {
                     let before = counters.records_in;
                     counters.records_in += batch.len() as u64;
                     let batch = Arc::new(batch);
@@ -178,6 +222,13 @@ impl OperatorTask {
         let router = &mut self.router;
         instance.drain_outputs(|out| if out.elements.is_empty() { Ok(()) } else { router.push_all(out) })
     }
+}
+
+/// "on broadcast record (payload ...)": broadcast records are not numbered,
+/// as they interleave with the main input.
+fn describe_broadcast(element: &crate::wasm::Element) -> String {
+    let p: String = String::from_utf8_lossy(&element.payload).chars().take(60).collect();
+    format!("failed on a broadcast record (payload {p:?})")
 }
 
 /// "on input record 1234 (key "foo")": the 1-based position of the failing

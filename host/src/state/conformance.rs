@@ -26,6 +26,7 @@ pub fn run_all(factory: Factory<'_>) {
     map_state_orders_pages_and_removes(factory);
     accumulators_store_like_values(factory);
     operator_list_state_is_per_subtask(factory);
+    broadcast_state_is_one_ordered_map(factory);
     registration_checks_names_and_kinds(factory);
     keys_outside_the_range_are_refused(factory);
 }
@@ -149,6 +150,26 @@ fn operator_list_state_is_per_subtask(factory: Factory<'_>) {
     b.operator_list_update(s, vec![b"z".to_vec()]).unwrap();
     assert_eq!(b.operator_list_read(s, 0, 10).unwrap(), vec![b"z".to_vec()]);
     assert_eq!(b.operator_list_len(s).unwrap(), 1);
+}
+
+fn broadcast_state_is_one_ordered_map(factory: Factory<'_>) {
+    let mut b = factory(full());
+    let s = b.register(StateKind::BroadcastMap.descriptor("rules")).unwrap();
+    assert_eq!(b.broadcast_len(s).unwrap(), 0);
+    b.broadcast_put(s, b"b", b"2").unwrap();
+    b.broadcast_put(s, b"a", b"1").unwrap();
+    b.broadcast_put(s, b"c", b"3").unwrap();
+    b.broadcast_put(s, b"a", b"10").unwrap();
+    assert_eq!(b.broadcast_get(s, b"a").unwrap().as_deref(), Some(&b"10"[..]));
+    assert_eq!(b.broadcast_len(s).unwrap(), 3);
+    let first = b.broadcast_entries(s, None, 2).unwrap();
+    assert_eq!(first, vec![(b"a".to_vec(), b"10".to_vec()), (b"b".to_vec(), b"2".to_vec())]);
+    let rest = b.broadcast_entries(s, Some(b"b"), 2).unwrap();
+    assert_eq!(rest, vec![(b"c".to_vec(), b"3".to_vec())]);
+    b.broadcast_remove(s, b"b").unwrap();
+    assert_eq!(b.broadcast_get(s, b"b").unwrap(), None);
+    b.broadcast_clear(s).unwrap();
+    assert_eq!(b.broadcast_len(s).unwrap(), 0);
 }
 
 fn registration_checks_names_and_kinds(factory: Factory<'_>) {

@@ -99,6 +99,7 @@ enum Table {
     List(Keyed<Vec<Vec<u8>>>),
     Map(Keyed<BTreeMap<Vec<u8>, Vec<u8>>>),
     OperatorList(Vec<Vec<u8>>),
+    Broadcast(BTreeMap<Vec<u8>, Vec<u8>>),
 }
 
 /// In-memory state of one operator subtask.
@@ -132,6 +133,13 @@ impl HashMapBackend {
         match &mut self.tables[s as usize] {
             Table::Map(t) => t,
             _ => unreachable!("state {s} is not map-shaped"),
+        }
+    }
+
+    fn broadcast(&mut self, s: StateId) -> &mut BTreeMap<Vec<u8>, Vec<u8>> {
+        match &mut self.tables[s as usize] {
+            Table::Broadcast(t) => t,
+            _ => unreachable!("state {s} is not a broadcast map"),
         }
     }
 
@@ -178,9 +186,7 @@ impl StateBackend for HashMapBackend {
             Shape::List => Table::List(Keyed::new(self.range)),
             Shape::Map => Table::Map(Keyed::new(self.range)),
             Shape::OperatorList => Table::OperatorList(Vec::new()),
-            Shape::BroadcastMap => {
-                return Err(StateError::Unsupported { name: d.name, what: "broadcast state" });
-            }
+            Shape::BroadcastMap => Table::Broadcast(BTreeMap::new()),
         };
         self.descriptors.push(d);
         self.tables.push(table);
@@ -371,6 +377,42 @@ impl StateBackend for HashMapBackend {
         Ok(self.operator_list(s).len() as u32)
     }
 
+    fn broadcast_get(&mut self, s: StateId, uk: &[u8]) -> Result<Option<Vec<u8>>, StateError> {
+        Ok(self.broadcast(s).get(uk).cloned())
+    }
+
+    fn broadcast_put(&mut self, s: StateId, uk: &[u8], value: &[u8]) -> Result<(), StateError> {
+        self.broadcast(s).insert(uk.to_vec(), value.to_vec());
+        Ok(())
+    }
+
+    fn broadcast_remove(&mut self, s: StateId, uk: &[u8]) -> Result<(), StateError> {
+        self.broadcast(s).remove(uk);
+        Ok(())
+    }
+
+    fn broadcast_entries(&mut self, s: StateId, after: Option<&[u8]>, max: u32) -> Result<Vec<MapEntry>, StateError> {
+        let lower = match after {
+            Some(a) => Bound::Excluded(a),
+            None => Bound::Unbounded,
+        };
+        Ok(self
+            .broadcast(s)
+            .range::<[u8], _>((lower, Bound::Unbounded))
+            .take(max as usize)
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect())
+    }
+
+    fn broadcast_len(&mut self, s: StateId) -> Result<usize, StateError> {
+        Ok(self.broadcast(s).len())
+    }
+
+    fn broadcast_clear(&mut self, s: StateId) -> Result<(), StateError> {
+        self.broadcast(s).clear();
+        Ok(())
+    }
+
     fn prefetch(&mut self, keys: &[KeyRef<'_>]) {
         let range = self.range;
         for table in &mut self.tables {
@@ -389,7 +431,7 @@ impl StateBackend for HashMapBackend {
             Table::Value(t) => t.len(),
             Table::List(t) => t.len(),
             Table::Map(t) => t.len(),
-            Table::OperatorList(_) => 0,
+            Table::OperatorList(_) | Table::Broadcast(_) => 0,
         }
     }
 }

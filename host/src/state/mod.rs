@@ -263,6 +263,24 @@ pub trait StateBackend: Send {
     /// Operator list: length.
     fn operator_list_len(&mut self, state: StateId) -> Result<u32, StateError>;
 
+    /// Broadcast map: value under a user key.
+    fn broadcast_get(&mut self, state: StateId, user_key: &[u8]) -> Result<Option<Vec<u8>>, StateError>;
+    /// Broadcast map: set a user key.
+    fn broadcast_put(&mut self, state: StateId, user_key: &[u8], value: &[u8]) -> Result<(), StateError>;
+    /// Broadcast map: remove a user key.
+    fn broadcast_remove(&mut self, state: StateId, user_key: &[u8]) -> Result<(), StateError>;
+    /// Broadcast map: up to `max` entries after `after`, in user-key order.
+    fn broadcast_entries(
+        &mut self,
+        state: StateId,
+        after: Option<&[u8]>,
+        max: u32,
+    ) -> Result<Vec<MapEntry>, StateError>;
+    /// Broadcast map: number of entries.
+    fn broadcast_len(&mut self, state: StateId) -> Result<usize, StateError>;
+    /// Broadcast map: remove everything.
+    fn broadcast_clear(&mut self, state: StateId) -> Result<(), StateError>;
+
     /// A hint that `keys` are about to be accessed, in order. Backends may
     /// warm caches; the hashmap backend resolves every key's table slot in
     /// one tight loop, where the CPU overlaps the cache misses that the

@@ -655,51 +655,92 @@ impl operator_state::HostOperatorListState for OperatorHost {
 
 type Bms = broadcast_state::BroadcastMapState;
 
-/// Broadcast state and timers arrive with the full state model; until then
-/// they answer with an error the guest sees, never silently.
+/// Timers arrive with event time; until then they answer with an error the
+/// guest sees, never silently.
 fn not_yet<T>(what: &str) -> WtResult<Result<T, ErrorCode>> {
     Ok(Err(ErrorCode::Backend(format!("{what} is not supported by this version of Weir yet"))))
 }
 
 impl broadcast_state::Host for OperatorHost {
     fn register_map(&mut self, d: WitDescriptor) -> WtResult<Result<Resource<Bms>, ErrorCode>> {
-        if self.phase != Phase::Open {
-            return Ok(Err(ErrorCode::NotInOpen(format!("state '{}' was registered outside open", d.name))));
+        if d.ttl.is_some() {
+            return Ok(Err(ErrorCode::InvalidName(format!("state '{}': broadcast state takes no TTL", d.name))));
         }
-        not_yet(&format!("broadcast state ('{}')", d.name))
+        Ok(self.register(&d, StateKind::BroadcastMap, None)?.map(Resource::new_own))
+    }
+}
+
+impl OperatorHost {
+    /// Broadcast state is written only while a broadcast record is processed,
+    /// which keeps every subtask's replica equal.
+    fn broadcast_writable(&self, id: StateId) -> Result<(), ErrorCode> {
+        if self.phase == Phase::Broadcast {
+            Ok(())
+        } else {
+            Err(ErrorCode::ReadOnly(format!(
+                "broadcast state '{}' is written only in process-broadcast",
+                self.state_name(id)
+            )))
+        }
     }
 }
 
 impl broadcast_state::HostBroadcastMapState for OperatorHost {
-    fn get(&mut self, _h: Resource<Bms>, _k: Vec<u8>) -> WtResult<Result<Option<Vec<u8>>, ErrorCode>> {
-        not_yet("broadcast state")
+    fn get(&mut self, h: Resource<Bms>, k: Vec<u8>) -> WtResult<Result<Option<Vec<u8>>, ErrorCode>> {
+        finish(self.backend.broadcast_get(h.rep(), &k))
     }
-    fn put(&mut self, _h: Resource<Bms>, _k: Vec<u8>, _v: Vec<u8>) -> WtResult<Result<(), ErrorCode>> {
-        not_yet("broadcast state")
+
+    fn put(&mut self, h: Resource<Bms>, k: Vec<u8>, v: Vec<u8>) -> WtResult<Result<(), ErrorCode>> {
+        if let Err(e) = self.broadcast_writable(h.rep()) {
+            return Ok(Err(e));
+        }
+        finish(self.backend.broadcast_put(h.rep(), &k, &v))
     }
-    fn remove(&mut self, _h: Resource<Bms>, _k: Vec<u8>) -> WtResult<Result<(), ErrorCode>> {
-        not_yet("broadcast state")
+
+    fn remove(&mut self, h: Resource<Bms>, k: Vec<u8>) -> WtResult<Result<(), ErrorCode>> {
+        if let Err(e) = self.broadcast_writable(h.rep()) {
+            return Ok(Err(e));
+        }
+        finish(self.backend.broadcast_remove(h.rep(), &k))
     }
-    fn contains(&mut self, _h: Resource<Bms>, _k: Vec<u8>) -> WtResult<Result<bool, ErrorCode>> {
-        not_yet("broadcast state")
+
+    fn contains(&mut self, h: Resource<Bms>, k: Vec<u8>) -> WtResult<Result<bool, ErrorCode>> {
+        finish(self.backend.broadcast_get(h.rep(), &k).map(|v| v.is_some()))
     }
-    fn is_empty(&mut self, _h: Resource<Bms>) -> WtResult<Result<bool, ErrorCode>> {
-        not_yet("broadcast state")
+
+    fn is_empty(&mut self, h: Resource<Bms>) -> WtResult<Result<bool, ErrorCode>> {
+        finish(self.backend.broadcast_len(h.rep()).map(|n| n == 0))
     }
+
     fn entries(
         &mut self,
-        _h: Resource<Bms>,
-        _a: Option<Vec<u8>>,
-        _m: u32,
+        h: Resource<Bms>,
+        after: Option<Vec<u8>>,
+        max: u32,
     ) -> WtResult<Result<Vec<(Vec<u8>, Vec<u8>)>, ErrorCode>> {
-        not_yet("broadcast state")
+        finish(self.backend.broadcast_entries(h.rep(), after.as_deref(), max))
     }
-    fn keys(&mut self, _h: Resource<Bms>, _a: Option<Vec<u8>>, _m: u32) -> WtResult<Result<Vec<Vec<u8>>, ErrorCode>> {
-        not_yet("broadcast state")
+
+    fn keys(
+        &mut self,
+        h: Resource<Bms>,
+        after: Option<Vec<u8>>,
+        max: u32,
+    ) -> WtResult<Result<Vec<Vec<u8>>, ErrorCode>> {
+        finish(
+            self.backend
+                .broadcast_entries(h.rep(), after.as_deref(), max)
+                .map(|e| e.into_iter().map(|(k, _)| k).collect()),
+        )
     }
-    fn clear(&mut self, _h: Resource<Bms>) -> WtResult<Result<(), ErrorCode>> {
-        not_yet("broadcast state")
+
+    fn clear(&mut self, h: Resource<Bms>) -> WtResult<Result<(), ErrorCode>> {
+        if let Err(e) = self.broadcast_writable(h.rep()) {
+            return Ok(Err(e));
+        }
+        finish(self.backend.broadcast_clear(h.rep()))
     }
+
     fn drop(&mut self, _h: Resource<Bms>) -> WtResult<()> {
         Ok(())
     }

@@ -161,6 +161,11 @@ impl OperatorInstance {
         result
     }
 
+    /// Calls `process-broadcast` for one record of a broadcast input.
+    pub fn process_broadcast(&mut self, element: &super::Element) -> Result<(), GuestFailure> {
+        self.call(Phase::Broadcast, |w, s| w.weir_operator_handler().call_process_broadcast(s, element))
+    }
+
     /// Calls `on-timer`.
     pub fn on_timer(&mut self, timer: &Timer) -> Result<(), GuestFailure> {
         self.call(Phase::Timer, |w, s| w.weir_operator_handler().call_on_timer(s, timer))
