@@ -5,6 +5,7 @@
 use super::settings::{
     CheckpointingSection, ExecutionSection, PipelineSection, SettingsFile, StateSection, WasmSection,
 };
+use super::units::HumanDuration;
 use serde::Deserialize;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -70,6 +71,12 @@ pub enum SourceFile {
         format: Format,
         /// jsonl: the field whose value becomes the record key.
         key_field: Option<String>,
+        /// jsonl: the integer field (milliseconds since the epoch) that
+        /// becomes the record's event time; the source then emits watermarks.
+        timestamp_field: Option<String>,
+        /// How far event time may go backwards; watermarks trail the largest
+        /// timestamp seen by this much.
+        max_out_of_orderness: Option<HumanDuration>,
     },
     /// A deterministic synthetic stream.
     Generator {
@@ -82,6 +89,9 @@ pub enum SourceFile {
         /// Seed of the key sequence.
         #[serde(default)]
         seed: u64,
+        /// Event time of record `i` is `i * event_time_step` (milliseconds);
+        /// unset, records carry no timestamp.
+        event_time_step: Option<HumanDuration>,
     },
 }
 
@@ -225,6 +235,9 @@ pub struct SourceSpec {
     pub id: String,
     /// What it reads.
     pub kind: SourceKind,
+    /// When the source assigns event time: how far (ms) its watermarks trail
+    /// the largest timestamp seen.
+    pub watermark_lag_ms: Option<i64>,
 }
 
 /// What a source reads.
@@ -238,6 +251,8 @@ pub enum SourceKind {
         format: Format,
         /// jsonl key field.
         key_field: Option<String>,
+        /// jsonl timestamp field.
+        timestamp_field: Option<String>,
     },
     /// The generator.
     Generator {
@@ -247,6 +262,8 @@ pub enum SourceKind {
         keys: u64,
         /// Seed.
         seed: u64,
+        /// Event-time step in ms, if the generator assigns timestamps.
+        event_time_step_ms: Option<i64>,
     },
 }
 
@@ -367,7 +384,7 @@ pub fn validate(file: &JobFile, base: &Path, parallelism_override: Option<u32>) 
         .iter()
         .map(|s| {
             Ok(match s {
-                SourceFile::File { id, path, format, key_field } => {
+                SourceFile::File { id, path, format, key_field, timestamp_field, max_out_of_orderness } => {
                     let path = base.join(path);
                     if !path.is_file() {
                         return Err(format!("source '{id}': path {} does not exist or is not a file", path.display()));
@@ -375,18 +392,40 @@ pub fn validate(file: &JobFile, base: &Path, parallelism_override: Option<u32>) 
                     if key_field.is_some() && *format != Format::Jsonl {
                         return Err(format!("source '{id}': key_field needs format = \"jsonl\""));
                     }
+                    if timestamp_field.is_some() && *format != Format::Jsonl {
+                        return Err(format!("source '{id}': timestamp_field needs format = \"jsonl\""));
+                    }
+                    if max_out_of_orderness.is_some() && timestamp_field.is_none() {
+                        return Err(format!("source '{id}': max_out_of_orderness needs timestamp_field"));
+                    }
                     SourceSpec {
                         id: id.clone(),
-                        kind: SourceKind::File { path, format: *format, key_field: key_field.clone() },
+                        kind: SourceKind::File {
+                            path,
+                            format: *format,
+                            key_field: key_field.clone(),
+                            timestamp_field: timestamp_field.clone(),
+                        },
+                        watermark_lag_ms: timestamp_field
+                            .as_ref()
+                            .map(|_| max_out_of_orderness.map_or(0, |d| d.0.as_millis() as i64)),
                     }
                 }
-                SourceFile::Generator { id, count, keys, seed } => {
+                SourceFile::Generator { id, count, keys, seed, event_time_step } => {
                     if *keys == 0 {
                         return Err(format!("source '{id}': keys must be at least 1"));
                     }
+                    let step = event_time_step.map(|d| d.0.as_millis() as i64);
                     SourceSpec {
                         id: id.clone(),
-                        kind: SourceKind::Generator { count: *count, keys: *keys, seed: *seed },
+                        kind: SourceKind::Generator {
+                            count: *count,
+                            keys: *keys,
+                            seed: *seed,
+                            event_time_step_ms: step,
+                        },
+                        // Generated timestamps never go backwards.
+                        watermark_lag_ms: step.map(|_| 0),
                     }
                 }
             })

@@ -14,6 +14,7 @@ pub fn run(
     path: &Path,
     format: Format,
     key_field: Option<&str>,
+    timestamp_field: Option<&str>,
 ) -> Result<Counters, TaskError> {
     let file = std::fs::File::open(path).map_err(|e| ctx.error(format!("cannot open {}: {e}", path.display())))?;
     let mut reader = BufReader::with_capacity(1 << 20, file);
@@ -40,27 +41,35 @@ pub fn run(
                 if line.iter().all(u8::is_ascii_whitespace) {
                     continue;
                 }
+                let at = |m: String| ctx.error(format!("{}:{number}: {m}", path.display()));
+                let value: serde_json::Value =
+                    serde_json::from_slice(&line).map_err(|e| at(format!("invalid JSON: {e}")))?;
                 let key = match key_field {
-                    Some(field) => Some(
-                        json_key(&line, field).map_err(|m| ctx.error(format!("{}:{number}: {m}", path.display())))?,
-                    ),
-                    None => {
-                        serde_json::from_slice::<serde::de::IgnoredAny>(&line)
-                            .map_err(|e| ctx.error(format!("{}:{number}: invalid JSON: {e}", path.display())))?;
-                        None
-                    }
+                    Some(field) => Some(json_key(&value, field).map_err(at)?),
+                    None => None,
                 };
-                ctx.emit(Record { payload: &line, key: key.as_deref(), timestamp: None })?;
+                let timestamp = match timestamp_field {
+                    Some(field) => Some(json_timestamp(&value, field).map_err(at)?),
+                    None => None,
+                };
+                ctx.emit(Record { payload: &line, key: key.as_deref(), timestamp })?;
             }
         }
     }
     ctx.finish()
 }
 
+/// The event time of a JSON line: an integer field, in milliseconds.
+fn json_timestamp(value: &serde_json::Value, field: &str) -> Result<i64, String> {
+    match value.get(field) {
+        Some(v) => v.as_i64().ok_or_else(|| format!("timestamp field '{field}' is {v}, not an integer (milliseconds)")),
+        None => Err(format!("no timestamp field '{field}'")),
+    }
+}
+
 /// The key of a JSON line: a string field's text, or a number or boolean's
 /// JSON text.
-fn json_key(line: &[u8], field: &str) -> Result<Vec<u8>, String> {
-    let value: serde_json::Value = serde_json::from_slice(line).map_err(|e| format!("invalid JSON: {e}"))?;
+fn json_key(value: &serde_json::Value, field: &str) -> Result<Vec<u8>, String> {
     match value.get(field) {
         Some(serde_json::Value::String(s)) => Ok(s.clone().into_bytes()),
         Some(v @ (serde_json::Value::Number(_) | serde_json::Value::Bool(_))) => Ok(v.to_string().into_bytes()),
@@ -71,14 +80,24 @@ fn json_key(line: &[u8], field: &str) -> Result<Vec<u8>, String> {
 
 #[cfg(test)]
 mod tests {
-    use super::json_key;
+    use super::{json_key, json_timestamp};
+
+    fn parse(line: &str) -> serde_json::Value {
+        serde_json::from_str(line).unwrap()
+    }
 
     #[test]
     fn json_keys() {
-        assert_eq!(json_key(br#"{"user":"ann","n":1}"#, "user").unwrap(), b"ann");
-        assert_eq!(json_key(br#"{"user":42}"#, "user").unwrap(), b"42");
-        assert!(json_key(br#"{"n":1}"#, "user").unwrap_err().contains("no key field"));
-        assert!(json_key(br#"{"user":[1]}"#, "user").is_err());
-        assert!(json_key(b"not json", "user").unwrap_err().contains("invalid JSON"));
+        assert_eq!(json_key(&parse(r#"{"user":"ann","n":1}"#), "user").unwrap(), b"ann");
+        assert_eq!(json_key(&parse(r#"{"user":42}"#), "user").unwrap(), b"42");
+        assert!(json_key(&parse(r#"{"n":1}"#), "user").unwrap_err().contains("no key field"));
+        assert!(json_key(&parse(r#"{"user":[1]}"#), "user").is_err());
+    }
+
+    #[test]
+    fn json_timestamps() {
+        assert_eq!(json_timestamp(&parse(r#"{"ts":1700000000123}"#), "ts").unwrap(), 1_700_000_000_123);
+        assert!(json_timestamp(&parse(r#"{"ts":"noon"}"#), "ts").unwrap_err().contains("not an integer"));
+        assert!(json_timestamp(&parse(r#"{"t":1}"#), "ts").unwrap_err().contains("no timestamp field"));
     }
 }

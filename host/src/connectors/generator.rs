@@ -2,7 +2,8 @@
 //! `keys` distinct keys, for tests and benchmarks.
 //!
 //! Record `i` has key `k = splitmix64(seed + i) % keys`, written as decimal
-//! ASCII, and the same bytes as payload. The same (count, keys, seed) always
+//! ASCII, and the same bytes as payload; with `event_time_step`, its event
+//! time is `i * step` milliseconds. The same (count, keys, seed) always
 //! gives the same stream.
 
 use super::SourceContext;
@@ -25,12 +26,19 @@ pub fn key_of(seed: u64, i: u64, keys: u64) -> u64 {
 }
 
 /// Produces the stream.
-pub fn run(mut ctx: SourceContext, count: u64, keys: u64, seed: u64) -> Result<Counters, TaskError> {
+pub fn run(
+    mut ctx: SourceContext,
+    count: u64,
+    keys: u64,
+    seed: u64,
+    step_ms: Option<i64>,
+) -> Result<Counters, TaskError> {
     let mut buf = itoa_buf();
     for i in 0..count {
         let k = key_of(seed, i, keys);
         let key = format_u64(&mut buf, k);
-        ctx.emit(Record { payload: key, key: Some(key), timestamp: None })?;
+        let timestamp = step_ms.map(|s| (i as i64).saturating_mul(s));
+        ctx.emit(Record { payload: key, key: Some(key), timestamp })?;
     }
     ctx.finish()
 }

@@ -25,6 +25,11 @@ pub struct SourceContext {
     /// Records per batch (how often cancellation is checked).
     pub batch_size: usize,
     counters: Counters,
+    /// For sources with event time: how far watermarks trail the largest
+    /// timestamp seen.
+    watermark_lag: Option<i64>,
+    max_timestamp: i64,
+    watermark: i64,
 }
 
 impl SourceContext {
@@ -35,19 +40,42 @@ impl SourceContext {
         reporter: Reporter,
         control: Receiver<Control>,
         batch_size: usize,
+        watermark_lag: Option<i64>,
     ) -> Self {
-        SourceContext { id, router, reporter, control, batch_size, counters: Counters::default() }
+        SourceContext {
+            id,
+            router,
+            reporter,
+            control,
+            batch_size,
+            counters: Counters::default(),
+            watermark_lag,
+            max_timestamp: i64::MIN,
+            watermark: i64::MIN,
+        }
     }
 
     /// Sends one record; every `batch_size` records checks for cancellation
     /// and reports progress.
     #[inline]
     pub fn emit(&mut self, record: Record<'_>) -> Result<(), TaskError> {
+        if let Some(t) = record.timestamp {
+            self.max_timestamp = self.max_timestamp.max(t);
+        }
         self.router.push(record).map_err(|e| route_error(&self.id, e))?;
         self.counters.records_in += 1;
         if self.counters.records_in.is_multiple_of(self.batch_size as u64) {
             if self.control.try_recv().is_ok() {
                 return Err(TaskError::Cancelled);
+            }
+            // Bounded out-of-orderness, as Flink's: the watermark trails the
+            // largest timestamp by the lag, minus one.
+            if let Some(lag) = self.watermark_lag {
+                let w = self.max_timestamp.saturating_sub(lag).saturating_sub(1);
+                if w > self.watermark {
+                    self.watermark = w;
+                    self.router.watermark(w).map_err(|e| route_error(&self.id, e))?;
+                }
             }
             self.counters.records_out = self.router.records_out();
             self.reporter.tick(self.counters);
@@ -55,8 +83,10 @@ impl SourceContext {
         Ok(())
     }
 
-    /// Ends the stream.
+    /// Ends the stream: event time jumps to the end (so pending event-time
+    /// timers downstream fire), then end of input.
     pub fn finish(mut self) -> Result<Counters, TaskError> {
+        self.router.watermark(i64::MAX).map_err(|e| route_error(&self.id, e))?;
         self.router.end().map_err(|e| route_error(&self.id, e))?;
         self.counters.records_out = self.router.records_out();
         Ok(self.counters)

@@ -135,6 +135,9 @@ pub fn check_flat(b: &ElementBatch) -> Result<(), String> {
 pub enum Message {
     /// Records.
     Data(Batch),
+    /// Event time on this channel has reached this value: no record with a
+    /// smaller timestamp follows (except late ones). `i64::MAX` at the end.
+    Watermark(i64),
     /// The sending subtask will send nothing more.
     EndOfInput,
 }

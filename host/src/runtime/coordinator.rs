@@ -215,15 +215,18 @@ pub fn run_job(job: &LoadedJob) -> Result<JobReport, JobError> {
             Reporter::new(task_id.clone(), events_tx.clone(), settings.progress_interval),
             ctl_rx,
             settings.batch_size,
+            s.watermark_lag_ms,
         );
         let kind = s.kind.clone();
         spawn(
             task_id,
             Box::new(move || match kind {
-                SourceKind::File { path, format, key_field } => {
-                    connectors::file_source::run(ctx, &path, format, key_field.as_deref())
+                SourceKind::File { path, format, key_field, timestamp_field } => {
+                    connectors::file_source::run(ctx, &path, format, key_field.as_deref(), timestamp_field.as_deref())
                 }
-                SourceKind::Generator { count, keys, seed } => connectors::generator::run(ctx, count, keys, seed),
+                SourceKind::Generator { count, keys, seed, event_time_step_ms } => {
+                    connectors::generator::run(ctx, count, keys, seed, event_time_step_ms)
+                }
             }),
             events_tx.clone(),
         );

@@ -135,6 +135,18 @@ impl Router {
         Ok(())
     }
 
+    /// Flushes, then sends watermark `w` to every downstream subtask (after
+    /// the records it covers).
+    pub fn watermark(&mut self, w: i64) -> Result<(), RouteError> {
+        self.flush()?;
+        for edge in &self.edges {
+            for s in &edge.senders {
+                s.send(Message::Watermark(w)).map_err(|_| RouteError::Disconnected)?;
+            }
+        }
+        Ok(())
+    }
+
     /// Flushes, then tells every downstream subtask that this one is done.
     pub fn end(&mut self) -> Result<(), RouteError> {
         self.flush()?;

@@ -4,9 +4,10 @@
 use super::batch::{Batch, Message};
 use super::events::{Control, Counters, TaskError, TaskEvent, TaskId};
 use super::router::{RouteError, Router};
+use crate::state::TimeDomain;
 use crate::state::hashmap::HashMapBackend;
 use crate::state::key_group::KeyGroupRange;
-use crate::wasm::{Limits, OperatorInfo, OperatorInstance, OperatorModule};
+use crate::wasm::{GuestFailure, Limits, OperatorInfo, OperatorInstance, OperatorModule};
 use crossbeam_channel::{Receiver, Select, Sender};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -21,6 +22,10 @@ pub enum Next {
         /// Whether the edge is `partition = "broadcast"`.
         broadcast: bool,
     },
+    /// The minimum watermark over the input channels advanced to this.
+    Watermark(i64),
+    /// The deadline passed with nothing to do.
+    Timeout,
     /// Every upstream subtask sent end-of-input.
     Ended,
     /// An upstream task vanished without ending (it failed).
@@ -33,30 +38,61 @@ pub enum Next {
 /// marked whether it is a broadcast edge), plus the control channel.
 pub struct Inputs {
     receivers: Vec<(Receiver<Message>, bool)>,
+    /// The latest watermark each receiver delivered.
+    watermarks: Vec<i64>,
+    /// The minimum over `watermarks`, as last reported.
+    watermark: i64,
     control: Receiver<Control>,
 }
 
 impl Inputs {
     /// Inputs over `receivers`.
     pub fn new(receivers: Vec<(Receiver<Message>, bool)>, control: Receiver<Control>) -> Self {
-        Inputs { receivers, control }
+        let watermarks = vec![i64::MIN; receivers.len()];
+        Inputs { receivers, watermarks, watermark: i64::MIN, control }
+    }
+
+    /// The task's watermark: the minimum over its inputs.
+    pub fn watermark(&self) -> i64 {
+        self.watermark
+    }
+
+    /// Reports the minimum watermark if it advanced.
+    fn advanced(&mut self) -> Option<Next> {
+        let min = self.watermarks.iter().copied().min().unwrap_or(i64::MAX);
+        if min > self.watermark {
+            self.watermark = min;
+            Some(Next::Watermark(min))
+        } else {
+            None
+        }
     }
 
     fn take(&mut self, i: usize, message: Result<Message, crossbeam_channel::RecvError>) -> Option<Next> {
         match message {
             Ok(Message::Data(batch)) => Some(Next::Batch { batch, broadcast: self.receivers[i].1 }),
+            Ok(Message::Watermark(w)) => {
+                self.watermarks[i] = self.watermarks[i].max(w);
+                self.advanced()
+            }
             Ok(Message::EndOfInput) => {
                 self.receivers.swap_remove(i);
-                None
+                self.watermarks.swap_remove(i);
+                if self.receivers.is_empty() { None } else { self.advanced() }
             }
             Err(_) => Some(Next::Disconnected),
         }
     }
 
-    /// Blocks until the next batch or the end. Broadcast input that is ready
-    /// goes first, so rules and other broadcast state are as fresh as they
-    /// can be when main input is processed.
+    /// Blocks until the next batch, watermark advance or the end. Broadcast
+    /// input that is ready goes first, so rules and other broadcast state are
+    /// as fresh as they can be when main input is processed.
     pub fn next_batch(&mut self) -> Next {
+        self.next_until(None)
+    }
+
+    /// As [`Inputs::next_batch`], but returns [`Next::Timeout`] at `deadline`.
+    pub fn next_until(&mut self, deadline: Option<std::time::Instant>) -> Next {
         loop {
             if self.receivers.is_empty() {
                 return Next::Ended;
@@ -81,7 +117,13 @@ impl Inputs {
                 sel.recv(r);
             }
             let control = sel.recv(&self.control);
-            let op = sel.select();
+            let op = match deadline {
+                None => sel.select(),
+                Some(d) => match sel.select_deadline(d) {
+                    Ok(op) => op,
+                    Err(_) => return Next::Timeout,
+                },
+            };
             let i = op.index();
             if i == control {
                 let _ = op.recv(&self.control);
@@ -179,7 +221,20 @@ impl OperatorTask {
 
         let mut counters = Counters::default();
         loop {
-            match self.inputs.next_batch() {
+            // Wake up for the next processing-time timer, if any.
+            let deadline = instance.next_timer(TimeDomain::ProcessingTime).map(|t| {
+                let wait_ms = t.saturating_sub(now_ms()).max(0) as u64;
+                Instant::now() + Duration::from_millis(wait_ms)
+            });
+            let next = self.inputs.next_until(deadline);
+            self.fire_timers(&mut instance, TimeDomain::ProcessingTime, now_ms(), &guest_error)?;
+            match next {
+                Next::Watermark(w) => {
+                    instance.set_watermark(w);
+                    self.fire_timers(&mut instance, TimeDomain::EventTime, w, &guest_error)?;
+                    self.router.watermark(w).map_err(|e| route_error(&uid, e))?;
+                }
+                Next::Timeout => {}
                 Next::Batch { batch, broadcast: true } => {
                     counters.records_in += batch.len() as u64;
                     for i in 0..batch.len() {
@@ -218,9 +273,44 @@ impl OperatorTask {
         Ok(counters)
     }
 
+    /// Fires every timer of `domain` due at `up_to`, in time order, including
+    /// timers that firing registers for times already due.
+    fn fire_timers(
+        &mut self,
+        instance: &mut OperatorInstance,
+        domain: TimeDomain,
+        up_to: i64,
+        guest_error: &dyn Fn(String, GuestFailure) -> TaskError,
+    ) -> Result<(), TaskError> {
+        let uid = self.id.node.clone();
+        loop {
+            match instance.fire_due_timer(domain, up_to) {
+                Ok(Some(_)) => self.forward(instance).map_err(|e| route_error(&uid, e))?,
+                Ok(None) => break,
+                Err(f) => {
+                    let what = format!("failed in on-timer ({})", describe_domain(domain));
+                    return Err(guest_error(what, f));
+                }
+            }
+        }
+        self.router.flush().map_err(|e| route_error(&uid, e))
+    }
+
     fn forward(&mut self, instance: &mut OperatorInstance) -> Result<(), RouteError> {
         let router = &mut self.router;
         instance.drain_outputs(|out| if out.elements.is_empty() { Ok(()) } else { router.push_all(out) })
+    }
+}
+
+/// The wall clock in milliseconds since the epoch: processing time.
+pub fn now_ms() -> i64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
+}
+
+fn describe_domain(d: TimeDomain) -> &'static str {
+    match d {
+        TimeDomain::EventTime => "event time",
+        TimeDomain::ProcessingTime => "processing time",
     }
 }
 

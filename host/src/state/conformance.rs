@@ -2,7 +2,7 @@
 //! [`StateBackend`] must show, run by each backend's tests.
 
 use super::key_group::{KeyGroupRange, key_group_of_hash, key_hash};
-use super::{KeyRef, StateBackend, StateError, StateKind};
+use super::{KeyRef, StateBackend, StateError, StateKind, TimeDomain};
 
 /// Builds an empty backend owning `range`.
 pub type Factory<'a> = &'a dyn Fn(KeyGroupRange) -> Box<dyn StateBackend>;
@@ -27,6 +27,7 @@ pub fn run_all(factory: Factory<'_>) {
     accumulators_store_like_values(factory);
     operator_list_state_is_per_subtask(factory);
     broadcast_state_is_one_ordered_map(factory);
+    timers_fire_in_order_once(factory);
     registration_checks_names_and_kinds(factory);
     keys_outside_the_range_are_refused(factory);
 }
@@ -170,6 +171,28 @@ fn broadcast_state_is_one_ordered_map(factory: Factory<'_>) {
     assert_eq!(b.broadcast_get(s, b"b").unwrap(), None);
     b.broadcast_clear(s).unwrap();
     assert_eq!(b.broadcast_len(s).unwrap(), 0);
+}
+
+fn timers_fire_in_order_once(factory: Factory<'_>) {
+    let mut b = factory(full());
+    let ev = TimeDomain::EventTime;
+    b.timer_register(ev, key(b"b"), 20).unwrap();
+    b.timer_register(ev, key(b"a"), 20).unwrap();
+    b.timer_register(ev, key(b"a"), 10).unwrap();
+    b.timer_register(ev, key(b"a"), 10).unwrap(); // deduplicated
+    b.timer_register(ev, key(b"c"), 30).unwrap();
+    b.timer_register(TimeDomain::ProcessingTime, key(b"a"), 5).unwrap();
+    assert_eq!(b.timer_count(ev), 4);
+    b.timer_delete(ev, key(b"c"), 30).unwrap();
+    b.timer_delete(ev, key(b"c"), 99).unwrap(); // absent: no-op
+    assert_eq!(b.timer_next(ev), Some(10));
+    assert_eq!(b.timer_pop_due(ev, 9), None);
+    assert_eq!(b.timer_pop_due(ev, 10), Some((10, b"a".to_vec())));
+    let mut at_20 = vec![b.timer_pop_due(ev, 25).unwrap(), b.timer_pop_due(ev, 25).unwrap()];
+    at_20.sort();
+    assert_eq!(at_20, vec![(20, b"a".to_vec()), (20, b"b".to_vec())]);
+    assert_eq!(b.timer_pop_due(ev, i64::MAX), None, "the deleted timer never fires");
+    assert_eq!(b.timer_count(TimeDomain::ProcessingTime), 1, "domains are separate");
 }
 
 fn registration_checks_names_and_kinds(factory: Factory<'_>) {

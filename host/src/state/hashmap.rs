@@ -8,10 +8,13 @@
 //! the entry, and values are updated in place, reusing their allocation.
 
 use super::key_group::KeyGroupRange;
-use super::{KeyRef, MapEntry, Shape, StateBackend, StateDescriptor, StateError, StateId, StateKind, check_name};
+use super::{
+    KeyRef, MapEntry, Shape, StateBackend, StateDescriptor, StateError, StateId, StateKind, TimeDomain, check_name,
+};
 use hashbrown::HashTable;
 use smallvec::SmallVec;
 use std::collections::BTreeMap;
+use std::collections::BTreeSet;
 use std::ops::Bound;
 
 /// The hash a table probes with. The key group is `hash % max_parallelism`,
@@ -107,12 +110,28 @@ pub struct HashMapBackend {
     range: KeyGroupRange,
     descriptors: Vec<StateDescriptor>,
     tables: Vec<Table>,
+    /// Pending timers per domain (event time, processing time), ordered by
+    /// (time, key group, key): the firing order, and per key group for
+    /// snapshots.
+    timers: [BTreeSet<(i64, u16, Vec<u8>)>; 2],
+}
+
+fn domain_index(d: TimeDomain) -> usize {
+    match d {
+        TimeDomain::EventTime => 0,
+        TimeDomain::ProcessingTime => 1,
+    }
 }
 
 impl HashMapBackend {
     /// An empty backend owning key groups `range`.
     pub fn new(range: KeyGroupRange) -> Self {
-        HashMapBackend { range, descriptors: Vec::new(), tables: Vec::new() }
+        HashMapBackend {
+            range,
+            descriptors: Vec::new(),
+            tables: Vec::new(),
+            timers: [BTreeSet::new(), BTreeSet::new()],
+        }
     }
 
     fn values(&mut self, s: StateId) -> &mut Keyed<InlineValue> {
@@ -133,6 +152,14 @@ impl HashMapBackend {
         match &mut self.tables[s as usize] {
             Table::Map(t) => t,
             _ => unreachable!("state {s} is not map-shaped"),
+        }
+    }
+
+    fn check_range(&self, k: &KeyRef<'_>) -> Result<(), StateError> {
+        if self.range.contains(k.key_group) {
+            Ok(())
+        } else {
+            Err(StateError::KeyGroupOutOfRange { key_group: k.key_group, start: self.range.start, end: self.range.end })
         }
     }
 
@@ -411,6 +438,34 @@ impl StateBackend for HashMapBackend {
     fn broadcast_clear(&mut self, s: StateId) -> Result<(), StateError> {
         self.broadcast(s).clear();
         Ok(())
+    }
+
+    fn timer_register(&mut self, d: TimeDomain, k: KeyRef<'_>, time: i64) -> Result<(), StateError> {
+        self.check_range(&k)?;
+        self.timers[domain_index(d)].insert((time, k.key_group, k.key.to_vec()));
+        Ok(())
+    }
+
+    fn timer_delete(&mut self, d: TimeDomain, k: KeyRef<'_>, time: i64) -> Result<(), StateError> {
+        self.check_range(&k)?;
+        self.timers[domain_index(d)].remove(&(time, k.key_group, k.key.to_vec()));
+        Ok(())
+    }
+
+    fn timer_pop_due(&mut self, d: TimeDomain, up_to: i64) -> Option<(i64, Vec<u8>)> {
+        let set = &mut self.timers[domain_index(d)];
+        if set.first()?.0 > up_to {
+            return None;
+        }
+        set.pop_first().map(|(t, _, k)| (t, k))
+    }
+
+    fn timer_next(&self, d: TimeDomain) -> Option<i64> {
+        self.timers[domain_index(d)].first().map(|t| t.0)
+    }
+
+    fn timer_count(&self, d: TimeDomain) -> usize {
+        self.timers[domain_index(d)].len()
     }
 
     fn prefetch(&mut self, keys: &[KeyRef<'_>]) {

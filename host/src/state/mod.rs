@@ -80,6 +80,15 @@ pub enum Shape {
     BroadcastMap,
 }
 
+/// The clock a timer fires on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum TimeDomain {
+    /// The operator's watermark.
+    EventTime,
+    /// The host's wall clock.
+    ProcessingTime,
+}
+
 /// How operator list state is split on rescale.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Redistribution {
@@ -280,6 +289,19 @@ pub trait StateBackend: Send {
     fn broadcast_len(&mut self, state: StateId) -> Result<usize, StateError>;
     /// Broadcast map: remove everything.
     fn broadcast_clear(&mut self, state: StateId) -> Result<(), StateError>;
+
+    /// Timers: registers a timer for `key` at `time` (registering the same
+    /// (domain, key, time) twice leaves one).
+    fn timer_register(&mut self, domain: TimeDomain, key: KeyRef<'_>, time: i64) -> Result<(), StateError>;
+    /// Timers: deletes `key`'s timer at `time`, if any.
+    fn timer_delete(&mut self, domain: TimeDomain, key: KeyRef<'_>, time: i64) -> Result<(), StateError>;
+    /// Timers: removes and returns the earliest timer at or before `up_to`
+    /// (ties in key group, then key byte order).
+    fn timer_pop_due(&mut self, domain: TimeDomain, up_to: i64) -> Option<(i64, Vec<u8>)>;
+    /// Timers: the earliest pending time.
+    fn timer_next(&self, domain: TimeDomain) -> Option<i64>;
+    /// Timers: how many are pending.
+    fn timer_count(&self, domain: TimeDomain) -> usize;
 
     /// A hint that `keys` are about to be accessed, in order. Backends may
     /// warm caches; the hashmap backend resolves every key's table slot in

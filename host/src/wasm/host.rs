@@ -15,7 +15,9 @@ use super::bindings::weir::operator::{
 };
 use crate::runtime::batch::{Batch, check_flat, push_flat, record_at};
 use crate::state::key_group::{key_group_of_hash, key_hash};
-use crate::state::{KeyRef, Redistribution, StateBackend, StateDescriptor, StateError, StateId, StateKind, TtlConfig};
+use crate::state::{
+    KeyRef, Redistribution, StateBackend, StateDescriptor, StateError, StateId, StateKind, TimeDomain, TtlConfig,
+};
 use std::sync::Arc;
 use wasmtime::component::{Resource, ResourceTable};
 use wasmtime::{ResourceLimiter, Result as WtResult};
@@ -43,6 +45,11 @@ enum Current {
     None,
     /// Element `i` of the batch being processed.
     Batch(usize),
+    /// The key of a timer being fired.
+    Timer {
+        key: Vec<u8>,
+        hash: u64,
+    },
 }
 
 /// What `get-batch` returns: one buffer and one span per key slot.
@@ -179,6 +186,22 @@ impl OperatorHost {
         }
     }
 
+    /// Makes `key` current for an `on-timer` call.
+    pub fn begin_timer(&mut self, key: Vec<u8>) {
+        let hash = key_hash(&key);
+        self.current = Current::Timer { key, hash };
+    }
+
+    /// Ends an `on-timer` call.
+    pub fn end_timer(&mut self) {
+        self.current = Current::None;
+    }
+
+    /// The state backend, for the task's timer service.
+    pub fn backend_mut(&mut self) -> &mut dyn StateBackend {
+        self.backend.as_mut()
+    }
+
     /// The state backend (for tests and summaries).
     pub fn backend(&self) -> &dyn StateBackend {
         self.backend.as_ref()
@@ -214,6 +237,9 @@ impl OperatorHost {
                 }
                 None => return Ok(Err(ErrorCode::NoCurrentKey)),
             },
+            (Current::Timer { key, hash }, _) => {
+                KeyRef { key, hash: *hash, key_group: key_group_of_hash(*hash, *max_parallelism) }
+            }
             _ => return Ok(Err(ErrorCode::NoCurrentKey)),
         };
         finish(f(backend.as_mut(), key))
@@ -365,6 +391,7 @@ impl context::Host for OperatorHost {
     fn current_key(&mut self) -> WtResult<Option<Vec<u8>>> {
         Ok(match (&self.current, &self.batch) {
             (Current::Batch(i), Some(b)) if b.keyed => b.get(*i).key.map(<[u8]>::to_vec),
+            (Current::Timer { key, .. }, _) => Some(key.clone()),
             _ => None,
         })
     }
@@ -374,10 +401,7 @@ impl context::Host for OperatorHost {
     }
 
     fn current_processing_time(&mut self) -> WtResult<i64> {
-        Ok(std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_millis() as i64)
-            .unwrap_or(0))
+        Ok(crate::runtime::task::now_ms())
     }
 }
 
@@ -655,12 +679,6 @@ impl operator_state::HostOperatorListState for OperatorHost {
 
 type Bms = broadcast_state::BroadcastMapState;
 
-/// Timers arrive with event time; until then they answer with an error the
-/// guest sees, never silently.
-fn not_yet<T>(what: &str) -> WtResult<Result<T, ErrorCode>> {
-    Ok(Err(ErrorCode::Backend(format!("{what} is not supported by this version of Weir yet"))))
-}
-
 impl broadcast_state::Host for OperatorHost {
     fn register_map(&mut self, d: WitDescriptor) -> WtResult<Result<Resource<Bms>, ErrorCode>> {
         if d.ttl.is_some() {
@@ -747,17 +765,20 @@ impl broadcast_state::HostBroadcastMapState for OperatorHost {
 }
 
 impl timers::Host for OperatorHost {
-    fn register_event_time_timer(&mut self, _t: i64) -> WtResult<Result<(), ErrorCode>> {
-        self.keyed(|_, _| Ok(()))?.map_or_else(|e| Ok(Err(e)), |_| not_yet("timers"))
+    fn register_event_time_timer(&mut self, t: i64) -> WtResult<Result<(), ErrorCode>> {
+        self.keyed(|b, k| b.timer_register(TimeDomain::EventTime, k, t))
     }
-    fn register_processing_time_timer(&mut self, _t: i64) -> WtResult<Result<(), ErrorCode>> {
-        self.keyed(|_, _| Ok(()))?.map_or_else(|e| Ok(Err(e)), |_| not_yet("timers"))
+
+    fn register_processing_time_timer(&mut self, t: i64) -> WtResult<Result<(), ErrorCode>> {
+        self.keyed(|b, k| b.timer_register(TimeDomain::ProcessingTime, k, t))
     }
-    fn delete_event_time_timer(&mut self, _t: i64) -> WtResult<Result<(), ErrorCode>> {
-        self.keyed(|_, _| Ok(()))?.map_or_else(|e| Ok(Err(e)), |_| not_yet("timers"))
+
+    fn delete_event_time_timer(&mut self, t: i64) -> WtResult<Result<(), ErrorCode>> {
+        self.keyed(|b, k| b.timer_delete(TimeDomain::EventTime, k, t))
     }
-    fn delete_processing_time_timer(&mut self, _t: i64) -> WtResult<Result<(), ErrorCode>> {
-        self.keyed(|_, _| Ok(()))?.map_or_else(|e| Ok(Err(e)), |_| not_yet("timers"))
+
+    fn delete_processing_time_timer(&mut self, t: i64) -> WtResult<Result<(), ErrorCode>> {
+        self.keyed(|b, k| b.timer_delete(TimeDomain::ProcessingTime, k, t))
     }
 }
 

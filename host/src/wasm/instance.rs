@@ -3,6 +3,7 @@
 //! reporting.
 
 use super::bindings::exports::weir::operator::handler::Timer;
+use super::bindings::weir::operator::types::TimeDomain as WitTimeDomain;
 use super::bindings::{Operator, OperatorPre};
 use super::engine::deadline_ticks;
 use super::host::{OperatorHost, Phase};
@@ -10,7 +11,7 @@ use super::log_stream::{GuestLog, Stream};
 use super::module::WasmError;
 use super::{ElementBatch, OperatorInfo};
 use crate::runtime::batch::Batch;
-use crate::state::StateBackend;
+use crate::state::{StateBackend, TimeDomain};
 use std::sync::Arc;
 use std::time::Duration;
 use wasmtime::Store;
@@ -166,9 +167,29 @@ impl OperatorInstance {
         self.call(Phase::Broadcast, |w, s| w.weir_operator_handler().call_process_broadcast(s, element))
     }
 
-    /// Calls `on-timer`.
-    pub fn on_timer(&mut self, timer: &Timer) -> Result<(), GuestFailure> {
-        self.call(Phase::Timer, |w, s| w.weir_operator_handler().call_on_timer(s, timer))
+    /// The earliest pending timer of `domain`.
+    pub fn next_timer(&self, domain: TimeDomain) -> Option<i64> {
+        self.store.data().backend().timer_next(domain)
+    }
+
+    /// Fires the earliest timer of `domain` due at or before `up_to`, if any:
+    /// calls `on-timer` with its key current. Returns the timer fired.
+    pub fn fire_due_timer(&mut self, domain: TimeDomain, up_to: i64) -> Result<Option<(i64, Vec<u8>)>, GuestFailure> {
+        let Some((time, key)) = self.store.data_mut().backend_mut().timer_pop_due(domain, up_to) else {
+            return Ok(None);
+        };
+        let timer = Timer {
+            time,
+            domain: match domain {
+                TimeDomain::EventTime => WitTimeDomain::EventTime,
+                TimeDomain::ProcessingTime => WitTimeDomain::ProcessingTime,
+            },
+            key: key.clone(),
+        };
+        self.store.data_mut().begin_timer(key.clone());
+        let result = self.call(Phase::Timer, |w, s| w.weir_operator_handler().call_on_timer(s, &timer));
+        self.store.data_mut().end_timer();
+        result.map(|()| Some((time, key)))
     }
 
     /// Calls `end-of-input`.
