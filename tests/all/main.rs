@@ -4,6 +4,7 @@
 mod bad_input;
 mod broadcast;
 mod guest_failures;
+mod session_windows;
 mod state_kinds;
 mod support;
 mod tidy;

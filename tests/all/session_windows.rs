@@ -1,0 +1,189 @@
+//! The session-windows example: event time, bounded out-of-orderness,
+//! watermarks and event-time timers, end to end and exact.
+
+use super::support::JobDir;
+use std::collections::BTreeMap;
+use weir_tests::artifacts::SESSION_WINDOWS;
+use weir_tests::repo_root;
+
+/// Sessions computed directly: per user, sorted clicks split where the next
+/// click is more than `gap` after the previous one.
+fn expected_sessions(clicks: &[(String, i64)], gap: i64) -> Vec<String> {
+    let mut by_user: BTreeMap<&str, Vec<i64>> = BTreeMap::new();
+    for (u, t) in clicks {
+        by_user.entry(u).or_default().push(*t);
+    }
+    let mut out = Vec::new();
+    for (user, mut ts) in by_user {
+        ts.sort();
+        let (mut start, mut end, mut n) = (ts[0], ts[0], 1);
+        for &t in &ts[1..] {
+            if t - end > gap {
+                out.push(format!("{user} {start} {end} {n}"));
+                (start, n) = (t, 0);
+            }
+            end = t;
+            n += 1;
+        }
+        out.push(format!("{user} {start} {end} {n}"));
+    }
+    out.sort();
+    out
+}
+
+fn parse_clicks(text: &str) -> Vec<(String, i64)> {
+    text.lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| {
+            let user = l.split("\"user\": \"").nth(1).unwrap().split('"').next().unwrap().to_string();
+            let ts = l.split("\"ts\": ").nth(1).unwrap().split(|c: char| !c.is_ascii_digit()).next().unwrap();
+            (user, ts.parse().unwrap())
+        })
+        .collect()
+}
+
+fn sorted_lines(text: &str) -> Vec<String> {
+    let mut v: Vec<String> = text.lines().map(str::to_string).collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn the_example_job_closes_every_session_exactly() {
+    let root = repo_root();
+    let dir = root.join("guest-examples/session-windows");
+    let out_dir = tempfile::tempdir().unwrap();
+    let output = std::process::Command::new(weir_tests::host_binary())
+        .args(["run", dir.join("job.toml").to_str().unwrap()])
+        .current_dir(out_dir.path())
+        .env("XDG_CACHE_HOME", out_dir.path().join(".cache"))
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", weir_tests::stderr(&output));
+    let clicks = parse_clicks(&std::fs::read_to_string(dir.join("clicks.jsonl")).unwrap());
+    let out = std::fs::read_to_string(dir.join("output/sessions.txt")).unwrap();
+    let expected = expected_sessions(&clicks, 10_000);
+    assert_eq!(sorted_lines(&out), expected);
+    assert!(expected.contains(&"ann 1000 13000 4".to_string()), "out-of-order clicks merged: {expected:?}");
+}
+
+/// Clicks of 60 users over a long stretch of event time, shuffled locally so
+/// that no click is more than `disorder` ms behind the largest seen before.
+fn generated_clicks(n: usize, disorder: i64) -> Vec<(String, i64)> {
+    let mut x: u64 = 99;
+    let mut next = || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    let mut t = 0i64;
+    let mut clicks: Vec<(String, i64)> = (0..n)
+        .map(|_| {
+            t += (next() % 400) as i64;
+            (format!("u{}", next() % 60), t)
+        })
+        .collect();
+    let mut i = 0;
+    while i + 1 < clicks.len() {
+        if clicks[i + 1].1 - clicks[i].1 <= disorder && next() % 2 == 0 {
+            clicks.swap(i, i + 1);
+        }
+        i += 2;
+    }
+    clicks
+}
+
+#[test]
+fn sessions_are_exact_at_parallelism_1_and_3_with_out_of_order_clicks() {
+    let clicks = generated_clicks(20_000, 2_000);
+    // The disorder stays within the bound, so no click is late.
+    let mut max = i64::MIN;
+    for (_, t) in &clicks {
+        assert!(*t >= max.saturating_sub(2_000));
+        max = max.max(*t);
+    }
+    let expected = expected_sessions(&clicks, 10_000);
+    assert!(expected.len() > 500, "many sessions: {}", expected.len());
+    let input: String = clicks.iter().map(|(u, t)| format!("{{\"user\": \"{u}\", \"ts\": {t}}}\n")).collect();
+    for p in [1u32, 3] {
+        let dir = JobDir::new();
+        dir.write("clicks.jsonl", &input);
+        dir.write(
+            "job.toml",
+            format!(
+                r#"name = "sessions"
+parallelism = {p}
+
+[pipeline]
+batch_size = 256
+
+[[sources]]
+id = "clicks"
+kind = "file"
+path = "clicks.jsonl"
+format = "jsonl"
+key_field = "user"
+timestamp_field = "ts"
+max_out_of_orderness = "2s"
+
+[[operators]]
+uid = "sessions"
+module = "{SESSION_WINDOWS}"
+input = "clicks"
+partition = "key"
+params = {{ gap_ms = 10000 }}
+
+[[sinks]]
+id = "out"
+kind = "file"
+input = "sessions"
+path = "sessions.txt"
+"#
+            ),
+        );
+        dir.succeeds(&[]);
+        let out = dir.read("sessions.txt");
+        assert_eq!(sorted_lines(&out), expected, "parallelism {p}");
+        // Timers fire in event-time order: each user's sessions come out in order.
+        let mut last: BTreeMap<String, i64> = BTreeMap::new();
+        for line in out.lines() {
+            let f: Vec<&str> = line.split(' ').collect();
+            let start: i64 = f[1].parse().unwrap();
+            let prev = last.insert(f[0].to_string(), start);
+            assert!(prev.is_none_or(|p| p < start), "{line} after a later session");
+        }
+    }
+}
+
+#[test]
+fn clicks_without_event_time_fail_clearly() {
+    let dir = JobDir::new();
+    dir.write("clicks.jsonl", "{\"user\": \"ann\"}\n");
+    dir.write(
+        "job.toml",
+        format!(
+            r#"name = "sessions"
+[[sources]]
+id = "clicks"
+kind = "file"
+path = "clicks.jsonl"
+format = "jsonl"
+key_field = "user"
+
+[[operators]]
+uid = "sessions"
+module = "{SESSION_WINDOWS}"
+input = "clicks"
+partition = "key"
+
+[[sinks]]
+id = "out"
+kind = "discard"
+input = "sessions"
+"#
+        ),
+    );
+    let err = dir.fails();
+    assert!(err.contains("operator 'sessions'") && err.contains("clicks need an event time"), "{err}");
+}
