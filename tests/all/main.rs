@@ -3,6 +3,7 @@
 
 mod bad_input;
 mod broadcast;
+mod fraud_detection;
 mod guest_failures;
 mod session_windows;
 mod state_kinds;
