@@ -138,3 +138,11 @@ fn keyed_state_without_a_current_key_names_the_state() {
         "{err}"
     );
 }
+
+#[test]
+fn a_timer_without_a_current_key_is_refused() {
+    let dir = JobDir::new();
+    job(&dir, 1, "timer-no-key");
+    let err = dir.fails();
+    assert!(err.contains("operator 'kinds' (subtask 0 of 1) failed in end-of-input: timer: no current key"), "{err}");
+}

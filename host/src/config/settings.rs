@@ -146,6 +146,9 @@ pub struct PipelineSection {
     pub channel_capacity: Option<usize>,
     /// How often progress is reported.
     pub progress_interval: Option<HumanDuration>,
+    /// An input channel silent this long stops holding back its operator's
+    /// watermark (unset: inputs never go idle).
+    pub idle_timeout: Option<HumanDuration>,
 }
 
 /// Which state backend runs a job.
@@ -179,6 +182,8 @@ pub struct Settings {
     pub channel_capacity: usize,
     /// Progress report period.
     pub progress_interval: Duration,
+    /// Idle-input timeout for watermarks.
+    pub idle_timeout: Option<Duration>,
     /// Deprecation and other notes to log once the job starts.
     pub warnings: Vec<String>,
 }
@@ -216,6 +221,7 @@ impl SettingsFile {
         pick(&mut self.pipeline.batch_size, &over.pipeline.batch_size);
         pick(&mut self.pipeline.channel_capacity, &over.pipeline.channel_capacity);
         pick(&mut self.pipeline.progress_interval, &over.pipeline.progress_interval);
+        pick(&mut self.pipeline.idle_timeout, &over.pipeline.idle_timeout);
         self
     }
 
@@ -289,6 +295,7 @@ impl SettingsFile {
             batch_size,
             channel_capacity,
             progress_interval: self.pipeline.progress_interval.map(|d| d.0).unwrap_or(Duration::from_secs(1)),
+            idle_timeout: self.pipeline.idle_timeout.map(|d| d.0),
             warnings,
         })
     }

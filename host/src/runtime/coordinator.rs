@@ -145,8 +145,9 @@ pub fn run_job(job: &LoadedJob) -> Result<JobReport, JobError> {
     let limits = Limits { call_timeout: settings.call_timeout, memory_limit: settings.memory_limit };
     let mut take_router =
         |id: &str, u: u32| Router::new(edges.remove(&(id.to_string(), u)).unwrap_or_default(), settings.batch_size);
-    let mut take_inputs =
-        |id: &str, d: u32, control| Inputs::new(receivers.remove(&(id.to_string(), d)).unwrap_or_default(), control);
+    let mut take_inputs = |id: &str, d: u32, control| {
+        Inputs::new(receivers.remove(&(id.to_string(), d)).unwrap_or_default(), control, settings.idle_timeout)
+    };
 
     let mut spawn =
         |id: TaskId, body: Box<dyn FnOnce() -> Result<Counters, TaskError> + Send>, events: Sender<TaskEvent>| {

@@ -40,16 +40,35 @@ pub struct Inputs {
     receivers: Vec<(Receiver<Message>, bool)>,
     /// The latest watermark each receiver delivered.
     watermarks: Vec<i64>,
+    /// When each receiver last delivered anything.
+    last_seen: Vec<Instant>,
+    /// Receivers silent for longer than `idle_timeout`: left out of the
+    /// watermark until they send again.
+    idle: Vec<bool>,
+    idle_timeout: Option<Duration>,
     /// The minimum over `watermarks`, as last reported.
     watermark: i64,
     control: Receiver<Control>,
 }
 
 impl Inputs {
-    /// Inputs over `receivers`.
-    pub fn new(receivers: Vec<(Receiver<Message>, bool)>, control: Receiver<Control>) -> Self {
-        let watermarks = vec![i64::MIN; receivers.len()];
-        Inputs { receivers, watermarks, watermark: i64::MIN, control }
+    /// Inputs over `receivers`; with `idle_timeout`, a receiver that sends
+    /// nothing for that long stops holding the watermark back.
+    pub fn new(
+        receivers: Vec<(Receiver<Message>, bool)>,
+        control: Receiver<Control>,
+        idle_timeout: Option<Duration>,
+    ) -> Self {
+        let n = receivers.len();
+        Inputs {
+            receivers,
+            watermarks: vec![i64::MIN; n],
+            last_seen: vec![Instant::now(); n],
+            idle: vec![false; n],
+            idle_timeout,
+            watermark: i64::MIN,
+            control,
+        }
     }
 
     /// The task's watermark: the minimum over its inputs.
@@ -57,9 +76,18 @@ impl Inputs {
         self.watermark
     }
 
-    /// Reports the minimum watermark if it advanced.
+    /// Reports the minimum watermark over the active receivers if it
+    /// advanced. When every receiver is idle, the largest watermark any of
+    /// them sent stands (as Flink's watermark valve does): nothing holds it
+    /// back any more.
     fn advanced(&mut self) -> Option<Next> {
-        let min = self.watermarks.iter().copied().min().unwrap_or(i64::MAX);
+        let min = if self.receivers.is_empty() {
+            i64::MAX
+        } else if self.idle.iter().all(|&i| i) {
+            self.watermarks.iter().copied().max()?
+        } else {
+            self.watermarks.iter().zip(&self.idle).filter(|(_, idle)| !**idle).map(|(w, _)| *w).min()?
+        };
         if min > self.watermark {
             self.watermark = min;
             Some(Next::Watermark(min))
@@ -69,6 +97,10 @@ impl Inputs {
     }
 
     fn take(&mut self, i: usize, message: Result<Message, crossbeam_channel::RecvError>) -> Option<Next> {
+        if i < self.receivers.len() {
+            self.last_seen[i] = Instant::now();
+            self.idle[i] = false;
+        }
         match message {
             Ok(Message::Data(batch)) => Some(Next::Batch { batch, broadcast: self.receivers[i].1 }),
             Ok(Message::Watermark(w)) => {
@@ -78,6 +110,8 @@ impl Inputs {
             Ok(Message::EndOfInput) => {
                 self.receivers.swap_remove(i);
                 self.watermarks.swap_remove(i);
+                self.last_seen.swap_remove(i);
+                self.idle.swap_remove(i);
                 if self.receivers.is_empty() { None } else { self.advanced() }
             }
             Err(_) => Some(Next::Disconnected),
@@ -112,26 +146,58 @@ impl Inputs {
             if self.receivers.is_empty() {
                 return Next::Ended;
             }
-            let mut sel = Select::new();
-            for (r, _) in &self.receivers {
-                sel.recv(r);
-            }
-            let control = sel.recv(&self.control);
-            let op = match deadline {
-                None => sel.select(),
-                Some(d) => match sel.select_deadline(d) {
-                    Ok(op) => op,
-                    Err(_) => return Next::Timeout,
-                },
+            // Wake up for the caller's deadline, or when a receiver would go idle.
+            let idle_at = self.idle_timeout.and_then(|t| {
+                (0..self.receivers.len()).filter(|&i| !self.idle[i]).map(|i| self.last_seen[i] + t).min()
+            });
+            let wake = match (deadline, idle_at) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
             };
-            let i = op.index();
-            if i == control {
-                let _ = op.recv(&self.control);
-                return Next::Cancelled;
-            }
-            let message = op.recv(&self.receivers[i].0);
-            if let Some(next) = self.take(i, message) {
-                return next;
+            let received = {
+                let mut sel = Select::new();
+                for (r, _) in &self.receivers {
+                    sel.recv(r);
+                }
+                let control = sel.recv(&self.control);
+                let op = match wake {
+                    None => Some(sel.select()),
+                    Some(d) => sel.select_deadline(d).ok(),
+                };
+                match op {
+                    Some(op) if op.index() == control => {
+                        let _ = op.recv(&self.control);
+                        return Next::Cancelled;
+                    }
+                    Some(op) => {
+                        let i = op.index();
+                        Some((i, op.recv(&self.receivers[i].0)))
+                    }
+                    None => None,
+                }
+            };
+            match received {
+                Some((i, message)) => {
+                    if let Some(next) = self.take(i, message) {
+                        return next;
+                    }
+                }
+                None => {
+                    if let Some(t) = self.idle_timeout {
+                        let now = Instant::now();
+                        for i in 0..self.receivers.len() {
+                            if now >= self.last_seen[i] + t {
+                                self.idle[i] = true;
+                            }
+                        }
+                        if let Some(next) = self.advanced() {
+                            return next;
+                        }
+                    }
+                    if deadline.is_some_and(|d| Instant::now() >= d) {
+                        return Next::Timeout;
+                    }
+                }
             }
         }
     }
@@ -342,4 +408,51 @@ fn describe_position(before: u64, batch: &Batch, element: Option<usize>) -> Stri
         s.push_str(&format!(" (payload {p:?})"));
     }
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crossbeam_channel::{bounded, unbounded};
+
+    #[test]
+    fn the_watermark_is_the_minimum_over_inputs() {
+        let (a_tx, a_rx) = unbounded();
+        let (b_tx, b_rx) = unbounded();
+        let (_ctl_tx, ctl_rx) = bounded(1);
+        let mut inputs = Inputs::new(vec![(a_rx, false), (b_rx, false)], ctl_rx, None);
+        a_tx.send(Message::Watermark(100)).unwrap();
+        b_tx.send(Message::Watermark(40)).unwrap();
+        // Whichever arrives first, the minimum is reported only once both spoke.
+        assert!(matches!(inputs.next_batch(), Next::Watermark(40)));
+        b_tx.send(Message::Watermark(150)).unwrap();
+        assert!(matches!(inputs.next_batch(), Next::Watermark(100)), "b passed a: a is the minimum");
+        a_tx.send(Message::EndOfInput).unwrap();
+        assert!(matches!(inputs.next_batch(), Next::Watermark(150)), "an ended input stops counting");
+    }
+
+    #[test]
+    fn an_idle_input_stops_holding_the_watermark_back() {
+        let (a_tx, a_rx) = unbounded();
+        let (_b_tx, b_rx) = unbounded::<Message>();
+        let (_ctl_tx, ctl_rx) = bounded(1);
+        let started = Instant::now();
+        let mut inputs = Inputs::new(vec![(a_rx, false), (b_rx, false)], ctl_rx, Some(Duration::from_millis(50)));
+        a_tx.send(Message::Watermark(100)).unwrap();
+        match inputs.next_until(Some(Instant::now() + Duration::from_secs(5))) {
+            Next::Watermark(w) => assert_eq!(w, 100),
+            _ => panic!("expected the watermark once the silent input went idle"),
+        }
+        assert!(started.elapsed() >= Duration::from_millis(50));
+    }
+
+    #[test]
+    fn without_an_idle_timeout_a_silent_input_holds_the_watermark() {
+        let (a_tx, a_rx) = unbounded();
+        let (_b_tx, b_rx) = unbounded::<Message>();
+        let (_ctl_tx, ctl_rx) = bounded(1);
+        let mut inputs = Inputs::new(vec![(a_rx, false), (b_rx, false)], ctl_rx, None);
+        a_tx.send(Message::Watermark(100)).unwrap();
+        assert!(matches!(inputs.next_until(Some(Instant::now() + Duration::from_millis(100))), Next::Timeout));
+    }
 }

@@ -13,7 +13,8 @@
 //!
 //! Param `misuse` makes it misuse state on purpose: `kind-mismatch`
 //! (re-registers `total` as a value state), `late-register` (registers a state
-//! in `process`), `no-key` (reads keyed state in `end-of-input`).
+//! in `process`), `no-key` (reads keyed state in `end-of-input`),
+//! `timer-no-key` (registers a timer in `end-of-input`).
 
 use weir_sdk::{
     AggregateFunction, AggregatingState, Context, Element, Error, ListState, MapState, OpenContext, Operator,
@@ -108,6 +109,9 @@ impl Operator for StateKinds {
     fn end_of_input(&mut self, ctx: &mut Context) -> Result<()> {
         if self.misuse == "no-key" {
             self.total.get()?;
+        }
+        if self.misuse == "timer-no-key" {
+            ctx.register_event_time_timer(5)?;
         }
         let seen = self.seen.get()?.first().copied().unwrap_or(0);
         ctx.emit(format!("subtask {} saw {seen}", self.subtask));
