@@ -9,4 +9,5 @@ mod session_windows;
 mod state_kinds;
 mod support;
 mod tidy;
+mod ttl;
 mod word_count;

@@ -77,6 +77,8 @@ pub enum SourceFile {
         /// How far event time may go backwards; watermarks trail the largest
         /// timestamp seen by this much.
         max_out_of_orderness: Option<HumanDuration>,
+        /// At most this many records per second (unset: as fast as possible).
+        records_per_second: Option<f64>,
     },
     /// A deterministic synthetic stream.
     Generator {
@@ -92,6 +94,8 @@ pub enum SourceFile {
         /// Event time of record `i` is `i * event_time_step` (milliseconds);
         /// unset, records carry no timestamp.
         event_time_step: Option<HumanDuration>,
+        /// At most this many records per second (unset: as fast as possible).
+        records_per_second: Option<f64>,
     },
 }
 
@@ -238,6 +242,8 @@ pub struct SourceSpec {
     /// When the source assigns event time: how far (ms) its watermarks trail
     /// the largest timestamp seen.
     pub watermark_lag_ms: Option<i64>,
+    /// Rate limit, records per second.
+    pub records_per_second: Option<f64>,
 }
 
 /// What a source reads.
@@ -384,7 +390,16 @@ pub fn validate(file: &JobFile, base: &Path, parallelism_override: Option<u32>) 
         .iter()
         .map(|s| {
             Ok(match s {
-                SourceFile::File { id, path, format, key_field, timestamp_field, max_out_of_orderness } => {
+                SourceFile::File {
+                    id,
+                    path,
+                    format,
+                    key_field,
+                    timestamp_field,
+                    max_out_of_orderness,
+                    records_per_second,
+                } => {
+                    check_rate(id, *records_per_second)?;
                     let path = base.join(path);
                     if !path.is_file() {
                         return Err(format!("source '{id}': path {} does not exist or is not a file", path.display()));
@@ -409,9 +424,11 @@ pub fn validate(file: &JobFile, base: &Path, parallelism_override: Option<u32>) 
                         watermark_lag_ms: timestamp_field
                             .as_ref()
                             .map(|_| max_out_of_orderness.map_or(0, |d| d.0.as_millis() as i64)),
+                        records_per_second: *records_per_second,
                     }
                 }
-                SourceFile::Generator { id, count, keys, seed, event_time_step } => {
+                SourceFile::Generator { id, count, keys, seed, event_time_step, records_per_second } => {
+                    check_rate(id, *records_per_second)?;
                     if *keys == 0 {
                         return Err(format!("source '{id}': keys must be at least 1"));
                     }
@@ -426,6 +443,7 @@ pub fn validate(file: &JobFile, base: &Path, parallelism_override: Option<u32>) 
                         },
                         // Generated timestamps never go backwards.
                         watermark_lag_ms: step.map(|_| 0),
+                        records_per_second: *records_per_second,
                     }
                 }
             })
@@ -538,6 +556,15 @@ pub fn validate(file: &JobFile, base: &Path, parallelism_override: Option<u32>) 
         sinks.push(SinkSpec { id: s.id().to_string(), input: s.input().to_string(), kind });
     }
     Ok(JobSpec { name: file.name.clone(), max_parallelism, sources, operators, sinks })
+}
+
+fn check_rate(id: &str, rate: Option<f64>) -> Result<(), String> {
+    match rate {
+        Some(r) if !(r.is_finite() && r > 0.0) => {
+            Err(format!("source '{id}': records_per_second = {r} must be a positive number"))
+        }
+        _ => Ok(()),
+    }
 }
 
 /// Orders operators so each follows its inputs; a cycle is an error that

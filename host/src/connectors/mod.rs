@@ -30,6 +30,8 @@ pub struct SourceContext {
     watermark_lag: Option<i64>,
     max_timestamp: i64,
     watermark: i64,
+    /// With a rate limit: when the stream started, and the gap per record.
+    pace: Option<(std::time::Instant, std::time::Duration)>,
 }
 
 impl SourceContext {
@@ -52,7 +54,15 @@ impl SourceContext {
             watermark_lag,
             max_timestamp: i64::MIN,
             watermark: i64::MIN,
+            pace: None,
         }
+    }
+
+    /// Limits the source to `rate` records per second. A paced source sends
+    /// every record as soon as it is due instead of waiting for a full batch.
+    pub fn with_rate(mut self, rate: Option<f64>) -> Self {
+        self.pace = rate.map(|r| (std::time::Instant::now(), std::time::Duration::from_secs_f64(1.0 / r)));
+        self
     }
 
     /// Sends one record; every `batch_size` records checks for cancellation
@@ -62,8 +72,23 @@ impl SourceContext {
         if let Some(t) = record.timestamp {
             self.max_timestamp = self.max_timestamp.max(t);
         }
+        if let Some((start, gap)) = self.pace {
+            let due = start + gap.mul_f64(self.counters.records_in as f64);
+            let wait = due.saturating_duration_since(std::time::Instant::now());
+            if !wait.is_zero() {
+                // Waiting on the control channel keeps a paced source cancellable.
+                match self.control.recv_timeout(wait) {
+                    Ok(_) => return Err(TaskError::Cancelled),
+                    Err(crossbeam_channel::RecvTimeoutError::Timeout) => {}
+                    Err(crossbeam_channel::RecvTimeoutError::Disconnected) => std::thread::sleep(wait),
+                }
+            }
+        }
         self.router.push(record).map_err(|e| route_error(&self.id, e))?;
         self.counters.records_in += 1;
+        if self.pace.is_some() {
+            self.router.flush().map_err(|e| route_error(&self.id, e))?;
+        }
         if self.counters.records_in.is_multiple_of(self.batch_size as u64) {
             if self.control.try_recv().is_ok() {
                 return Err(TaskError::Cancelled);

@@ -217,7 +217,8 @@ pub fn run_job(job: &LoadedJob) -> Result<JobReport, JobError> {
             ctl_rx,
             settings.batch_size,
             s.watermark_lag_ms,
-        );
+        )
+        .with_rate(s.records_per_second);
         let kind = s.kind.clone();
         spawn(
             task_id,

@@ -7,6 +7,7 @@ use super::router::{RouteError, Router};
 use crate::state::TimeDomain;
 use crate::state::hashmap::HashMapBackend;
 use crate::state::key_group::KeyGroupRange;
+use crate::state::ttl::TtlBackend;
 use crate::wasm::{GuestFailure, Limits, OperatorInfo, OperatorInstance, OperatorModule};
 use crossbeam_channel::{Receiver, Select, Sender};
 use std::sync::Arc;
@@ -268,7 +269,9 @@ impl OperatorTask {
         let uid = self.id.node.clone();
         let subtask = self.id.subtask;
         let range = KeyGroupRange::for_subtask(subtask, self.parallelism, self.max_parallelism);
-        let backend = Box::new(HashMapBackend::new(range));
+        // State TTL is a layer over the backend, on processing time.
+        let clock: crate::state::ttl::Clock = Arc::new(now_ms);
+        let backend = Box::new(TtlBackend::new(HashMapBackend::new(range), clock, self.max_parallelism));
         let mut instance =
             OperatorInstance::new(&self.module, &uid, subtask, backend, self.max_parallelism, self.limits)?;
         let info = OperatorInfo {

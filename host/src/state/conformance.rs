@@ -28,6 +28,7 @@ pub fn run_all(factory: Factory<'_>) {
     operator_list_state_is_per_subtask(factory);
     broadcast_state_is_one_ordered_map(factory);
     timers_fire_in_order_once(factory);
+    key_scans_cover_every_key(factory);
     registration_checks_names_and_kinds(factory);
     keys_outside_the_range_are_refused(factory);
 }
@@ -193,6 +194,30 @@ fn timers_fire_in_order_once(factory: Factory<'_>) {
     assert_eq!(at_20, vec![(20, b"a".to_vec()), (20, b"b".to_vec())]);
     assert_eq!(b.timer_pop_due(ev, i64::MAX), None, "the deleted timer never fires");
     assert_eq!(b.timer_count(TimeDomain::ProcessingTime), 1, "domains are separate");
+}
+
+fn key_scans_cover_every_key(factory: Factory<'_>) {
+    let mut b = factory(full());
+    let s = b.register(StateKind::Value.descriptor("count")).unwrap();
+    let keys: Vec<Vec<u8>> = (0..500).map(|i| format!("k{i}").into_bytes()).collect();
+    for k in &keys {
+        b.value_set(s, key(k), b"1").unwrap();
+    }
+    let mut seen = Vec::new();
+    let mut cursor = Some(0);
+    while let Some(c) = cursor {
+        let (page, next) = b.scan_keys(s, c, 64);
+        assert!(page.len() <= 64);
+        for (kg, k) in page {
+            assert_eq!(kg, key(&k).key_group);
+            seen.push(k);
+        }
+        cursor = next;
+    }
+    seen.sort();
+    let mut expected = keys.clone();
+    expected.sort();
+    assert_eq!(seen, expected);
 }
 
 fn registration_checks_names_and_kinds(factory: Factory<'_>) {

@@ -95,6 +95,27 @@ impl<V> Keyed<V> {
     fn len(&self) -> usize {
         self.groups.iter().map(HashTable::len).sum()
     }
+
+    /// Keys from position `cursor` = (group << 32 | bucket), by bucket.
+    fn scan(&self, range: KeyGroupRange, cursor: u64, max: u32) -> (Vec<(u16, Vec<u8>)>, Option<u64>) {
+        let (mut g, mut b) = ((cursor >> 32) as usize, (cursor & 0xffff_ffff) as usize);
+        let mut out = Vec::new();
+        while g < self.groups.len() {
+            let table = &self.groups[g];
+            while b < table.num_buckets() {
+                if out.len() == max as usize {
+                    return (out, Some(((g as u64) << 32) | b as u64));
+                }
+                if let Some(e) = table.get_bucket(b) {
+                    out.push((range.start + g as u16, e.key.to_vec()));
+                }
+                b += 1;
+            }
+            g += 1;
+            b = 0;
+        }
+        (out, None)
+    }
 }
 
 enum Table {
@@ -478,6 +499,16 @@ impl StateBackend for HashMapBackend {
                     }
                 }
             }
+        }
+    }
+
+    fn scan_keys(&mut self, s: StateId, cursor: u64, max: u32) -> (Vec<(u16, Vec<u8>)>, Option<u64>) {
+        let range = self.range;
+        match &self.tables[s as usize] {
+            Table::Value(t) => t.scan(range, cursor, max),
+            Table::List(t) => t.scan(range, cursor, max),
+            Table::Map(t) => t.scan(range, cursor, max),
+            Table::OperatorList(_) | Table::Broadcast(_) => (Vec::new(), None),
         }
     }
 

@@ -6,6 +6,7 @@
 
 pub mod hashmap;
 pub mod key_group;
+pub mod ttl;
 
 #[cfg(test)]
 mod conformance;
@@ -310,6 +311,12 @@ pub trait StateBackend: Send {
     fn prefetch(&mut self, keys: &[KeyRef<'_>]) {
         let _ = keys;
     }
+
+    /// Keyed states: up to `max` keys of `state` from position `cursor` (0
+    /// is the start), with their key groups, and the position to continue
+    /// from (none at the end). Keys written between calls may be missed or
+    /// seen twice: this serves incremental clean-up, not snapshots.
+    fn scan_keys(&mut self, state: StateId, cursor: u64, max: u32) -> (Vec<(u16, Vec<u8>)>, Option<u64>);
 
     /// Number of keys that hold a value in a keyed state (for tests and
     /// inspection).
