@@ -9,5 +9,6 @@ mod session_windows;
 mod state_kinds;
 mod support;
 mod tidy;
+mod top_n;
 mod ttl;
 mod word_count;
