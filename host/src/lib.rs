@@ -3,6 +3,7 @@
 //! (`src/main.rs`); this library is everything behind it.
 //!
 //! Map of the crate (see `docs/architecture.md` for the full picture):
+//! - [`checkpoint`]: the checkpoint coordinator's protocol (pure decisions);
 //! - [`config`]: host and job files, merged and validated;
 //! - [`wasm`]: wasmtime engine, component loading and caching, the host side
 //!   of the WIT contract;
@@ -10,6 +11,7 @@
 //! - [`runtime`]: the task graph, channels, the coordinator;
 //! - [`connectors`]: sources and sinks.
 
+pub mod checkpoint;
 pub mod config;
 pub mod connectors;
 pub mod runtime;

@@ -16,13 +16,7 @@ fn the_example_flags_exactly_the_expected_transactions() {
     let root = repo_root();
     let dir = root.join("guest-examples/fraud-detection");
     for p in ["1", "3"] {
-        let scratch = tempfile::tempdir().unwrap();
-        let output = std::process::Command::new(weir_tests::host_binary())
-            .args(["run", dir.join("job.toml").to_str().unwrap(), "--parallelism", p])
-            .current_dir(scratch.path())
-            .env("XDG_CACHE_HOME", scratch.path().join(".cache"))
-            .output()
-            .unwrap();
+        let output = weir_tests::run_example(&dir.join("job.toml"), &["--parallelism", p]);
         assert!(output.status.success(), "{}", weir_tests::stderr(&output));
         let alerts = std::fs::read_to_string(dir.join("output/alerts.txt")).unwrap();
         // Worked out by hand from rules.jsonl and transactions.jsonl: t2 under

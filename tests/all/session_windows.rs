@@ -52,13 +52,7 @@ fn sorted_lines(text: &str) -> Vec<String> {
 fn the_example_job_closes_every_session_exactly() {
     let root = repo_root();
     let dir = root.join("guest-examples/session-windows");
-    let out_dir = tempfile::tempdir().unwrap();
-    let output = std::process::Command::new(weir_tests::host_binary())
-        .args(["run", dir.join("job.toml").to_str().unwrap()])
-        .current_dir(out_dir.path())
-        .env("XDG_CACHE_HOME", out_dir.path().join(".cache"))
-        .output()
-        .unwrap();
+    let output = weir_tests::run_example(&dir.join("job.toml"), &[]);
     assert!(output.status.success(), "{}", weir_tests::stderr(&output));
     let clicks = parse_clicks(&std::fs::read_to_string(dir.join("clicks.jsonl")).unwrap());
     let out = std::fs::read_to_string(dir.join("output/sessions.txt")).unwrap();

@@ -8,13 +8,7 @@ use weir_tests::repo_root;
 fn old_views_leave_the_window_and_stay_in_the_all_time_counts() {
     let dir = repo_root().join("guest-examples/top-n");
     for p in ["1", "3"] {
-        let scratch = tempfile::tempdir().unwrap();
-        let output = std::process::Command::new(weir_tests::host_binary())
-            .args(["run", dir.join("job.toml").to_str().unwrap(), "--parallelism", p])
-            .current_dir(scratch.path())
-            .env("XDG_CACHE_HOME", scratch.path().join(".cache"))
-            .output()
-            .unwrap();
+        let output = weir_tests::run_example(&dir.join("job.toml"), &["--parallelism", p]);
         assert!(output.status.success(), "{}", weir_tests::stderr(&output));
         let out = std::fs::read_to_string(dir.join("output/trending.txt")).unwrap();
         let news: Vec<&str> = out.lines().filter(|l| l.starts_with("news ")).collect();

@@ -101,13 +101,7 @@ fn the_example_job_runs_from_its_own_directory() {
     // The README's demo: the committed job file, its input, its paths.
     let root = repo_root();
     let job = root.join("guest-examples/word-count/job.toml");
-    let out_dir = tempfile::tempdir().unwrap();
-    let output = std::process::Command::new(weir_tests::host_binary())
-        .args(["run", job.to_str().unwrap()])
-        .current_dir(out_dir.path())
-        .env("XDG_CACHE_HOME", out_dir.path().join(".cache"))
-        .output()
-        .unwrap();
+    let output = weir_tests::run_example(&job, &[]);
     assert!(output.status.success(), "{}", weir_tests::stderr(&output));
     let text = std::fs::read_to_string(root.join("guest-examples/word-count/input.txt")).unwrap();
     let out = std::fs::read_to_string(root.join("guest-examples/word-count/output/counts.txt")).unwrap();

@@ -77,22 +77,10 @@ input = "counter"
 fn weir(count: u64, keys: u64, batch_size: usize) -> f64 {
     let dir = tempfile::tempdir().unwrap();
     write_job(dir.path(), count, keys, batch_size);
-    let out = Command::new(weir_tests::host_binary())
-        .args(["run", "job.toml"])
-        .current_dir(dir.path())
-        .env("RUST_LOG", "error")
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{err}");
+    let err = weir_tests::run_quiet(dir.path());
     let counted = format!("counter                     1 {count:>14}");
     assert!(err.contains(&counted), "every record reached the counter:\n{err}");
-    let secs: f64 = err
-        .split("finished in ")
-        .nth(1)
-        .and_then(|r| r.split('s').next())
-        .and_then(|t| t.parse().ok())
-        .unwrap_or_else(|| panic!("no elapsed time in:\n{err}"));
+    let secs = weir_tests::elapsed_secs(&err);
     count as f64 / secs
 }
 

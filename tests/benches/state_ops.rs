@@ -14,7 +14,6 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::hint::black_box;
-use std::process::Command;
 use std::time::Instant;
 use weir_host::connectors::generator::key_of;
 use weir_tests::artifacts::OP_BENCH;
@@ -56,20 +55,8 @@ input = "bench"
         ),
     )
     .unwrap();
-    let out = Command::new(weir_tests::host_binary())
-        .args(["run", "job.toml"])
-        .current_dir(dir.path())
-        .env("RUST_LOG", "error")
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{err}");
-    let secs: f64 = err
-        .split("finished in ")
-        .nth(1)
-        .and_then(|r| r.split('s').next())
-        .and_then(|t| t.parse().ok())
-        .unwrap_or_else(|| panic!("no elapsed time in:\n{err}"));
+    let err = weir_tests::run_quiet(dir.path());
+    let secs = weir_tests::elapsed_secs(&err);
     secs * 1e9 / count as f64
 }
 

@@ -48,3 +48,43 @@ pub fn run_host(dir: &Path, args: &[&str]) -> Output {
 pub fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
+
+/// Runs `host run <job> <extra...>` from a scratch directory with its own
+/// module cache: how the committed examples are run, from anywhere.
+pub fn run_example(job: &Path, extra: &[&str]) -> Output {
+    let scratch = tempfile::tempdir().unwrap();
+    let mut args = vec!["run", job.to_str().unwrap()];
+    args.extend_from_slice(extra);
+    Command::new(host_binary())
+        .args(&args)
+        .current_dir(scratch.path())
+        .env("XDG_CACHE_HOME", scratch.path().join(".cache"))
+        .env_remove("WEIR_CONFIG")
+        .output()
+        .expect("run the host binary")
+}
+
+/// The job time in seconds from a summary (`job '…' finished in 1.234s`).
+pub fn elapsed_secs(stderr: &str) -> f64 {
+    stderr
+        .split("finished in ")
+        .nth(1)
+        .and_then(|r| r.split('s').next())
+        .and_then(|t| t.parse().ok())
+        .unwrap_or_else(|| panic!("no elapsed time in:\n{stderr}"))
+}
+
+/// Runs `host run job.toml` in `dir` with logs at error level, asserts
+/// success, and returns stderr (the summary).
+pub fn run_quiet(dir: &Path) -> String {
+    let out = Command::new(host_binary())
+        .args(["run", "job.toml"])
+        .current_dir(dir)
+        .env("RUST_LOG", "error")
+        .env_remove("WEIR_CONFIG")
+        .output()
+        .expect("run the host binary");
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "{err}");
+    err
+}

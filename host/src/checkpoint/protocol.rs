@@ -1,0 +1,305 @@
+//! The checkpoint coordinator's protocol, as Flink's asynchronous barrier
+//! snapshots run it, as pure decisions.
+//!
+//! [`Protocol`] is fed events (time passing, a task's acknowledgement or
+//! decline, the result of writing `_metadata`) and answers with
+//! [`Command`]s for the edge to carry out (send barrier *n* into the
+//! sources, write the metadata, tell sinks *n* completed, fail the job). It
+//! never reads a clock or touches storage: time is an argument, in
+//! milliseconds.
+//!
+//! Rules it keeps:
+//! - ids only grow, and continue after the checkpoint a job restored from;
+//! - at most one checkpoint is in flight; the next is triggered `interval`
+//!   after the previous trigger and no sooner than `min_pause` after the
+//!   previous one ended;
+//! - a checkpoint completes only when every task acknowledged it *and* its
+//!   metadata was written; only then are sinks told (completing *n* subsumes
+//!   every lower id, so a sink that missed a notice commits on the next);
+//! - a checkpoint that is declined, times out or cannot be stored is
+//!   aborted; more than `tolerable_failures` in a row fail the job.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+/// A checkpoint's number.
+pub type CheckpointId = u64;
+
+/// Checkpointing settings, in milliseconds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ProtocolConfig {
+    /// Time between triggers.
+    pub interval_ms: u64,
+    /// Least time between the end of one checkpoint and the next trigger.
+    pub min_pause_ms: u64,
+    /// How long a checkpoint may take before it is aborted.
+    pub timeout_ms: u64,
+    /// Consecutive failed checkpoints tolerated before the job fails.
+    pub tolerable_failures: u32,
+}
+
+/// What the edge must do.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Command<H> {
+    /// Record source offsets and send barrier `id` into every source.
+    Trigger {
+        /// The checkpoint.
+        id: CheckpointId,
+    },
+    /// Every task acknowledged: write `_metadata` for `id` (last, create-only)
+    /// listing these state handles, then report with
+    /// [`Protocol::on_metadata_written`].
+    WriteMetadata {
+        /// The checkpoint.
+        id: CheckpointId,
+        /// Each task's handles, by task.
+        handles: BTreeMap<String, H>,
+    },
+    /// `id` is complete: sinks commit everything up to it.
+    NotifyComplete {
+        /// The checkpoint.
+        id: CheckpointId,
+    },
+    /// `id` is abandoned: tasks drop what they prepared for it.
+    Abort {
+        /// The checkpoint.
+        id: CheckpointId,
+        /// Why.
+        reason: String,
+    },
+    /// Too many checkpoints failed in a row.
+    FailJob {
+        /// Why, with the last failure.
+        reason: String,
+    },
+}
+
+#[derive(Debug)]
+struct InFlight<H> {
+    id: CheckpointId,
+    triggered_at: u64,
+    awaiting: BTreeSet<String>,
+    handles: BTreeMap<String, H>,
+    /// Acknowledged by everyone; waiting for the metadata write.
+    storing: bool,
+}
+
+/// The coordinator's checkpoint protocol for one job.
+#[derive(Debug)]
+pub struct Protocol<H> {
+    config: ProtocolConfig,
+    tasks: BTreeSet<String>,
+    next_id: CheckpointId,
+    in_flight: Option<InFlight<H>>,
+    last_trigger: Option<u64>,
+    last_end: Option<u64>,
+    latest_completed: Option<CheckpointId>,
+    failures_in_a_row: u32,
+}
+
+impl<H: Clone> Protocol<H> {
+    /// A protocol for a job whose tasks are `tasks` (each must acknowledge
+    /// every checkpoint), continuing after `restored_from` if the job was
+    /// restored.
+    pub fn new(
+        config: ProtocolConfig,
+        tasks: impl IntoIterator<Item = String>,
+        restored_from: Option<CheckpointId>,
+    ) -> Self {
+        Protocol {
+            config,
+            tasks: tasks.into_iter().collect(),
+            next_id: restored_from.map_or(1, |id| id + 1),
+            in_flight: None,
+            last_trigger: None,
+            last_end: None,
+            latest_completed: restored_from,
+            failures_in_a_row: 0,
+        }
+    }
+
+    /// The latest completed checkpoint.
+    pub fn latest_completed(&self) -> Option<CheckpointId> {
+        self.latest_completed
+    }
+
+    /// The checkpoint in flight, if any.
+    pub fn in_flight(&self) -> Option<CheckpointId> {
+        self.in_flight.as_ref().map(|f| f.id)
+    }
+
+    /// Time passed: trigger a checkpoint when due, abort one that timed out.
+    pub fn tick(&mut self, now: u64) -> Vec<Command<H>> {
+        let mut out = Vec::new();
+        if let Some(f) = &self.in_flight {
+            if now.saturating_sub(f.triggered_at) >= self.config.timeout_ms {
+                let id = f.id;
+                let reason = format!("checkpoint {id} timed out after {} ms", self.config.timeout_ms);
+                out.extend(self.fail(id, reason, now));
+            }
+            return out;
+        }
+        let interval_due = self.last_trigger.is_none_or(|t| now >= t + self.config.interval_ms);
+        let pause_done = self.last_end.is_none_or(|t| now >= t + self.config.min_pause_ms);
+        if interval_due && pause_done {
+            let id = self.next_id;
+            self.next_id += 1;
+            self.last_trigger = Some(now);
+            self.in_flight = Some(InFlight {
+                id,
+                triggered_at: now,
+                awaiting: self.tasks.clone(),
+                handles: BTreeMap::new(),
+                storing: false,
+            });
+            out.push(Command::Trigger { id });
+        }
+        out
+    }
+
+    /// Task `task` took its snapshot for `id` and uploaded it as `handle`.
+    /// Acknowledgements for a checkpoint no longer in flight are ignored.
+    pub fn on_ack(&mut self, id: CheckpointId, task: &str, handle: H) -> Vec<Command<H>> {
+        let Some(f) = self.in_flight.as_mut().filter(|f| f.id == id && !f.storing) else {
+            return Vec::new();
+        };
+        if !f.awaiting.remove(task) {
+            return Vec::new(); // unknown task or a repeated ack
+        }
+        f.handles.insert(task.to_string(), handle);
+        if !f.awaiting.is_empty() {
+            return Vec::new();
+        }
+        f.storing = true;
+        vec![Command::WriteMetadata { id, handles: f.handles.clone() }]
+    }
+
+    /// Task `task` could not take checkpoint `id`.
+    pub fn on_decline(&mut self, id: CheckpointId, task: &str, reason: &str, now: u64) -> Vec<Command<H>> {
+        if self.in_flight.as_ref().is_none_or(|f| f.id != id) {
+            return Vec::new();
+        }
+        self.fail(id, format!("checkpoint {id} declined by {task}: {reason}"), now)
+    }
+
+    /// The metadata of `id` was written (`Ok`) or could not be (`Err`, for
+    /// example because another host committed the same id first).
+    pub fn on_metadata_written(&mut self, id: CheckpointId, result: Result<(), String>, now: u64) -> Vec<Command<H>> {
+        if self.in_flight.as_ref().is_none_or(|f| f.id != id || !f.storing) {
+            return Vec::new();
+        }
+        match result {
+            Ok(()) => {
+                self.in_flight = None;
+                self.last_end = Some(now);
+                self.latest_completed = Some(id);
+                self.failures_in_a_row = 0;
+                vec![Command::NotifyComplete { id }]
+            }
+            Err(e) => self.fail(id, format!("checkpoint {id} could not be stored: {e}"), now),
+        }
+    }
+
+    fn fail(&mut self, id: CheckpointId, reason: String, now: u64) -> Vec<Command<H>> {
+        self.in_flight = None;
+        self.last_end = Some(now);
+        self.failures_in_a_row += 1;
+        let mut out = vec![Command::Abort { id, reason: reason.clone() }];
+        if self.failures_in_a_row > self.config.tolerable_failures {
+            out.push(Command::FailJob {
+                reason: format!(
+                    "{} checkpoints failed in a row (tolerable_failures = {}); last: {reason}",
+                    self.failures_in_a_row, self.config.tolerable_failures
+                ),
+            });
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config() -> ProtocolConfig {
+        ProtocolConfig { interval_ms: 1000, min_pause_ms: 300, timeout_ms: 5000, tolerable_failures: 1 }
+    }
+
+    fn protocol() -> Protocol<u32> {
+        Protocol::new(config(), ["src#0".to_string(), "op#0".to_string(), "op#1".to_string()], None)
+    }
+
+    fn ack_all(p: &mut Protocol<u32>, id: CheckpointId) -> Vec<Command<u32>> {
+        let mut out = p.on_ack(id, "src#0", 1);
+        out.extend(p.on_ack(id, "op#0", 2));
+        out.extend(p.on_ack(id, "op#1", 3));
+        out
+    }
+
+    #[test]
+    fn a_checkpoint_completes_only_after_every_ack_and_the_metadata() {
+        let mut p = protocol();
+        assert_eq!(p.tick(0), vec![Command::Trigger { id: 1 }]);
+        assert!(p.on_ack(1, "src#0", 1).is_empty());
+        assert!(p.on_ack(1, "src#0", 1).is_empty(), "a repeated ack changes nothing");
+        assert!(p.on_ack(1, "op#0", 2).is_empty());
+        let write = p.on_ack(1, "op#1", 3);
+        let handles: BTreeMap<String, u32> =
+            [("op#0".to_string(), 2), ("op#1".to_string(), 3), ("src#0".to_string(), 1)].into();
+        assert_eq!(write, vec![Command::WriteMetadata { id: 1, handles }]);
+        assert_eq!(p.latest_completed(), None, "not complete before the metadata is written");
+        assert_eq!(p.on_metadata_written(1, Ok(()), 50), vec![Command::NotifyComplete { id: 1 }]);
+        assert_eq!(p.latest_completed(), Some(1));
+        assert_eq!(p.in_flight(), None);
+    }
+
+    #[test]
+    fn triggers_respect_interval_min_pause_and_one_in_flight() {
+        let mut p = protocol();
+        assert_eq!(p.tick(0), vec![Command::Trigger { id: 1 }]);
+        assert!(p.tick(2000).is_empty(), "one in flight at a time");
+        ack_all(&mut p, 1);
+        p.on_metadata_written(1, Ok(()), 2100);
+        assert!(p.tick(2200).is_empty(), "min_pause after the end");
+        assert_eq!(p.tick(2400), vec![Command::Trigger { id: 2 }]);
+        ack_all(&mut p, 2);
+        p.on_metadata_written(2, Ok(()), 2500);
+        assert!(p.tick(3000).is_empty(), "interval after the previous trigger");
+        assert_eq!(p.tick(3400), vec![Command::Trigger { id: 3 }]);
+    }
+
+    #[test]
+    fn declines_timeouts_and_storage_failures_abort_and_count() {
+        let mut p = protocol();
+        p.tick(0);
+        let out = p.on_decline(1, "op#1", "barrier alignment failed", 10);
+        assert!(matches!(&out[..], [Command::Abort { id: 1, .. }]), "{out:?}");
+        assert!(p.on_ack(1, "op#0", 2).is_empty(), "acks of an aborted checkpoint are ignored");
+        assert_eq!(p.tick(1000), vec![Command::Trigger { id: 2 }], "ids never repeat");
+        // A second failure in a row exceeds tolerable_failures = 1.
+        let out = p.tick(7000);
+        assert!(matches!(&out[0], Command::Abort { id: 2, reason } if reason.contains("timed out")), "{out:?}");
+        assert!(matches!(&out[1], Command::FailJob { reason } if reason.contains("2 checkpoints failed in a row")));
+    }
+
+    #[test]
+    fn a_success_resets_the_failure_count() {
+        let mut p = protocol();
+        p.tick(0);
+        p.on_decline(1, "op#0", "x", 0);
+        p.tick(1000);
+        ack_all(&mut p, 2);
+        assert_eq!(p.on_metadata_written(2, Ok(()), 1100), vec![Command::NotifyComplete { id: 2 }]);
+        p.tick(2000);
+        ack_all(&mut p, 3);
+        let out = p.on_metadata_written(3, Err("already exists".into()), 2100);
+        assert!(matches!(&out[..], [Command::Abort { id: 3, reason }] if reason.contains("already exists")), "{out:?}");
+        assert_eq!(p.latest_completed(), Some(2), "a checkpoint that was not stored never completes");
+    }
+
+    #[test]
+    fn numbering_continues_after_a_restore() {
+        let mut p: Protocol<u32> = Protocol::new(config(), ["a#0".to_string()], Some(41));
+        assert_eq!(p.latest_completed(), Some(41));
+        assert_eq!(p.tick(0), vec![Command::Trigger { id: 42 }]);
+    }
+}
