@@ -1,6 +1,6 @@
 //! The top-n example: a sliding window kept by state TTL. The views of one
-//! category are 0.5 s apart or at least 1.75 s apart, so each is clearly in
-//! or out of the 1 s window on a busy machine too.
+//! category are at most 1 s apart or at least 3.5 s apart, so each is clearly
+//! in or out of the 2 s window on a busy machine too.
 
 use weir_tests::repo_root;
 
@@ -18,7 +18,7 @@ fn old_views_leave_the_window_and_stay_in_the_all_time_counts() {
                 "news recent=election:1 all=election:1",
                 "news recent=election:2 all=election:2",
                 "news recent=election:2,weather:1 all=election:2,weather:1",
-                // 1.75 s later: the first three views left the window.
+                // 3.5 s later: the first three views left the window.
                 "news recent=weather:1 all=election:2,weather:2",
             ],
             "parallelism {p}"

@@ -1,8 +1,8 @@
 //! State TTL end to end: a value written with a time-to-live is read back
 //! while fresh and is gone after it expired, in processing time. The source
 //! is paced (`records_per_second`) so that time passes between records; the
-//! margins (0.75 s either side of the 1 s TTL) keep the test steady on a
-//! busy machine.
+//! margins (1.5 s either side of the 2 s TTL) keep the test steady on a busy
+//! machine.
 
 use super::support::JobDir;
 use weir_tests::artifacts::TTL_PROBE;
@@ -12,12 +12,12 @@ fn values_and_map_entries_expire_after_their_ttl() {
     let dir = JobDir::new();
     let mut lines = vec![
         r#"{"k": "a", "op": "set", "v": "1"}"#.to_string(), // t = 0
-        r#"{"k": "a", "op": "get"}"#.to_string(),           // t = 0.25 s: fresh
+        r#"{"k": "a", "op": "get"}"#.to_string(),           // t = 0.5 s: fresh
     ];
     for _ in 0..6 {
         lines.push(r#"{"k": "b", "op": "get"}"#.to_string()); // time passes
     }
-    lines.push(r#"{"k": "a", "op": "get"}"#.to_string()); // t = 2 s: expired
+    lines.push(r#"{"k": "a", "op": "get"}"#.to_string()); // t = 3.5 s: expired
     lines.push(r#"{"k": "a", "op": "set", "v": "2"}"#.to_string());
     lines.push(r#"{"k": "a", "op": "get"}"#.to_string()); // fresh again
     dir.write("probe.jsonl", lines.join("\n") + "\n");
@@ -31,14 +31,14 @@ kind = "file"
 path = "probe.jsonl"
 format = "jsonl"
 key_field = "k"
-records_per_second = 4
+records_per_second = 2
 
 [[operators]]
 uid = "probe"
 module = "{TTL_PROBE}"
 input = "commands"
 partition = "key"
-params = {{ ttl_ms = 1000 }}
+params = {{ ttl_ms = 2000 }}
 
 [[sinks]]
 id = "out"
