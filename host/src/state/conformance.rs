@@ -29,6 +29,7 @@ pub fn run_all(factory: Factory<'_>) {
     broadcast_state_is_one_ordered_map(factory);
     timers_fire_in_order_once(factory);
     key_scans_cover_every_key(factory);
+    snapshots_round_trip_and_split_by_key_group(factory);
     registration_checks_names_and_kinds(factory);
     keys_outside_the_range_are_refused(factory);
 }
@@ -218,6 +219,63 @@ fn key_scans_cover_every_key(factory: Factory<'_>) {
     let mut expected = keys.clone();
     expected.sort();
     assert_eq!(seen, expected);
+}
+
+/// Fills one backend with every kind of state.
+fn filled(factory: Factory<'_>, keys: &[Vec<u8>]) -> Box<dyn StateBackend> {
+    let mut b = factory(full());
+    let v = b.register(StateKind::Value.descriptor("v")).unwrap();
+    let l = b.register(StateKind::List.descriptor("l")).unwrap();
+    let m = b.register(StateKind::Map.descriptor("m")).unwrap();
+    let o = b.register(StateKind::OperatorList.descriptor("o")).unwrap();
+    let bc = b.register(StateKind::BroadcastMap.descriptor("b")).unwrap();
+    for (i, k) in keys.iter().enumerate() {
+        b.value_set(v, key(k), format!("value-{i}").as_bytes()).unwrap();
+        b.list_add(l, key(k), &[b"x", format!("y{i}").as_bytes()]).unwrap();
+        b.map_put(m, key(k), b"uk", format!("m{i}").as_bytes()).unwrap();
+        b.timer_register(TimeDomain::EventTime, key(k), i as i64).unwrap();
+    }
+    b.operator_list_add(o, &[b"offset-7"]).unwrap();
+    b.broadcast_put(bc, b"rule", b"on").unwrap();
+    b
+}
+
+fn snapshots_round_trip_and_split_by_key_group(factory: Factory<'_>) {
+    use super::snapshot::{restore_snapshot, write_snapshot};
+    let keys: Vec<Vec<u8>> = (0..200).map(|i| format!("key{i}").into_bytes()).collect();
+    let mut original = filled(factory, &keys);
+    let bytes = write_snapshot(original.as_mut(), full(), MAX_PARALLELISM).unwrap();
+
+    // The same range: everything comes back.
+    let mut copy = factory(full());
+    let summary = restore_snapshot(&bytes, copy.as_mut(), full(), MAX_PARALLELISM).unwrap();
+    assert_eq!(summary.skipped_key_groups, 0);
+    assert_eq!(copy.descriptors(), original.descriptors());
+    for (i, k) in keys.iter().enumerate() {
+        assert_eq!(copy.value_get(0, key(k)).unwrap(), Some(format!("value-{i}").into_bytes()));
+        assert_eq!(copy.list_read(1, key(k), 0, 10).unwrap(), vec![b"x".to_vec(), format!("y{i}").into_bytes()]);
+        assert_eq!(copy.map_get(2, key(k), b"uk").unwrap(), Some(format!("m{i}").into_bytes()));
+    }
+    assert_eq!(copy.timer_count(TimeDomain::EventTime), keys.len());
+    assert_eq!(copy.operator_list_read(3, 0, 10).unwrap(), vec![b"offset-7".to_vec()]);
+    assert_eq!(copy.broadcast_get(4, b"rule").unwrap(), Some(b"on".to_vec()));
+
+    // Two subtasks: each takes only its key groups, together all of them.
+    let halves = [KeyGroupRange { start: 0, end: 7 }, KeyGroupRange { start: 7, end: MAX_PARALLELISM as u16 }];
+    let mut parts: Vec<Box<dyn StateBackend>> = halves.iter().map(|&r| factory(r)).collect();
+    let mut restored_groups = 0;
+    for (part, range) in parts.iter_mut().zip(halves) {
+        let s = restore_snapshot(&bytes, part.as_mut(), range, MAX_PARALLELISM).unwrap();
+        restored_groups += s.key_groups;
+        assert!(s.skipped_key_groups > 0);
+    }
+    assert_eq!(restored_groups, u32::from(MAX_PARALLELISM as u16));
+    for k in &keys {
+        let owner = if halves[0].contains(key(k).key_group) { 0 } else { 1 };
+        assert!(parts[owner].value_get(0, key(k)).unwrap().is_some());
+    }
+    let timers: usize = parts.iter().map(|p| p.timer_count(TimeDomain::EventTime)).sum();
+    assert_eq!(timers, keys.len());
 }
 
 fn registration_checks_names_and_kinds(factory: Factory<'_>) {

@@ -9,7 +9,8 @@
 
 use super::key_group::KeyGroupRange;
 use super::{
-    KeyRef, MapEntry, Shape, StateBackend, StateDescriptor, StateError, StateId, StateKind, TimeDomain, check_name,
+    KeyRef, MapEntry, Shape, SnapshotEntry, StateBackend, StateDescriptor, StateError, StateId, StateKind, TimeDomain,
+    check_name,
 };
 use hashbrown::HashTable;
 use smallvec::SmallVec;
@@ -509,6 +510,78 @@ impl StateBackend for HashMapBackend {
             Table::List(t) => t.scan(range, cursor, max),
             Table::Map(t) => t.scan(range, cursor, max),
             Table::OperatorList(_) | Table::Broadcast(_) => (Vec::new(), None),
+        }
+    }
+
+    fn snapshot_key_group(&mut self, kg: u16, visit: &mut dyn FnMut(SnapshotEntry<'_>)) -> Result<(), StateError> {
+        if !self.range.contains(kg) {
+            return Err(StateError::KeyGroupOutOfRange { key_group: kg, start: self.range.start, end: self.range.end });
+        }
+        let g = usize::from(kg - self.range.start);
+        for (i, table) in self.tables.iter().enumerate() {
+            let state = i as StateId;
+            match table {
+                Table::Value(t) => {
+                    for e in t.groups[g].iter() {
+                        visit(SnapshotEntry::Value { state, key: &e.key, value: &e.value });
+                    }
+                }
+                Table::List(t) => {
+                    for e in t.groups[g].iter() {
+                        for v in &e.value {
+                            visit(SnapshotEntry::ListItem { state, key: &e.key, value: v });
+                        }
+                    }
+                }
+                Table::Map(t) => {
+                    for e in t.groups[g].iter() {
+                        for (uk, v) in &e.value {
+                            visit(SnapshotEntry::MapItem { state, key: &e.key, user_key: uk, value: v });
+                        }
+                    }
+                }
+                Table::OperatorList(_) | Table::Broadcast(_) => {}
+            }
+        }
+        for (d, domain) in [(0, TimeDomain::EventTime), (1, TimeDomain::ProcessingTime)] {
+            for (time, tkg, key) in &self.timers[d] {
+                if *tkg == kg {
+                    visit(SnapshotEntry::Timer { domain, time: *time, key });
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn snapshot_operator_state(&mut self, visit: &mut dyn FnMut(SnapshotEntry<'_>)) -> Result<(), StateError> {
+        for (i, table) in self.tables.iter().enumerate() {
+            let state = i as StateId;
+            match table {
+                Table::OperatorList(items) => {
+                    for v in items {
+                        visit(SnapshotEntry::OperatorItem { state, value: v });
+                    }
+                }
+                Table::Broadcast(m) => {
+                    for (uk, v) in m {
+                        visit(SnapshotEntry::BroadcastItem { state, user_key: uk, value: v });
+                    }
+                }
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+
+    fn restore_entry(&mut self, kg: u16, entry: SnapshotEntry<'_>) -> Result<(), StateError> {
+        let at = |key| KeyRef { key, hash: super::key_group::key_hash(key), key_group: kg };
+        match entry {
+            SnapshotEntry::Value { state, key, value } => self.value_set(state, at(key), value),
+            SnapshotEntry::ListItem { state, key, value } => self.list_add(state, at(key), &[value]),
+            SnapshotEntry::MapItem { state, key, user_key, value } => self.map_put(state, at(key), user_key, value),
+            SnapshotEntry::Timer { domain, time, key } => self.timer_register(domain, at(key), time),
+            SnapshotEntry::OperatorItem { state, value } => self.operator_list_add(state, &[value]),
+            SnapshotEntry::BroadcastItem { state, user_key, value } => self.broadcast_put(state, user_key, value),
         }
     }
 

@@ -6,6 +6,7 @@
 
 pub mod hashmap;
 pub mod key_group;
+pub mod snapshot;
 pub mod ttl;
 
 #[cfg(test)]
@@ -179,6 +180,66 @@ pub enum StateError {
     },
 }
 
+/// One piece of state as snapshots carry it, independent of any backend.
+/// Keyed entries belong to the key group the snapshot call names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SnapshotEntry<'a> {
+    /// A value-shaped state's value for `key`.
+    Value {
+        /// The state.
+        state: StateId,
+        /// The key.
+        key: &'a [u8],
+        /// The stored bytes.
+        value: &'a [u8],
+    },
+    /// One element of a list, in list order.
+    ListItem {
+        /// The state.
+        state: StateId,
+        /// The key.
+        key: &'a [u8],
+        /// The element.
+        value: &'a [u8],
+    },
+    /// One entry of a map.
+    MapItem {
+        /// The state.
+        state: StateId,
+        /// The key.
+        key: &'a [u8],
+        /// The user key.
+        user_key: &'a [u8],
+        /// The value.
+        value: &'a [u8],
+    },
+    /// A pending timer.
+    Timer {
+        /// Its clock.
+        domain: TimeDomain,
+        /// When it fires.
+        time: i64,
+        /// Its key.
+        key: &'a [u8],
+    },
+    /// One element of an operator list state, in order.
+    OperatorItem {
+        /// The state.
+        state: StateId,
+        /// The element.
+        value: &'a [u8],
+    },
+    /// One entry of a broadcast map.
+    BroadcastItem {
+        /// The state.
+        state: StateId,
+        /// The user key.
+        user_key: &'a [u8],
+        /// The value.
+        value: &'a [u8],
+    },
+}
+
 /// One entry of a map page: user key and value.
 pub type MapEntry = (Vec<u8>, Vec<u8>);
 
@@ -317,6 +378,20 @@ pub trait StateBackend: Send {
     /// from (none at the end). Keys written between calls may be missed or
     /// seen twice: this serves incremental clean-up, not snapshots.
     fn scan_keys(&mut self, state: StateId, cursor: u64, max: u32) -> (Vec<(u16, Vec<u8>)>, Option<u64>);
+
+    /// Snapshots: hands every keyed entry and timer of key group
+    /// `key_group` to `visit` (stored bytes, as the backend holds them).
+    fn snapshot_key_group(
+        &mut self,
+        key_group: u16,
+        visit: &mut dyn FnMut(SnapshotEntry<'_>),
+    ) -> Result<(), StateError>;
+    /// Snapshots: hands every operator list item and broadcast entry to
+    /// `visit`.
+    fn snapshot_operator_state(&mut self, visit: &mut dyn FnMut(SnapshotEntry<'_>)) -> Result<(), StateError>;
+    /// Restores one entry (of `key_group`, for keyed entries) written by a
+    /// snapshot; the states must be registered already.
+    fn restore_entry(&mut self, key_group: u16, entry: SnapshotEntry<'_>) -> Result<(), StateError>;
 
     /// Number of keys that hold a value in a keyed state (for tests and
     /// inspection).

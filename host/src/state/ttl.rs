@@ -13,7 +13,9 @@
 //! backend stores the prefixed bytes as opaque values.
 
 use super::key_group::{key_group_of_hash, key_hash};
-use super::{KeyRef, MapEntry, StateBackend, StateDescriptor, StateError, StateId, TimeDomain, TtlConfig};
+use super::{
+    KeyRef, MapEntry, SnapshotEntry, StateBackend, StateDescriptor, StateError, StateId, TimeDomain, TtlConfig,
+};
 use std::sync::Arc;
 
 /// Processing time in milliseconds since the epoch.
@@ -424,6 +426,20 @@ impl<B: StateBackend> StateBackend for TtlBackend<B> {
 
     fn scan_keys(&mut self, s: StateId, cursor: u64, max: u32) -> (Vec<(u16, Vec<u8>)>, Option<u64>) {
         self.inner.scan_keys(s, cursor, max)
+    }
+
+    fn snapshot_key_group(&mut self, kg: u16, visit: &mut dyn FnMut(SnapshotEntry<'_>)) -> Result<(), StateError> {
+        // Stored bytes keep their expiry prefix: a restore puts them back as
+        // they were, and they expire when they would have.
+        self.inner.snapshot_key_group(kg, visit)
+    }
+
+    fn snapshot_operator_state(&mut self, visit: &mut dyn FnMut(SnapshotEntry<'_>)) -> Result<(), StateError> {
+        self.inner.snapshot_operator_state(visit)
+    }
+
+    fn restore_entry(&mut self, kg: u16, entry: SnapshotEntry<'_>) -> Result<(), StateError> {
+        self.inner.restore_entry(kg, entry)
     }
 
     fn key_count(&self, s: StateId) -> usize {
