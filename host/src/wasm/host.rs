@@ -781,10 +781,3 @@ impl timers::Host for OperatorHost {
         self.keyed(|b, k| b.timer_delete(TimeDomain::ProcessingTime, k, t))
     }
 }
-
-impl OperatorHost {
-    /// Name of state `id` (for messages).
-    pub fn describe_state(&self, id: StateId) -> String {
-        self.state_name(id).to_string()
-    }
-}
