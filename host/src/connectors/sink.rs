@@ -36,7 +36,7 @@ pub fn run(id: Arc<str>, kind: &SinkKind, mut inputs: Inputs, mut reporter: Repo
                 counters.records_out = counters.records_in;
                 reporter.tick(counters);
             }
-            Next::Watermark(_) | Next::Timeout => {}
+            Next::Watermark(_) | Next::Timeout | Next::Barrier(_) | Next::BarrierAborted(_) => {}
             Next::Ended => break,
             Next::Disconnected => return Err(TaskError::Disconnected(id.clone())),
             Next::Cancelled => return Err(TaskError::Cancelled),

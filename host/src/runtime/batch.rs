@@ -138,6 +138,9 @@ pub enum Message {
     /// Event time on this channel has reached this value: no record with a
     /// smaller timestamp follows (except late ones). `i64::MAX` at the end.
     Watermark(i64),
+    /// Checkpoint barrier: every record before it belongs to checkpoint
+    /// `id`, every record after it to the next.
+    Barrier(u64),
     /// The sending subtask will send nothing more.
     EndOfInput,
 }

@@ -9,6 +9,7 @@
 pub mod batch;
 pub mod coordinator;
 pub mod events;
+pub mod inputs;
 pub mod progress;
 pub mod router;
 pub mod task;

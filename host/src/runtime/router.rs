@@ -147,6 +147,18 @@ impl Router {
         Ok(())
     }
 
+    /// Flushes, then sends checkpoint barrier `id` to every downstream
+    /// subtask (after the records before it).
+    pub fn barrier(&mut self, id: u64) -> Result<(), RouteError> {
+        self.flush()?;
+        for edge in &self.edges {
+            for s in &edge.senders {
+                s.send(Message::Barrier(id)).map_err(|_| RouteError::Disconnected)?;
+            }
+        }
+        Ok(())
+    }
+
     /// Flushes, then tells every downstream subtask that this one is done.
     pub fn end(&mut self) -> Result<(), RouteError> {
         self.flush()?;

@@ -1,208 +1,18 @@
 //! Task bodies: the input side shared by operators and sinks, and the loop of
 //! one operator subtask (open, process batches, end of input).
 
-use super::batch::{Batch, Message};
-use super::events::{Control, Counters, TaskError, TaskEvent, TaskId};
+use super::batch::Batch;
+use super::events::{Counters, TaskError, TaskEvent, TaskId};
+pub use super::inputs::{Inputs, Next};
 use super::router::{RouteError, Router};
 use crate::state::TimeDomain;
 use crate::state::hashmap::HashMapBackend;
 use crate::state::key_group::KeyGroupRange;
 use crate::state::ttl::TtlBackend;
 use crate::wasm::{GuestFailure, Limits, OperatorInfo, OperatorInstance, OperatorModule};
-use crossbeam_channel::{Receiver, Select, Sender};
+use crossbeam_channel::Sender;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-
-/// What the input side yields next.
-pub enum Next {
-    /// A batch from some upstream subtask; `broadcast` when it came over a
-    /// broadcast edge.
-    Batch {
-        /// The records.
-        batch: Batch,
-        /// Whether the edge is `partition = "broadcast"`.
-        broadcast: bool,
-    },
-    /// The minimum watermark over the input channels advanced to this.
-    Watermark(i64),
-    /// The deadline passed with nothing to do.
-    Timeout,
-    /// Every upstream subtask sent end-of-input.
-    Ended,
-    /// An upstream task vanished without ending (it failed).
-    Disconnected,
-    /// The coordinator cancelled the job.
-    Cancelled,
-}
-
-/// The receiving side of a task: one channel per upstream subtask (each
-/// marked whether it is a broadcast edge), plus the control channel.
-pub struct Inputs {
-    receivers: Vec<(Receiver<Message>, bool)>,
-    /// The latest watermark each receiver delivered.
-    watermarks: Vec<i64>,
-    /// When each receiver last delivered anything.
-    last_seen: Vec<Instant>,
-    /// Receivers silent for longer than `idle_timeout`: left out of the
-    /// watermark until they send again.
-    idle: Vec<bool>,
-    idle_timeout: Option<Duration>,
-    /// The minimum over `watermarks`, as last reported.
-    watermark: i64,
-    control: Receiver<Control>,
-}
-
-impl Inputs {
-    /// Inputs over `receivers`; with `idle_timeout`, a receiver that sends
-    /// nothing for that long stops holding the watermark back.
-    pub fn new(
-        receivers: Vec<(Receiver<Message>, bool)>,
-        control: Receiver<Control>,
-        idle_timeout: Option<Duration>,
-    ) -> Self {
-        let n = receivers.len();
-        Inputs {
-            receivers,
-            watermarks: vec![i64::MIN; n],
-            last_seen: vec![Instant::now(); n],
-            idle: vec![false; n],
-            idle_timeout,
-            watermark: i64::MIN,
-            control,
-        }
-    }
-
-    /// The task's watermark: the minimum over its inputs.
-    pub fn watermark(&self) -> i64 {
-        self.watermark
-    }
-
-    /// Reports the minimum watermark over the active receivers if it
-    /// advanced. When every receiver is idle, the largest watermark any of
-    /// them sent stands (as Flink's watermark valve does): nothing holds it
-    /// back any more.
-    fn advanced(&mut self) -> Option<Next> {
-        let min = if self.receivers.is_empty() {
-            i64::MAX
-        } else if self.idle.iter().all(|&i| i) {
-            self.watermarks.iter().copied().max()?
-        } else {
-            self.watermarks.iter().zip(&self.idle).filter(|(_, idle)| !**idle).map(|(w, _)| *w).min()?
-        };
-        if min > self.watermark {
-            self.watermark = min;
-            Some(Next::Watermark(min))
-        } else {
-            None
-        }
-    }
-
-    fn take(&mut self, i: usize, message: Result<Message, crossbeam_channel::RecvError>) -> Option<Next> {
-        if i < self.receivers.len() {
-            self.last_seen[i] = Instant::now();
-            self.idle[i] = false;
-        }
-        match message {
-            Ok(Message::Data(batch)) => Some(Next::Batch { batch, broadcast: self.receivers[i].1 }),
-            Ok(Message::Watermark(w)) => {
-                self.watermarks[i] = self.watermarks[i].max(w);
-                self.advanced()
-            }
-            Ok(Message::EndOfInput) => {
-                self.receivers.swap_remove(i);
-                self.watermarks.swap_remove(i);
-                self.last_seen.swap_remove(i);
-                self.idle.swap_remove(i);
-                if self.receivers.is_empty() { None } else { self.advanced() }
-            }
-            Err(_) => Some(Next::Disconnected),
-        }
-    }
-
-    /// Blocks until the next batch, watermark advance or the end. Broadcast
-    /// input that is ready goes first, so rules and other broadcast state are
-    /// as fresh as they can be when main input is processed.
-    pub fn next_batch(&mut self) -> Next {
-        self.next_until(None)
-    }
-
-    /// As [`Inputs::next_batch`], but returns [`Next::Timeout`] at `deadline`.
-    pub fn next_until(&mut self, deadline: Option<std::time::Instant>) -> Next {
-        loop {
-            if self.receivers.is_empty() {
-                return Next::Ended;
-            }
-            for i in 0..self.receivers.len() {
-                if self.receivers[i].1 {
-                    match self.receivers[i].0.try_recv() {
-                        Ok(m) => match self.take(i, Ok(m)) {
-                            Some(next) => return next,
-                            None => break,
-                        },
-                        Err(crossbeam_channel::TryRecvError::Empty) => {}
-                        Err(crossbeam_channel::TryRecvError::Disconnected) => return Next::Disconnected,
-                    }
-                }
-            }
-            if self.receivers.is_empty() {
-                return Next::Ended;
-            }
-            // Wake up for the caller's deadline, or when a receiver would go idle.
-            let idle_at = self.idle_timeout.and_then(|t| {
-                (0..self.receivers.len()).filter(|&i| !self.idle[i]).map(|i| self.last_seen[i] + t).min()
-            });
-            let wake = match (deadline, idle_at) {
-                (Some(a), Some(b)) => Some(a.min(b)),
-                (a, b) => a.or(b),
-            };
-            let received = {
-                let mut sel = Select::new();
-                for (r, _) in &self.receivers {
-                    sel.recv(r);
-                }
-                let control = sel.recv(&self.control);
-                let op = match wake {
-                    None => Some(sel.select()),
-                    Some(d) => sel.select_deadline(d).ok(),
-                };
-                match op {
-                    Some(op) if op.index() == control => {
-                        let _ = op.recv(&self.control);
-                        return Next::Cancelled;
-                    }
-                    Some(op) => {
-                        let i = op.index();
-                        Some((i, op.recv(&self.receivers[i].0)))
-                    }
-                    None => None,
-                }
-            };
-            match received {
-                Some((i, message)) => {
-                    if let Some(next) = self.take(i, message) {
-                        return next;
-                    }
-                }
-                None => {
-                    if let Some(t) = self.idle_timeout {
-                        let now = Instant::now();
-                        for i in 0..self.receivers.len() {
-                            if now >= self.last_seen[i] + t {
-                                self.idle[i] = true;
-                            }
-                        }
-                        if let Some(next) = self.advanced() {
-                            return next;
-                        }
-                    }
-                    if deadline.is_some_and(|d| Instant::now() >= d) {
-                        return Next::Timeout;
-                    }
-                }
-            }
-        }
-    }
-}
 
 /// Sends progress at most once per interval.
 pub struct Reporter {
@@ -304,6 +114,9 @@ impl OperatorTask {
                     self.router.watermark(w).map_err(|e| route_error(&uid, e))?;
                 }
                 Next::Timeout => {}
+                // Checkpoints are not taken yet: barriers pass through.
+                Next::Barrier(id) => self.router.barrier(id).map_err(|e| route_error(&uid, e))?,
+                Next::BarrierAborted(_) => {}
                 Next::Batch { batch, broadcast: true } => {
                     counters.records_in += batch.len() as u64;
                     for i in 0..batch.len() {
@@ -411,51 +224,4 @@ fn describe_position(before: u64, batch: &Batch, element: Option<usize>) -> Stri
         s.push_str(&format!(" (payload {p:?})"));
     }
     s
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crossbeam_channel::{bounded, unbounded};
-
-    #[test]
-    fn the_watermark_is_the_minimum_over_inputs() {
-        let (a_tx, a_rx) = unbounded();
-        let (b_tx, b_rx) = unbounded();
-        let (_ctl_tx, ctl_rx) = bounded(1);
-        let mut inputs = Inputs::new(vec![(a_rx, false), (b_rx, false)], ctl_rx, None);
-        a_tx.send(Message::Watermark(100)).unwrap();
-        b_tx.send(Message::Watermark(40)).unwrap();
-        // Whichever arrives first, the minimum is reported only once both spoke.
-        assert!(matches!(inputs.next_batch(), Next::Watermark(40)));
-        b_tx.send(Message::Watermark(150)).unwrap();
-        assert!(matches!(inputs.next_batch(), Next::Watermark(100)), "b passed a: a is the minimum");
-        a_tx.send(Message::EndOfInput).unwrap();
-        assert!(matches!(inputs.next_batch(), Next::Watermark(150)), "an ended input stops counting");
-    }
-
-    #[test]
-    fn an_idle_input_stops_holding_the_watermark_back() {
-        let (a_tx, a_rx) = unbounded();
-        let (_b_tx, b_rx) = unbounded::<Message>();
-        let (_ctl_tx, ctl_rx) = bounded(1);
-        let started = Instant::now();
-        let mut inputs = Inputs::new(vec![(a_rx, false), (b_rx, false)], ctl_rx, Some(Duration::from_millis(50)));
-        a_tx.send(Message::Watermark(100)).unwrap();
-        match inputs.next_until(Some(Instant::now() + Duration::from_secs(5))) {
-            Next::Watermark(w) => assert_eq!(w, 100),
-            _ => panic!("expected the watermark once the silent input went idle"),
-        }
-        assert!(started.elapsed() >= Duration::from_millis(50));
-    }
-
-    #[test]
-    fn without_an_idle_timeout_a_silent_input_holds_the_watermark() {
-        let (a_tx, a_rx) = unbounded();
-        let (_b_tx, b_rx) = unbounded::<Message>();
-        let (_ctl_tx, ctl_rx) = bounded(1);
-        let mut inputs = Inputs::new(vec![(a_rx, false), (b_rx, false)], ctl_rx, None);
-        a_tx.send(Message::Watermark(100)).unwrap();
-        assert!(matches!(inputs.next_until(Some(Instant::now() + Duration::from_millis(100))), Next::Timeout));
-    }
 }

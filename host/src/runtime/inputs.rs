@@ -1,0 +1,383 @@
+//! The input side of a task: one channel per upstream subtask plus the
+//! control channel. It merges the channels into one sequence of batches,
+//! watermark advances (the minimum over channels, idle channels left out)
+//! and aligned checkpoint barriers.
+//!
+//! Barrier alignment, as Flink's: in exactly-once mode a channel that
+//! delivered barrier *n* is not read again until every channel delivered it,
+//! so no record after the barrier is processed before the snapshot; in
+//! at-least-once mode channels keep flowing and the barrier is reported when
+//! the last one delivers it. A channel that ended counts as aligned.
+
+use super::batch::{Batch, Message};
+use super::events::Control;
+use crate::checkpoint::protocol::CheckpointId;
+use crossbeam_channel::{Receiver, RecvError, Select, TryRecvError};
+use std::time::{Duration, Instant};
+
+/// What the input side yields next.
+pub enum Next {
+    /// A batch from some upstream subtask; `broadcast` when it came over a
+    /// broadcast edge.
+    Batch {
+        /// The records.
+        batch: Batch,
+        /// Whether the edge is `partition = "broadcast"`.
+        broadcast: bool,
+    },
+    /// The minimum watermark over the input channels advanced to this.
+    Watermark(i64),
+    /// Every channel delivered barrier `id`: snapshot, then forward it.
+    Barrier(CheckpointId),
+    /// A newer barrier arrived before `id` was aligned: `id` is abandoned.
+    BarrierAborted(CheckpointId),
+    /// The deadline passed with nothing to do.
+    Timeout,
+    /// Every upstream subtask sent end-of-input.
+    Ended,
+    /// An upstream task vanished without ending (it failed).
+    Disconnected,
+    /// The coordinator cancelled the job.
+    Cancelled,
+}
+
+/// How barriers from several channels are aligned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Alignment {
+    /// Block channels that delivered the barrier until all did.
+    ExactlyOnce,
+    /// Never block; report the barrier when the last channel delivers it.
+    AtLeastOnce,
+}
+
+struct Channel {
+    rx: Receiver<Message>,
+    broadcast: bool,
+    /// The latest watermark it delivered.
+    watermark: i64,
+    /// When it last delivered anything.
+    last_seen: Instant,
+    /// Silent for longer than the idle timeout.
+    idle: bool,
+    /// Delivered the barrier being aligned.
+    barriered: bool,
+}
+
+/// The receiving side of a task.
+pub struct Inputs {
+    channels: Vec<Channel>,
+    idle_timeout: Option<Duration>,
+    alignment: Alignment,
+    /// The barrier being aligned.
+    aligning: Option<CheckpointId>,
+    /// The minimum watermark, as last reported.
+    watermark: i64,
+    control: Receiver<Control>,
+}
+
+impl Inputs {
+    /// Inputs over `receivers` (each marked whether broadcast); with
+    /// `idle_timeout`, a channel that sends nothing for that long stops
+    /// holding the watermark back.
+    pub fn new(
+        receivers: Vec<(Receiver<Message>, bool)>,
+        control: Receiver<Control>,
+        idle_timeout: Option<Duration>,
+    ) -> Self {
+        let now = Instant::now();
+        Inputs {
+            channels: receivers
+                .into_iter()
+                .map(|(rx, broadcast)| Channel {
+                    rx,
+                    broadcast,
+                    watermark: i64::MIN,
+                    last_seen: now,
+                    idle: false,
+                    barriered: false,
+                })
+                .collect(),
+            idle_timeout,
+            alignment: Alignment::ExactlyOnce,
+            aligning: None,
+            watermark: i64::MIN,
+            control,
+        }
+    }
+
+    /// Sets how barriers are aligned.
+    pub fn with_alignment(mut self, alignment: Alignment) -> Self {
+        self.alignment = alignment;
+        self
+    }
+
+    /// The task's watermark: the minimum over its inputs.
+    pub fn watermark(&self) -> i64 {
+        self.watermark
+    }
+
+    /// Whether channel `i` may be read now.
+    fn readable(&self, i: usize) -> bool {
+        !(self.alignment == Alignment::ExactlyOnce && self.channels[i].barriered)
+    }
+
+    /// Reports the minimum watermark over the active channels if it
+    /// advanced. When every channel is idle, the largest watermark any of
+    /// them sent stands (as Flink's watermark valve does).
+    fn advanced(&mut self) -> Option<Next> {
+        let min = if self.channels.is_empty() {
+            i64::MAX
+        } else if self.channels.iter().all(|c| c.idle) {
+            self.channels.iter().map(|c| c.watermark).max()?
+        } else {
+            self.channels.iter().filter(|c| !c.idle).map(|c| c.watermark).min()?
+        };
+        if min > self.watermark {
+            self.watermark = min;
+            Some(Next::Watermark(min))
+        } else {
+            None
+        }
+    }
+
+    /// Completes the alignment if every channel has the barrier.
+    fn aligned(&mut self) -> Option<Next> {
+        let id = self.aligning?;
+        if self.channels.iter().all(|c| c.barriered) {
+            self.aligning = None;
+            for c in &mut self.channels {
+                c.barriered = false;
+            }
+            return Some(Next::Barrier(id));
+        }
+        None
+    }
+
+    fn take(&mut self, i: usize, message: Result<Message, RecvError>) -> Option<Next> {
+        let c = &mut self.channels[i];
+        c.last_seen = Instant::now();
+        c.idle = false;
+        match message {
+            Ok(Message::Data(batch)) => Some(Next::Batch { batch, broadcast: c.broadcast }),
+            Ok(Message::Watermark(w)) => {
+                c.watermark = c.watermark.max(w);
+                self.advanced()
+            }
+            Ok(Message::Barrier(id)) => match self.aligning {
+                Some(current) if id < current => None, // a barrier of an abandoned checkpoint
+                Some(current) if id > current => {
+                    // The coordinator moved on: drop the old alignment.
+                    for c in &mut self.channels {
+                        c.barriered = false;
+                    }
+                    self.channels[i].barriered = true;
+                    self.aligning = Some(id);
+                    Some(Next::BarrierAborted(current))
+                }
+                _ => {
+                    self.aligning = Some(id);
+                    self.channels[i].barriered = true;
+                    self.aligned()
+                }
+            },
+            Ok(Message::EndOfInput) => {
+                self.channels.swap_remove(i);
+                if self.channels.is_empty() {
+                    return None;
+                }
+                self.aligned().or_else(|| self.advanced())
+            }
+            Err(_) => Some(Next::Disconnected),
+        }
+    }
+
+    /// Blocks until the next batch, watermark advance, aligned barrier or
+    /// the end.
+    pub fn next_batch(&mut self) -> Next {
+        self.next_until(None)
+    }
+
+    /// As [`Inputs::next_batch`], but returns [`Next::Timeout`] at `deadline`.
+    /// Broadcast input that is ready goes first, so broadcast state is as
+    /// fresh as it can be when main input is processed.
+    pub fn next_until(&mut self, deadline: Option<Instant>) -> Next {
+        loop {
+            if self.channels.is_empty() {
+                return Next::Ended;
+            }
+            let mut ended_one = false;
+            for i in 0..self.channels.len() {
+                if self.channels[i].broadcast && self.readable(i) {
+                    match self.channels[i].rx.try_recv() {
+                        Ok(m) => match self.take(i, Ok(m)) {
+                            Some(next) => return next,
+                            None => {
+                                ended_one = true;
+                                break;
+                            }
+                        },
+                        Err(TryRecvError::Empty) => {}
+                        Err(TryRecvError::Disconnected) => return Next::Disconnected,
+                    }
+                }
+            }
+            if ended_one {
+                continue;
+            }
+            // Wake up for the caller's deadline, or when a channel would go idle.
+            let idle_at =
+                self.idle_timeout.and_then(|t| self.channels.iter().filter(|c| !c.idle).map(|c| c.last_seen + t).min());
+            let wake = match (deadline, idle_at) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
+            let received = {
+                let mut sel = Select::new();
+                let mut index = Vec::new();
+                for (i, c) in self.channels.iter().enumerate() {
+                    if self.readable(i) {
+                        sel.recv(&c.rx);
+                        index.push(i);
+                    }
+                }
+                let control = sel.recv(&self.control);
+                let op = match wake {
+                    None => Some(sel.select()),
+                    Some(d) => sel.select_deadline(d).ok(),
+                };
+                match op {
+                    Some(op) if op.index() == control => {
+                        let _ = op.recv(&self.control);
+                        return Next::Cancelled;
+                    }
+                    Some(op) => {
+                        let i = index[op.index()];
+                        Some((i, op.recv(&self.channels[i].rx)))
+                    }
+                    None => None,
+                }
+            };
+            match received {
+                Some((i, message)) => {
+                    if let Some(next) = self.take(i, message) {
+                        return next;
+                    }
+                }
+                None => {
+                    if let Some(t) = self.idle_timeout {
+                        let now = Instant::now();
+                        for c in &mut self.channels {
+                            if now >= c.last_seen + t {
+                                c.idle = true;
+                            }
+                        }
+                        if let Some(next) = self.advanced() {
+                            return next;
+                        }
+                    }
+                    if deadline.is_some_and(|d| Instant::now() >= d) {
+                        return Next::Timeout;
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::runtime::batch::Record;
+    use crossbeam_channel::{Sender, bounded, unbounded};
+
+    fn inputs(n: usize, idle: Option<Duration>) -> (Vec<Sender<Message>>, Inputs, Sender<Control>) {
+        let (txs, rxs): (Vec<_>, Vec<_>) = (0..n).map(|_| unbounded()).unzip();
+        let (ctl_tx, ctl_rx) = bounded(1);
+        (txs, Inputs::new(rxs.into_iter().map(|r| (r, false)).collect(), ctl_rx, idle), ctl_tx)
+    }
+
+    fn data(tag: &str) -> Message {
+        let mut b = Batch::with_capacity(1, false);
+        b.push(Record { payload: tag.as_bytes(), key: None, timestamp: None });
+        Message::Data(b)
+    }
+
+    fn tag(next: Next) -> String {
+        match next {
+            Next::Batch { batch, .. } => String::from_utf8(batch.get(0).payload.to_vec()).unwrap(),
+            Next::Barrier(id) => format!("barrier {id}"),
+            Next::BarrierAborted(id) => format!("aborted {id}"),
+            Next::Watermark(w) => format!("watermark {w}"),
+            Next::Ended => "ended".into(),
+            _ => "other".into(),
+        }
+    }
+
+    #[test]
+    fn the_watermark_is_the_minimum_over_inputs() {
+        let (tx, mut inputs, _ctl) = inputs(2, None);
+        tx[0].send(Message::Watermark(100)).unwrap();
+        tx[1].send(Message::Watermark(40)).unwrap();
+        // Whichever arrives first, the minimum is reported only once both spoke.
+        assert_eq!(tag(inputs.next_batch()), "watermark 40");
+        tx[1].send(Message::Watermark(150)).unwrap();
+        assert_eq!(tag(inputs.next_batch()), "watermark 100", "b passed a: a is the minimum");
+        tx[0].send(Message::EndOfInput).unwrap();
+        assert_eq!(tag(inputs.next_batch()), "watermark 150", "an ended input stops counting");
+    }
+
+    #[test]
+    fn an_idle_input_stops_holding_the_watermark_back() {
+        let started = Instant::now();
+        let (tx, mut inputs, _ctl) = inputs(2, Some(Duration::from_millis(50)));
+        tx[0].send(Message::Watermark(100)).unwrap();
+        assert_eq!(tag(inputs.next_until(Some(Instant::now() + Duration::from_secs(5)))), "watermark 100");
+        assert!(started.elapsed() >= Duration::from_millis(50));
+    }
+
+    #[test]
+    fn without_an_idle_timeout_a_silent_input_holds_the_watermark() {
+        let (tx, mut inputs, _ctl) = inputs(2, None);
+        tx[0].send(Message::Watermark(100)).unwrap();
+        assert!(matches!(inputs.next_until(Some(Instant::now() + Duration::from_millis(100))), Next::Timeout));
+    }
+
+    #[test]
+    fn exactly_once_alignment_holds_back_records_after_the_barrier() {
+        let (tx, mut inputs, _ctl) = inputs(2, None);
+        tx[0].send(Message::Barrier(1)).unwrap();
+        tx[0].send(data("a-after")).unwrap();
+        // Channel 0 is blocked once its barrier is in: its later record must
+        // wait for channel 1's barrier, whatever order the channels are read.
+        let mut seen = Vec::new();
+        tx[1].send(data("b-before")).unwrap();
+        seen.push(tag(inputs.next_batch()));
+        tx[1].send(Message::Barrier(1)).unwrap();
+        seen.push(tag(inputs.next_batch()));
+        seen.push(tag(inputs.next_batch()));
+        assert_eq!(seen, ["b-before", "barrier 1", "a-after"]);
+    }
+
+    #[test]
+    fn at_least_once_lets_records_overtake_and_reports_the_last_barrier() {
+        let (tx, inputs, _ctl) = inputs(2, None);
+        let mut inputs = inputs.with_alignment(Alignment::AtLeastOnce);
+        tx[0].send(Message::Barrier(1)).unwrap();
+        tx[0].send(data("a-after")).unwrap();
+        assert_eq!(tag(inputs.next_batch()), "a-after", "not blocked");
+        tx[1].send(Message::Barrier(1)).unwrap();
+        assert_eq!(tag(inputs.next_batch()), "barrier 1");
+    }
+
+    #[test]
+    fn an_ended_channel_counts_as_aligned_and_newer_barriers_abort_older() {
+        let (tx, mut inputs, _ctl) = inputs(3, None);
+        tx[0].send(Message::Barrier(1)).unwrap();
+        assert!(matches!(inputs.next_until(Some(Instant::now() + Duration::from_millis(50))), Next::Timeout));
+        tx[1].send(Message::Barrier(2)).unwrap();
+        assert_eq!(tag(inputs.next_batch()), "aborted 1");
+        tx[0].send(Message::Barrier(2)).unwrap();
+        tx[2].send(Message::EndOfInput).unwrap();
+        assert_eq!(tag(inputs.next_batch()), "barrier 2");
+    }
+}
