@@ -21,16 +21,16 @@
 //!         Ok(Counter { count: ctx.value_state("count")? })
 //!     }
 //!
-//!     fn process(&mut self, ctx: &mut Context, input: Element) -> Result<()> {
+//!     fn process(&mut self, ctx: &mut Context, input: Element<'_>) -> Result<()> {
 //!         let n = self.count.get()?.unwrap_or(0) + 1;
 //!         self.count.set(&n)?;
-//!         let word = String::from_utf8_lossy(input.key.as_deref().unwrap_or_default());
-//!         ctx.emit(format!("{word} {n}"));
+//!         ctx.emit(format!("{} {n}", input.key_str()));
 //!         Ok(())
 //!     }
 //! }
 //!
 //! export_operator!(Counter);
+//! # fn main() {}
 //! ```
 //!
 //! Build it with `cargo build --release --target wasm32-wasip2`; the `.wasm`
