@@ -5,6 +5,7 @@ mod bad_input;
 mod broadcast;
 mod fraud_detection;
 mod guest_failures;
+mod progress;
 mod session_windows;
 mod state_kinds;
 mod support;

@@ -32,7 +32,10 @@ impl Progress {
                 let dt = now.duration_since(t).as_secs_f64().max(1e-9);
                 ((read - r) as f64 / dt, (written - w) as f64 / dt)
             }
-            None => (0.0, 0.0),
+            None => {
+                let dt = self.elapsed().as_secs_f64().max(1e-9);
+                (read as f64 / dt, written as f64 / dt)
+            }
         };
         self.last = Some((now, read, written));
         let line = format!(
