@@ -50,6 +50,12 @@ fn value_state_is_per_key(factory: Factory<'_>) {
     // An empty value is a value, not an absence.
     b.value_set(s, key(b"e"), b"").unwrap();
     assert_eq!(b.value_get(s, key(b"e")).unwrap(), Some(Vec::new()));
+    // The batch paths agree with the single ones.
+    b.value_set_many(s, &[key(b"x"), key(b"y"), key(b"b")], &[Some(b"7"), Some(b""), None]).unwrap();
+    let (mut out, mut spans) = (Vec::new(), Vec::new());
+    b.value_get_many(s, &[key(b"x"), key(b"y"), key(b"b"), key(b"zz")], &mut out, &mut spans).unwrap();
+    assert_eq!(out, b"7");
+    assert_eq!(spans, vec![(0, 1, true), (1, 0, true), (1, 0, false), (1, 0, false)]);
     // A second state of the same kind is separate.
     let t = b.register(StateKind::Value.descriptor("other")).unwrap();
     assert_ne!(s, t);

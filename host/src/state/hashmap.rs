@@ -287,6 +287,22 @@ impl StateBackend for HashMapBackend {
         Ok(())
     }
 
+    fn value_set_many(&mut self, s: StateId, keys: &[KeyRef<'_>], values: &[Option<&[u8]>]) -> Result<(), StateError> {
+        let range = self.range;
+        let table = self.values(s);
+        for (k, v) in keys.iter().zip(values) {
+            match v {
+                Some(v) => {
+                    let slot = table.get_or_insert(range, k, InlineValue::new)?;
+                    slot.clear();
+                    slot.extend_from_slice(v);
+                }
+                None => table.remove(range, k)?,
+            }
+        }
+        Ok(())
+    }
+
     #[inline]
     fn value_set(&mut self, s: StateId, k: KeyRef<'_>, value: &[u8]) -> Result<(), StateError> {
         let range = self.range;

@@ -287,6 +287,22 @@ pub trait StateBackend: Send {
         }
         Ok(())
     }
+    /// Value shape: sets (`Some`) or clears (`None`) the values of `keys`, in
+    /// order (the batch write path).
+    fn value_set_many(
+        &mut self,
+        state: StateId,
+        keys: &[KeyRef<'_>],
+        values: &[Option<&[u8]>],
+    ) -> Result<(), StateError> {
+        for (&k, v) in keys.iter().zip(values) {
+            match v {
+                Some(v) => self.value_set(state, k, v)?,
+                None => self.value_clear(state, k)?,
+            }
+        }
+        Ok(())
+    }
     /// Value shape: replace.
     fn value_set(&mut self, state: StateId, key: KeyRef<'_>, value: &[u8]) -> Result<(), StateError>;
     /// Value shape: remove.

@@ -248,6 +248,19 @@ impl<B: StateBackend> StateBackend for TtlBackend<B> {
         Ok(())
     }
 
+    fn value_set_many(&mut self, s: StateId, keys: &[KeyRef<'_>], values: &[Option<&[u8]>]) -> Result<(), StateError> {
+        if self.ttl(s).is_none() {
+            return self.inner.value_set_many(s, keys, values);
+        }
+        for (&k, v) in keys.iter().zip(values) {
+            match v {
+                Some(v) => self.value_set(s, k, v)?,
+                None => self.value_clear(s, k)?,
+            }
+        }
+        Ok(())
+    }
+
     fn value_set(&mut self, s: StateId, k: KeyRef<'_>, value: &[u8]) -> Result<(), StateError> {
         let Some(t) = self.ttl(s) else { return self.inner.value_set(s, k, value) };
         self.cleanup_step(s, &t)?;

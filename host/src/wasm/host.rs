@@ -296,23 +296,25 @@ impl OperatorHost {
         let (Some(b), Some(slots)) = (batch.as_deref(), slots.as_ref()) else {
             return Ok(Err(ErrorCode::NoCurrentKey));
         };
+        let mut keys = Vec::with_capacity(slot_ids.len());
+        let mut values = Vec::with_capacity(slot_ids.len());
         for (&slot, span) in slot_ids.iter().zip(spans) {
             let Some(&e) = slots.first.get(slot as usize) else {
                 return Ok(Err(ErrorCode::OutOfRange(slot)));
             };
-            let k = key_of(b, e as usize, *max_parallelism);
-            let r = if span.present {
+            keys.push(key_of(b, e as usize, *max_parallelism));
+            values.push(if span.present {
                 let (start, end) = (span.start as usize, span.start as usize + span.len as usize);
                 let Some(value) = data.get(start..end) else {
                     return Ok(Err(ErrorCode::OutOfRange(span.start)));
                 };
-                backend.value_set(s, k, value)
+                Some(value)
             } else {
-                backend.value_clear(s, k)
-            };
-            if let Err(e) = r {
-                return finish(Err(e));
-            }
+                None
+            });
+        }
+        if let Err(e) = backend.value_set_many(s, &keys, &values) {
+            return finish(Err(e));
         }
         Ok(Ok(()))
     }
