@@ -21,6 +21,9 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Run a job to completion (bounded sources) and print a summary.
+    ///
+    /// The job file names sources, operators (WebAssembly components with a
+    /// stable uid) and sinks; its format is documented in docs/job-file.md.
     Run {
         /// The job file.
         job: PathBuf,
