@@ -168,8 +168,6 @@ pub struct Settings {
     pub backend: BackendKind,
     /// `state.checkpoints.dir`, if set.
     pub checkpoints_dir: Option<String>,
-    /// Checkpoint interval; none means checkpointing is off.
-    pub checkpoint_interval: Option<Duration>,
     /// Deadline per guest call.
     pub call_timeout: Duration,
     /// Memory limit per guest instance, in bytes.
@@ -288,7 +286,6 @@ impl SettingsFile {
         Ok(Settings {
             backend,
             checkpoints_dir: self.state.checkpoints.dir.clone(),
-            checkpoint_interval: None,
             call_timeout,
             memory_limit,
             cache_dir,

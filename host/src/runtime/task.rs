@@ -165,9 +165,13 @@ impl OperatorTask {
         guest_error: &dyn Fn(String, GuestFailure) -> TaskError,
     ) -> Result<(), TaskError> {
         let uid = self.id.node.clone();
+        let mut fired = false;
         loop {
             match instance.fire_due_timer(domain, up_to) {
-                Ok(Some(_)) => self.forward(instance).map_err(|e| route_error(&uid, e))?,
+                Ok(Some(_)) => {
+                    fired = true;
+                    self.forward(instance).map_err(|e| route_error(&uid, e))?;
+                }
                 Ok(None) => break,
                 Err(f) => {
                     let what = format!("failed in on-timer ({})", describe_domain(domain));
@@ -175,7 +179,8 @@ impl OperatorTask {
                 }
             }
         }
-        self.router.flush().map_err(|e| route_error(&uid, e))
+        // Called after every batch: flush only when a timer produced output.
+        if fired { self.router.flush().map_err(|e| route_error(&uid, e)) } else { Ok(()) }
     }
 
     fn forward(&mut self, instance: &mut OperatorInstance) -> Result<(), RouteError> {
