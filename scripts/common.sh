@@ -19,3 +19,15 @@ fi
 
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$REPO/target}"
 HOST_BIN="$CARGO_TARGET_DIR/release/host"
+
+# The S3-compatible server the checkpoint tests run against (moto, from
+# PyPI), in its own virtualenv; installed once.
+ensure_moto() {
+    local venv="${XDG_CACHE_HOME:-$HOME/.cache}/weir/venv"
+    if [ ! -x "$venv/bin/moto_server" ]; then
+        echo "==> installing moto_server (S3-compatible test server) into $venv" >&2
+        python3 -m venv "$venv"
+        "$venv/bin/pip" install --quiet 'moto[server]==5.1.22'
+    fi
+    export WEIR_MOTO_SERVER="$venv/bin/moto_server"
+}

@@ -7,7 +7,7 @@ use clap::{Parser, Subcommand};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use weir_host::config::{self, SettingsFile};
-use weir_host::runtime::{JobReport, run_job};
+use weir_host::runtime::{JobReport, StartFrom, run_job};
 
 /// Weir runs stateful stream operators compiled to WebAssembly components.
 #[derive(Parser)]
@@ -34,6 +34,28 @@ enum Command {
         /// Override the job's default parallelism.
         #[arg(long, short = 'p', value_name = "N")]
         parallelism: Option<u32>,
+        /// Continue from the job's latest usable checkpoint in
+        /// state.checkpoints.dir (falling back past damaged ones); start from
+        /// the beginning if it has none.
+        #[arg(long, conflicts_with = "from_checkpoint")]
+        resume: bool,
+        /// Start from this checkpoint: <dir>/<job>/chk-<n>, such as
+        /// file:///var/lib/weir/checkpoints/wordcount/chk-12. The run never
+        /// deletes it.
+        #[arg(long, value_name = "URI")]
+        from_checkpoint: Option<String>,
+    },
+    /// List a job's completed checkpoints: id, time, size, duration.
+    ///
+    /// Give the job file (its state.checkpoints.dir and name are used) or the
+    /// job's checkpoint directory, <dir>/<job>, such as
+    /// file:///var/lib/weir/checkpoints/wordcount.
+    Checkpoints {
+        /// A job file, or a <dir>/<job> URI.
+        target: String,
+        /// Host settings file (for S3 options and the default directory).
+        #[arg(long, value_name = "FILE")]
+        config: Option<PathBuf>,
     },
 }
 
@@ -41,7 +63,15 @@ fn main() -> ExitCode {
     init_logging();
     let cli = Cli::parse();
     let result = match cli.command {
-        Command::Run { job, config, parallelism } => run(&job, config.as_deref(), parallelism),
+        Command::Run { job, config, parallelism, resume, from_checkpoint } => {
+            let start = match (resume, from_checkpoint) {
+                (_, Some(uri)) => StartFrom::Checkpoint(uri),
+                (true, None) => StartFrom::Latest,
+                (false, None) => StartFrom::Beginning,
+            };
+            run(&job, config.as_deref(), parallelism, &start)
+        }
+        Command::Checkpoints { target, config } => list_checkpoints(&target, config.as_deref()),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -77,7 +107,8 @@ fn host_config_path(flag: Option<&Path>) -> Option<PathBuf> {
     default.is_file().then_some(default)
 }
 
-fn run(job_path: &Path, config_flag: Option<&Path>, parallelism: Option<u32>) -> anyhow::Result<()> {
+/// The host settings file, parsed, with its path.
+fn host_settings(config_flag: Option<&Path>) -> anyhow::Result<(Option<PathBuf>, Option<SettingsFile>)> {
     let host_path = host_config_path(config_flag);
     let host_file: Option<SettingsFile> = match &host_path {
         Some(p) => Some(config::load_host_file(p)?),
@@ -87,14 +118,104 @@ fn run(job_path: &Path, config_flag: Option<&Path>, parallelism: Option<u32>) ->
         Some(p) => tracing::info!(config = %p.display(), "host settings"),
         None => tracing::info!("host settings: built-in defaults"),
     }
+    Ok((host_path, host_file))
+}
+
+fn run(job_path: &Path, config_flag: Option<&Path>, parallelism: Option<u32>, start: &StartFrom) -> anyhow::Result<()> {
+    let (host_path, host_file) = host_settings(config_flag)?;
     let host = host_path.as_deref().zip(host_file.as_ref());
     let job = config::load_job(job_path, host, parallelism)?;
-    let report = run_job(&job).with_context(|| format!("job '{}' ({}) failed", job.spec.name, job_path.display()))?;
+    let report =
+        run_job(&job, start).with_context(|| format!("job '{}' ({}) failed", job.spec.name, job_path.display()))?;
     print_summary(&report);
     Ok(())
 }
 
+/// `host checkpoints`: one line per checkpoint, damaged ones included.
+fn list_checkpoints(target: &str, config_flag: Option<&Path>) -> anyhow::Result<()> {
+    use weir_host::checkpoint::metadata::CheckpointMetadata;
+    use weir_host::checkpoint::storage::CheckpointStorage;
+    use weir_host::runtime::checkpoints::human_bytes;
+    let (host_path, host_file) = host_settings(config_flag)?;
+    let (storage_settings, job_name) = if target.starts_with("file://") || target.starts_with("s3://") {
+        let (dir, job) = target
+            .trim_end_matches('/')
+            .rsplit_once('/')
+            .filter(|(d, j)| !j.is_empty() && !d.ends_with(':'))
+            .with_context(|| format!("{target:?} is not a <dir>/<job> URI such as file:///var/ck/wordcount"))?;
+        let base = host_file.clone().unwrap_or_default().resolve("host settings").map_err(anyhow::Error::msg)?;
+        (weir_host::config::StorageSettings { dir: Some(dir.to_string()), ..base.storage }, job.to_string())
+    } else {
+        let host = host_path.as_deref().zip(host_file.as_ref());
+        let job = config::load_job(Path::new(target), host, None)?;
+        if job.settings.storage.dir.is_none() {
+            anyhow::bail!(
+                "job '{}' ({target}) has no state.checkpoints.dir: its checkpoints, if any, lived in host memory",
+                job.spec.name
+            );
+        }
+        (job.settings.storage.clone(), job.spec.name.clone())
+    };
+    let storage = CheckpointStorage::open(&storage_settings, &job_name)?;
+    let ids = storage.list_checkpoints()?;
+    if ids.is_empty() {
+        println!("no checkpoints in {}", storage.display());
+        return Ok(());
+    }
+    println!("checkpoints in {}", storage.display());
+    println!("{:>8}  {:<24} {:>12} {:>10}  status", "id", "triggered (UTC)", "size", "duration");
+    for id in ids {
+        match storage
+            .read_metadata(id)
+            .map_err(|e| e.to_string())
+            .and_then(|b| CheckpointMetadata::decode(&b).map_err(|e| e.to_string()))
+        {
+            Ok(m) => println!(
+                "{:>8}  {:<24} {:>12} {:>8}ms  {}",
+                id,
+                utc(m.triggered_at_ms),
+                human_bytes(m.state_size()),
+                m.duration_ms,
+                if m.finished { "complete (job finished)" } else { "complete" }
+            ),
+            Err(e) => println!("{id:>8}  {:<24} {:>12} {:>10}  unusable: {e}", "-", "-", "-"),
+        }
+    }
+    Ok(())
+}
+
+/// Milliseconds since the epoch as `2026-11-29 13:05:01.123`.
+fn utc(ms: i64) -> String {
+    let secs = ms.div_euclid(1000);
+    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
+    // Civil-from-days (Howard Hinnant's algorithm).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02} {:02}:{:02}:{:02}.{:03}",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60,
+        ms.rem_euclid(1000)
+    )
+}
+
 fn print_summary(report: &JobReport) {
+    if report.already_finished {
+        eprintln!(
+            "job '{}' had already finished ({}); nothing to run",
+            report.name,
+            report.restored_from.as_deref().unwrap_or("?")
+        );
+        return;
+    }
     let secs = report.elapsed.as_secs_f64();
     eprintln!("job '{}' finished in {:.3}s (startup {:.0} ms)", report.name, secs, report.startup.as_secs_f64() * 1e3);
     eprintln!("  {:<10} {:<24} {:>4} {:>14} {:>14} {:>12}", "role", "id", "par", "records in", "records out", "in/s");
@@ -108,6 +229,32 @@ fn print_summary(report: &JobReport) {
             n.counters.records_in,
             n.counters.records_out,
             weir_host::runtime::progress::human(rate)
+        );
+    }
+    if let Some(from) = &report.restored_from {
+        eprintln!("  restored from {from}");
+    }
+    if report.restarts > 0 {
+        eprintln!("  restarted {} time(s) after failures", report.restarts);
+    }
+    let c = &report.checkpoints;
+    if c.completed + c.failed > 0 {
+        let ms = |d: std::time::Duration| d.as_secs_f64() * 1e3;
+        let mut pauses = c.sync_pauses.clone();
+        pauses.sort();
+        let mut durations = c.durations.clone();
+        durations.sort();
+        let mid = |v: &[std::time::Duration]| v.get(v.len() / 2).copied().unwrap_or_default();
+        eprintln!(
+            "  checkpoints: {} completed, {} failed; latest {}; sync pause median {:.3} ms, max {:.3} ms; duration median {:.0} ms, max {:.0} ms; last size {}",
+            c.completed,
+            c.failed,
+            c.latest.map_or("-".to_string(), |l| format!("chk-{l}")),
+            ms(mid(&pauses)),
+            ms(pauses.last().copied().unwrap_or_default()),
+            ms(mid(&durations)),
+            ms(durations.last().copied().unwrap_or_default()),
+            weir_host::runtime::checkpoints::human_bytes(c.sizes.last().copied().unwrap_or(0))
         );
     }
 }

@@ -146,8 +146,6 @@ fn unavailable_choices_fail_clearly_instead_of_falling_back() {
     assert_mentions(&dir_with(&rocks).fails(), &["state.backend = \"rocksdb\" is not available"]);
     let bogus = good_job().replacen("[[sources]]", "[state]\nbackend = \"heap\"\n\n[[sources]]", 1);
     assert_mentions(&dir_with(&bogus).fails(), &["state.backend = \"heap\" is not a state backend"]);
-    let ckpt = good_job().replacen("[[sources]]", "[checkpointing]\ninterval = \"1s\"\n\n[[sources]]", 1);
-    assert_mentions(&dir_with(&ckpt).fails(), &["checkpointing", "not available"]);
     let dur = good_job().replacen("[[sources]]", "[wasm]\ncall_timeout = \"5 parsecs\"\n\n[[sources]]", 1);
     assert_mentions(&dir_with(&dur).fails(), &["job.toml", "invalid duration"]);
 }

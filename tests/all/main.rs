@@ -3,6 +3,7 @@
 
 mod bad_input;
 mod broadcast;
+mod checkpoints;
 mod fraud_detection;
 mod guest_failures;
 mod progress;

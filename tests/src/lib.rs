@@ -88,3 +88,110 @@ pub fn run_quiet(dir: &Path) -> String {
     assert!(out.status.success(), "{err}");
     err
 }
+
+/// A real S3-compatible server (moto) on 127.0.0.1, for checkpoint storage
+/// tests. `scripts/test` installs it; `WEIR_MOTO_SERVER` names the binary
+/// (default: `~/.cache/weir/venv/bin/moto_server`).
+pub struct S3Server {
+    port: u16,
+    child: Option<std::process::Child>,
+}
+
+/// The bucket every test uses (each test under its own prefix).
+pub const S3_BUCKET: &str = "weir-test";
+
+impl S3Server {
+    /// Starts a server on a free port, with [`S3_BUCKET`] created.
+    pub fn start() -> Self {
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let mut s = S3Server { port, child: None };
+        s.resume();
+        s
+    }
+
+    fn binary() -> PathBuf {
+        match std::env::var_os("WEIR_MOTO_SERVER") {
+            Some(p) => PathBuf::from(p),
+            None => {
+                let home = std::env::var_os("HOME").map(PathBuf::from).unwrap_or_default();
+                home.join(".cache/weir/venv/bin/moto_server")
+            }
+        }
+    }
+
+    /// (Re)starts the server on its port and creates the bucket (a
+    /// restarted moto starts empty, like a store that lost its data).
+    pub fn resume(&mut self) {
+        let bin = Self::binary();
+        assert!(
+            bin.is_file(),
+            "{} is missing: scripts/test installs moto (pip install 'moto[server]'); or set WEIR_MOTO_SERVER",
+            bin.display()
+        );
+        let child = Command::new(&bin)
+            .args(["-H", "127.0.0.1", "-p", &self.port.to_string()])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("start moto_server");
+        self.child = Some(child);
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        loop {
+            if let Ok(status) = self.http("PUT", &format!("/{S3_BUCKET}")) {
+                assert!(status == 200 || status == 409, "creating the bucket answered {status}");
+                return;
+            }
+            assert!(std::time::Instant::now() < deadline, "moto_server did not start on port {}", self.port);
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+    }
+
+    /// Stops the server (an outage).
+    pub fn stop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    /// `http://127.0.0.1:<port>`.
+    pub fn endpoint(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+
+    /// The environment `host` needs to reach the server.
+    pub fn env(&self) -> Vec<(&'static str, String)> {
+        vec![
+            ("AWS_ACCESS_KEY_ID", "test".into()),
+            ("AWS_SECRET_ACCESS_KEY", "test".into()),
+            ("AWS_REGION", "us-east-1".into()),
+            ("AWS_ENDPOINT_URL", self.endpoint()),
+            ("AWS_ALLOW_HTTP", "true".into()),
+        ]
+    }
+
+    /// One bodiless request; the status code.
+    fn http(&self, method: &str, path: &str) -> std::io::Result<u16> {
+        use std::io::{Read, Write};
+        let mut s = std::net::TcpStream::connect(("127.0.0.1", self.port))?;
+        s.set_read_timeout(Some(std::time::Duration::from_secs(10)))?;
+        write!(
+            s,
+            "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+            self.port
+        )?;
+        let mut response = String::new();
+        s.read_to_string(&mut response)?;
+        response
+            .split(' ')
+            .nth(1)
+            .and_then(|c| c.parse().ok())
+            .ok_or_else(|| std::io::Error::other(format!("bad HTTP response {response:?}")))
+    }
+}
+
+impl Drop for S3Server {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}

@@ -1,8 +1,12 @@
-//! Checkpoints: the coordinator's protocol (when to trigger, what to do with
-//! acknowledgements, declines, timeouts and storage results), kept as pure
-//! decisions with no I/O so it is tested without storage or threads.
-//!
-//! Not wired into the runtime yet: barriers, snapshots and storage come
-//! next (see `docs/architecture.md`, "Not built yet").
+//! Checkpoints, as Flink's asynchronous barrier snapshots: the coordinator's
+//! protocol as pure decisions ([`protocol`]), what a checkpoint records
+//! ([`metadata`]), where it is stored ([`storage`]: the only object-store
+//! I/O), the task side's background upload ([`uploader`]), and finding and
+//! reading a checkpoint to restore ([`restore`]). The runtime's coordinator
+//! drives these; the format is specified in `docs/checkpoint-format.md`.
 
+pub mod metadata;
 pub mod protocol;
+pub mod restore;
+pub mod storage;
+pub mod uploader;

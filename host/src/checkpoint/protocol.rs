@@ -127,6 +127,26 @@ impl<H: Clone> Protocol<H> {
         self.in_flight.as_ref().map(|f| f.id)
     }
 
+    /// Gives up the checkpoint in flight without counting a failure: it can
+    /// no longer complete because the job is ending (a source finished
+    /// before it sent the barrier).
+    pub fn cancel_in_flight(&mut self, now: u64) -> Option<CheckpointId> {
+        let f = self.in_flight.take()?;
+        self.last_end = Some(now);
+        Some(f.id)
+    }
+
+    /// Whether `task` still owes an acknowledgement of the checkpoint in
+    /// flight.
+    pub fn awaits(&self, task: &str) -> bool {
+        self.in_flight.as_ref().is_some_and(|f| !f.storing && f.awaiting.contains(task))
+    }
+
+    /// The id the next trigger will take.
+    pub fn next_id(&self) -> CheckpointId {
+        self.next_id
+    }
+
     /// Time passed: trigger a checkpoint when due, abort one that timed out.
     pub fn tick(&mut self, now: u64) -> Vec<Command<H>> {
         let mut out = Vec::new();

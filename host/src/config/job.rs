@@ -3,7 +3,7 @@
 //! modules exist). Documented for users in `docs/job-file.md`.
 
 use super::settings::{
-    CheckpointingSection, ExecutionSection, PipelineSection, SettingsFile, StateSection, WasmSection,
+    CheckpointingSection, ExecutionSection, PipelineSection, RestartSection, SettingsFile, StateSection, WasmSection,
 };
 use super::units::HumanDuration;
 use serde::Deserialize;
@@ -33,6 +33,9 @@ pub struct JobFile {
     pub wasm: Option<WasmSection>,
     /// Overrides of `pipeline.*`.
     pub pipeline: Option<PipelineSection>,
+    /// Overrides of `restart-strategy.*`.
+    #[serde(rename = "restart-strategy")]
+    pub restart: Option<RestartSection>,
     /// `[[sources]]`.
     #[serde(default)]
     pub sources: Vec<SourceFile>,
@@ -52,6 +55,7 @@ impl JobFile {
             execution: ExecutionSection { checkpointing: self.checkpointing.clone().unwrap_or_default() },
             wasm: self.wasm.clone().unwrap_or_default(),
             pipeline: self.pipeline.clone().unwrap_or_default(),
+            restart: self.restart.clone().unwrap_or_default(),
         }
     }
 }
@@ -180,6 +184,17 @@ pub enum SinkFile {
         /// Output file, relative to the job file.
         path: PathBuf,
     },
+    /// Writes payloads as lines to part files in a directory, published
+    /// only when the checkpoint that covers them completes (exactly-once).
+    #[serde(rename = "transactional-file")]
+    TransactionalFile {
+        /// Node id.
+        id: String,
+        /// Upstream node id.
+        input: String,
+        /// Output directory, relative to the job file.
+        dir: PathBuf,
+    },
     /// Writes payloads as lines to standard output.
     Stdout {
         /// Node id.
@@ -199,12 +214,18 @@ pub enum SinkFile {
 impl SinkFile {
     fn id(&self) -> &str {
         match self {
-            SinkFile::File { id, .. } | SinkFile::Stdout { id, .. } | SinkFile::Discard { id, .. } => id,
+            SinkFile::File { id, .. }
+            | SinkFile::TransactionalFile { id, .. }
+            | SinkFile::Stdout { id, .. }
+            | SinkFile::Discard { id, .. } => id,
         }
     }
     fn input(&self) -> &str {
         match self {
-            SinkFile::File { input, .. } | SinkFile::Stdout { input, .. } | SinkFile::Discard { input, .. } => input,
+            SinkFile::File { input, .. }
+            | SinkFile::TransactionalFile { input, .. }
+            | SinkFile::Stdout { input, .. }
+            | SinkFile::Discard { input, .. } => input,
         }
     }
 }
@@ -313,6 +334,8 @@ pub struct SinkSpec {
 pub enum SinkKind {
     /// A file, by absolute path.
     File(PathBuf),
+    /// Part files in a directory, committed with checkpoints.
+    TransactionalFile(PathBuf),
     /// Standard output.
     Stdout,
     /// Nowhere.
@@ -550,6 +573,7 @@ pub fn validate(file: &JobFile, base: &Path, parallelism_override: Option<u32>) 
         }
         let kind = match s {
             SinkFile::File { path, .. } => SinkKind::File(base.join(path)),
+            SinkFile::TransactionalFile { dir, .. } => SinkKind::TransactionalFile(base.join(dir)),
             SinkFile::Stdout { .. } => SinkKind::Stdout,
             SinkFile::Discard { .. } => SinkKind::Discard,
         };

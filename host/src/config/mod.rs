@@ -8,7 +8,10 @@ pub mod settings;
 pub mod units;
 
 pub use job::{Format, InputSpec, JobSpec, OperatorSpec, Partition, SinkKind, SinkSpec, SourceKind, SourceSpec};
-pub use settings::{BackendKind, Settings, SettingsFile};
+pub use settings::{
+    BackendKind, CheckpointMode, CheckpointSettings, RestartStrategy, S3Settings, Settings, SettingsFile,
+    StorageSettings,
+};
 
 use std::path::{Path, PathBuf};
 use thiserror::Error;

@@ -24,6 +24,9 @@ pub struct SettingsFile {
     /// `pipeline.*`.
     #[serde(default)]
     pub pipeline: PipelineSection,
+    /// `restart-strategy.*`.
+    #[serde(default, rename = "restart-strategy")]
+    pub restart: RestartSection,
 }
 
 /// `state.*`.
@@ -72,6 +75,46 @@ impl BackendSetting {
 pub struct CheckpointsSection {
     /// Where checkpoints go (`file://...` or `s3://...`).
     pub dir: Option<String>,
+    /// State handles up to this size are written into `_metadata` instead
+    /// of files of their own (Flink's `state.storage.fs.memory-threshold`).
+    pub inline_threshold: Option<ByteSize>,
+    /// Without `dir`, checkpoints are kept in host memory; each subtask's
+    /// state may be at most this large there.
+    pub memory_max_state_size: Option<ByteSize>,
+    /// `state.checkpoints.s3.*`: for `s3://` directories.
+    #[serde(default)]
+    pub s3: S3Section,
+}
+
+/// `state.checkpoints.s3.*`. Anything unset comes from the standard AWS
+/// environment variables (`AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`,
+/// `AWS_REGION`, `AWS_ENDPOINT_URL`, ...).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct S3Section {
+    /// Endpoint of an S3-compatible store, such as `http://127.0.0.1:9000`.
+    pub endpoint: Option<String>,
+    /// Region.
+    pub region: Option<String>,
+    /// Access key id.
+    pub access_key_id: Option<String>,
+    /// Secret access key.
+    pub secret_access_key: Option<String>,
+    /// Allow plain `http://` endpoints.
+    pub allow_http: Option<bool>,
+}
+
+/// `restart-strategy.*` in `host.toml`, `[restart-strategy]` in a job.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RestartSection {
+    /// `"fixed-delay"` or `"none"`.
+    #[serde(rename = "type")]
+    pub kind: Option<String>,
+    /// Restarts allowed before the job fails.
+    pub attempts: Option<u32>,
+    /// Wait before each restart.
+    pub delay: Option<HumanDuration>,
 }
 
 /// `execution.*`.
@@ -166,8 +209,12 @@ pub enum BackendKind {
 pub struct Settings {
     /// The state backend.
     pub backend: BackendKind,
-    /// `state.checkpoints.dir`, if set.
-    pub checkpoints_dir: Option<String>,
+    /// Checkpointing, when an interval is set.
+    pub checkpointing: Option<CheckpointSettings>,
+    /// Where checkpoints are stored.
+    pub storage: StorageSettings,
+    /// What happens when a task fails.
+    pub restart: RestartStrategy,
     /// Deadline per guest call.
     pub call_timeout: Duration,
     /// Memory limit per guest instance, in bytes.
@@ -185,6 +232,87 @@ pub struct Settings {
     /// Deprecation and other notes to log once the job starts.
     pub warnings: Vec<String>,
 }
+
+/// How barriers are aligned at operators with several inputs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CheckpointMode {
+    /// Aligned barriers: state reflects every record exactly once.
+    ExactlyOnce,
+    /// Unaligned: no waiting, records may be counted twice after recovery.
+    AtLeastOnce,
+}
+
+/// `execution.checkpointing.*`, resolved.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CheckpointSettings {
+    /// Time between triggers.
+    pub interval: Duration,
+    /// Barrier alignment.
+    pub mode: CheckpointMode,
+    /// A checkpoint taking longer is aborted.
+    pub timeout: Duration,
+    /// Least time between one checkpoint's end and the next trigger.
+    pub min_pause: Duration,
+    /// Completed checkpoints kept.
+    pub retained: u32,
+    /// Failed checkpoints in a row tolerated before the job fails.
+    pub tolerable_failures: u32,
+}
+
+/// `state.checkpoints.*`, resolved.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StorageSettings {
+    /// `file://` or `s3://` URI; none keeps checkpoints in host memory.
+    pub dir: Option<String>,
+    /// Handles up to this many bytes are inlined in `_metadata`.
+    pub inline_threshold: u64,
+    /// Largest subtask state in in-memory storage.
+    pub memory_max_state_size: u64,
+    /// S3 options.
+    pub s3: S3Settings,
+}
+
+/// `state.checkpoints.s3.*`, resolved (unset fields fall back to the AWS
+/// environment variables).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct S3Settings {
+    /// Endpoint URL.
+    pub endpoint: Option<String>,
+    /// Region.
+    pub region: Option<String>,
+    /// Access key id.
+    pub access_key_id: Option<String>,
+    /// Secret access key.
+    pub secret_access_key: Option<String>,
+    /// Allow `http://`.
+    pub allow_http: bool,
+}
+
+/// What the host does when a task fails.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RestartStrategy {
+    /// Fail the job.
+    None,
+    /// Restart every task from the latest completed checkpoint, after
+    /// `delay`, at most `attempts` times.
+    FixedDelay {
+        /// Restarts allowed.
+        attempts: u32,
+        /// Wait before each.
+        delay: Duration,
+    },
+}
+
+/// Default checkpoint timeout (Flink's: ten minutes).
+pub const DEFAULT_CHECKPOINT_TIMEOUT: Duration = Duration::from_secs(600);
+/// Default inline threshold (Flink's `fileStateThreshold`: 20 KiB).
+pub const DEFAULT_INLINE_THRESHOLD: u64 = 20 << 10;
+/// Default largest state per subtask kept in host memory (5 MiB).
+pub const DEFAULT_MEMORY_MAX_STATE_SIZE: u64 = 5 << 20;
+/// Default restarts when checkpointing is on.
+pub const DEFAULT_RESTART_ATTEMPTS: u32 = 3;
+/// Default wait before a restart.
+pub const DEFAULT_RESTART_DELAY: Duration = Duration::from_secs(1);
 
 /// Default deadline for one guest call.
 pub const DEFAULT_CALL_TIMEOUT: Duration = Duration::from_secs(10);
@@ -205,6 +333,17 @@ impl SettingsFile {
         }
         pick(&mut self.state.backend, &over.state.backend);
         pick(&mut self.state.checkpoints.dir, &over.state.checkpoints.dir);
+        pick(&mut self.state.checkpoints.inline_threshold, &over.state.checkpoints.inline_threshold);
+        pick(&mut self.state.checkpoints.memory_max_state_size, &over.state.checkpoints.memory_max_state_size);
+        let (s3, o3) = (&mut self.state.checkpoints.s3, &over.state.checkpoints.s3);
+        pick(&mut s3.endpoint, &o3.endpoint);
+        pick(&mut s3.region, &o3.region);
+        pick(&mut s3.access_key_id, &o3.access_key_id);
+        pick(&mut s3.secret_access_key, &o3.secret_access_key);
+        pick(&mut s3.allow_http, &o3.allow_http);
+        pick(&mut self.restart.kind, &over.restart.kind);
+        pick(&mut self.restart.attempts, &over.restart.attempts);
+        pick(&mut self.restart.delay, &over.restart.delay);
         let (c, o) = (&mut self.execution.checkpointing, &over.execution.checkpointing);
         pick(&mut c.interval, &o.interval);
         pick(&mut c.mode, &o.mode);
@@ -257,11 +396,9 @@ impl SettingsFile {
                 "{origin}: state.backend = \"rocksdb\" is not available in this version of Weir yet; use \"hashmap\""
             ));
         }
-        if !self.execution.checkpointing.is_empty() {
-            return Err(format!(
-                "{origin}: checkpointing (execution.checkpointing.* / [checkpointing]) is not available in this version of Weir yet; remove it to run without checkpoints"
-            ));
-        }
+        let checkpointing = self.resolve_checkpointing(origin)?;
+        let storage = self.resolve_storage(origin)?;
+        let restart = self.resolve_restart(origin, checkpointing.is_some())?;
         let batch_size = self.pipeline.batch_size.unwrap_or(DEFAULT_BATCH_SIZE);
         if batch_size == 0 {
             return Err(format!("{origin}: pipeline.batch_size must be at least 1"));
@@ -285,7 +422,9 @@ impl SettingsFile {
         };
         Ok(Settings {
             backend,
-            checkpoints_dir: self.state.checkpoints.dir.clone(),
+            checkpointing,
+            storage,
+            restart,
             call_timeout,
             memory_limit,
             cache_dir,
@@ -295,6 +434,91 @@ impl SettingsFile {
             idle_timeout: self.pipeline.idle_timeout.map(|d| d.0),
             warnings,
         })
+    }
+}
+
+impl SettingsFile {
+    fn resolve_checkpointing(&self, origin: &str) -> Result<Option<CheckpointSettings>, String> {
+        let c = &self.execution.checkpointing;
+        let Some(interval) = c.interval.map(|d| d.0) else {
+            if !c.is_empty() {
+                return Err(format!(
+                    "{origin}: execution.checkpointing.interval ([checkpointing] interval in a job) is not set, so checkpointing is off, but other checkpointing options are: set an interval such as \"1s\""
+                ));
+            }
+            return Ok(None);
+        };
+        if interval < Duration::from_millis(10) {
+            return Err(format!(
+                "{origin}: execution.checkpointing.interval must be at least 10ms (got {})",
+                HumanDuration(interval)
+            ));
+        }
+        let mode = match c.mode.as_deref().unwrap_or("exactly-once") {
+            "exactly-once" | "exactly_once" => CheckpointMode::ExactlyOnce,
+            "at-least-once" | "at_least_once" => CheckpointMode::AtLeastOnce,
+            other => {
+                return Err(format!(
+                    "{origin}: execution.checkpointing.mode = \"{other}\" is not a mode (use \"exactly-once\" or \"at-least-once\")"
+                ));
+            }
+        };
+        let timeout = c.timeout.map(|d| d.0).unwrap_or(DEFAULT_CHECKPOINT_TIMEOUT);
+        if timeout.is_zero() {
+            return Err(format!("{origin}: execution.checkpointing.timeout must be more than zero"));
+        }
+        let retained = c.retained.unwrap_or(1);
+        if retained == 0 {
+            return Err(format!("{origin}: execution.checkpointing.retained must be at least 1"));
+        }
+        Ok(Some(CheckpointSettings {
+            interval,
+            mode,
+            timeout,
+            min_pause: c.min_pause.map(|d| d.0).unwrap_or_default(),
+            retained,
+            tolerable_failures: c.tolerable_failures.unwrap_or(0),
+        }))
+    }
+
+    fn resolve_storage(&self, origin: &str) -> Result<StorageSettings, String> {
+        let c = &self.state.checkpoints;
+        if let Some(dir) = &c.dir
+            && !(dir.starts_with("file://") || dir.starts_with("s3://"))
+        {
+            return Err(format!(
+                "{origin}: state.checkpoints.dir = \"{dir}\" must start with file:// (e.g. file:///var/lib/weir/checkpoints) or s3:// (e.g. s3://bucket/prefix)"
+            ));
+        }
+        let s3 = &c.s3;
+        Ok(StorageSettings {
+            dir: c.dir.clone(),
+            inline_threshold: c.inline_threshold.map(|b| b.0).unwrap_or(DEFAULT_INLINE_THRESHOLD),
+            memory_max_state_size: c.memory_max_state_size.map(|b| b.0).unwrap_or(DEFAULT_MEMORY_MAX_STATE_SIZE),
+            s3: S3Settings {
+                endpoint: s3.endpoint.clone(),
+                region: s3.region.clone(),
+                access_key_id: s3.access_key_id.clone(),
+                secret_access_key: s3.secret_access_key.clone(),
+                allow_http: s3.allow_http.unwrap_or(false),
+            },
+        })
+    }
+
+    fn resolve_restart(&self, origin: &str, checkpointing: bool) -> Result<RestartStrategy, String> {
+        let r = &self.restart;
+        // As Flink: with checkpointing on, failed jobs restart by default.
+        let default = if checkpointing { "fixed-delay" } else { "none" };
+        match r.kind.as_deref().unwrap_or(default) {
+            "none" | "disable" => Ok(RestartStrategy::None),
+            "fixed-delay" => Ok(RestartStrategy::FixedDelay {
+                attempts: r.attempts.unwrap_or(DEFAULT_RESTART_ATTEMPTS),
+                delay: r.delay.map(|d| d.0).unwrap_or(DEFAULT_RESTART_DELAY),
+            }),
+            other => Err(format!(
+                "{origin}: restart-strategy.type = \"{other}\" is not a restart strategy (use \"fixed-delay\" or \"none\")"
+            )),
+        }
     }
 }
 

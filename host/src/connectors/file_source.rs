@@ -16,10 +16,29 @@ pub fn run(
     key_field: Option<&str>,
     timestamp_field: Option<&str>,
 ) -> Result<Counters, TaskError> {
-    let file = std::fs::File::open(path).map_err(|e| ctx.error(format!("cannot open {}: {e}", path.display())))?;
+    let mut file = std::fs::File::open(path).map_err(|e| ctx.error(format!("cannot open {}: {e}", path.display())))?;
+    // The position is a byte offset: the start of the next line.
+    if ctx.position > 0 {
+        use std::io::Seek;
+        let len = file.metadata().map(|m| m.len()).unwrap_or(0);
+        if ctx.position > len {
+            return Err(ctx.error(format!(
+                "cannot resume {} at byte {}: the file has only {len} bytes (did it change since the checkpoint?)",
+                path.display(),
+                ctx.position
+            )));
+        }
+        file.seek(std::io::SeekFrom::Start(ctx.position))
+            .map_err(|e| ctx.error(format!("cannot seek in {}: {e}", path.display())))?;
+    }
     let mut reader = BufReader::with_capacity(1 << 20, file);
     let mut line = Vec::new();
     let mut number = 0u64;
+    // After a restore, lines count from the restored offset.
+    let start = match ctx.position {
+        0 => String::new(),
+        at => format!(" (counting from byte {at}, where the job resumed)"),
+    };
     loop {
         line.clear();
         let n = reader
@@ -29,6 +48,7 @@ pub fn run(
             break;
         }
         number += 1;
+        ctx.position += n as u64;
         if line.last() == Some(&b'\n') {
             line.pop();
             if line.last() == Some(&b'\r') {
@@ -41,7 +61,7 @@ pub fn run(
                 if line.iter().all(u8::is_ascii_whitespace) {
                     continue;
                 }
-                let at = |m: String| ctx.error(format!("{}:{number}: {m}", path.display()));
+                let at = |m: String| ctx.error(format!("{}:{number}{start}: {m}", path.display()));
                 let value: serde_json::Value =
                     serde_json::from_slice(&line).map_err(|e| at(format!("invalid JSON: {e}")))?;
                 let key = match key_field {

@@ -34,7 +34,9 @@ pub fn run(
     step_ms: Option<i64>,
 ) -> Result<Counters, TaskError> {
     let mut buf = itoa_buf();
-    for i in 0..count {
+    // The position is the index of the next record.
+    for i in ctx.position..count {
+        ctx.position = i + 1;
         let k = key_of(seed, i, keys);
         let key = format_u64(&mut buf, k);
         let timestamp = step_ms.map(|s| (i as i64).saturating_mul(s));

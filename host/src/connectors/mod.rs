@@ -3,10 +3,12 @@
 
 pub mod file_source;
 pub mod generator;
+pub mod part_files;
 pub mod sink;
 
+use crate::checkpoint::metadata::TaskSnapshot;
 use crate::runtime::batch::Record;
-use crate::runtime::events::{Control, Counters, TaskError};
+use crate::runtime::events::{Control, Counters, TaskError, TaskEvent};
 use crate::runtime::router::Router;
 use crate::runtime::task::{Reporter, route_error};
 use crossbeam_channel::Receiver;
@@ -32,6 +34,9 @@ pub struct SourceContext {
     watermark: i64,
     /// With a rate limit: when the stream started, and the gap per record.
     pace: Option<(std::time::Instant, std::time::Duration)>,
+    /// Where the source is: what a checkpoint records, so a restore
+    /// resumes at the next record. Sources set it before each `emit`.
+    pub position: u64,
 }
 
 impl SourceContext {
@@ -55,6 +60,7 @@ impl SourceContext {
             max_timestamp: i64::MIN,
             watermark: i64::MIN,
             pace: None,
+            position: 0,
         }
     }
 
@@ -72,15 +78,26 @@ impl SourceContext {
         if let Some(t) = record.timestamp {
             self.max_timestamp = self.max_timestamp.max(t);
         }
+        let mut deferred = Vec::new();
         if let Some((start, gap)) = self.pace {
             let due = start + gap.mul_f64(self.counters.records_in as f64);
             let wait = due.saturating_duration_since(std::time::Instant::now());
             if !wait.is_zero() {
-                // Waiting on the control channel keeps a paced source cancellable.
-                match self.control.recv_timeout(wait) {
-                    Ok(_) => return Err(TaskError::Cancelled),
-                    Err(crossbeam_channel::RecvTimeoutError::Timeout) => {}
-                    Err(crossbeam_channel::RecvTimeoutError::Disconnected) => std::thread::sleep(wait),
+                // Waiting on the control channel keeps a paced source
+                // responsive to cancellation and checkpoints.
+                let until = std::time::Instant::now() + wait;
+                loop {
+                    match self.control.recv_deadline(until) {
+                        Ok(Control::Cancel) => return Err(TaskError::Cancelled),
+                        // The position already counts this record: its
+                        // barrier must follow it.
+                        Ok(c) => deferred.push(c),
+                        Err(crossbeam_channel::RecvTimeoutError::Timeout) => break,
+                        Err(crossbeam_channel::RecvTimeoutError::Disconnected) => {
+                            std::thread::sleep(until.saturating_duration_since(std::time::Instant::now()));
+                            break;
+                        }
+                    }
                 }
             }
         }
@@ -88,11 +105,12 @@ impl SourceContext {
         self.counters.records_in += 1;
         if self.pace.is_some() {
             self.router.flush().map_err(|e| route_error(&self.id, e))?;
+            for c in deferred {
+                self.on_control(c)?;
+            }
         }
         if self.counters.records_in.is_multiple_of(self.batch_size as u64) {
-            if self.control.try_recv().is_ok() {
-                return Err(TaskError::Cancelled);
-            }
+            self.poll_control()?;
             // Bounded out-of-orderness, as Flink's: the watermark trails the
             // largest timestamp by the lag, minus one.
             if let Some(lag) = self.watermark_lag {
@@ -108,9 +126,39 @@ impl SourceContext {
         Ok(())
     }
 
+    /// Handles what the coordinator sent since the last look.
+    fn poll_control(&mut self) -> Result<(), TaskError> {
+        while let Ok(c) = self.control.try_recv() {
+            self.on_control(c)?;
+        }
+        Ok(())
+    }
+
+    fn on_control(&mut self, c: Control) -> Result<(), TaskError> {
+        match c {
+            Control::Cancel => Err(TaskError::Cancelled),
+            Control::Trigger(id) => {
+                // The position and the barrier mark the same point: every
+                // record before it is covered by checkpoint `id`.
+                let started = std::time::Instant::now();
+                self.router.barrier(id).map_err(|e| route_error(&self.id, e))?;
+                self.reporter.send(TaskEvent::Acknowledged {
+                    task: self.reporter.id().clone(),
+                    id,
+                    snapshot: TaskSnapshot::Source(self.position),
+                    sync: started.elapsed(),
+                });
+                Ok(())
+            }
+            Control::Complete(_) => Ok(()),
+        }
+    }
+
     /// Ends the stream: event time jumps to the end (so pending event-time
     /// timers downstream fire), then end of input.
     pub fn finish(mut self) -> Result<Counters, TaskError> {
+        // A trigger that arrived with the last records still gets its barrier.
+        self.poll_control()?;
         self.router.watermark(i64::MAX).map_err(|e| route_error(&self.id, e))?;
         self.router.end().map_err(|e| route_error(&self.id, e))?;
         self.counters.records_out = self.router.records_out();

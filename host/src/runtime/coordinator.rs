@@ -1,17 +1,27 @@
 //! The coordinator (the JobManager role): loads modules, builds the task
-//! graph, starts one thread per task, follows their events, cancels every
-//! task when one fails, and reports the outcome.
+//! graph, starts one thread per task, follows their events, drives
+//! checkpoints, cancels every task when one fails, restarts the job from
+//! its latest checkpoint as the restart strategy allows, and reports the
+//! outcome.
 
 use super::batch::Message;
+use super::checkpoints::{CheckpointStats, Checkpoints, human_bytes};
 use super::events::{Control, Counters, TaskError, TaskEvent, TaskId};
+use super::inputs::Alignment;
 use super::progress::Progress;
 use super::router::{Edge, Router};
-use super::task::{Inputs, OperatorTask, Reporter};
-use crate::config::{LoadedJob, Partition, SourceKind};
+use super::task::{Inputs, OperatorRestore, OperatorTask, Reporter};
+use crate::checkpoint::metadata::SinkState;
+use crate::checkpoint::restore::{self, RestoreError, Restored};
+use crate::checkpoint::storage::{CheckpointStorage, StorageError};
+use crate::checkpoint::uploader::Uploader;
+use crate::config::{CheckpointMode, LoadedJob, Partition, RestartStrategy, SinkKind, SourceKind};
+use crate::connectors::sink::SinkTask;
 use crate::connectors::{self, SourceContext};
 use crate::wasm::engine::{EpochTicker, new_engine};
 use crate::wasm::{Limits, ModuleLoader, OperatorModule, WasmError};
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, bounded, unbounded};
+use std::collections::BTreeMap;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -31,6 +41,42 @@ pub enum JobError {
     /// The engine could not start.
     #[error("cannot start the WebAssembly engine: {0}")]
     Engine(String),
+    /// Checkpoint storage failed outside a checkpoint (opening, listing).
+    #[error(transparent)]
+    Storage(#[from] StorageError),
+    /// The checkpoint to restore from cannot be used.
+    #[error(transparent)]
+    Restore(#[from] RestoreError),
+    /// The job cannot start as asked.
+    #[error("{0}")]
+    Start(String),
+    /// Too many checkpoints failed in a row.
+    #[error("{0}")]
+    Checkpoints(String),
+    /// The restart strategy gave up.
+    #[error("{cause}\n(gave up after {restarts} restart(s), restart-strategy.attempts = {attempts})")]
+    RestartsExhausted {
+        /// The last failure.
+        cause: Box<JobError>,
+        /// Restarts made.
+        restarts: u32,
+        /// Allowed.
+        attempts: u32,
+    },
+}
+
+/// Where a run starts from.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum StartFrom {
+    /// The beginning (refused if the job already has checkpoints in a
+    /// durable directory, which a fresh run would collide with).
+    #[default]
+    Beginning,
+    /// The latest usable checkpoint of the job (`--resume`); the
+    /// beginning if it has none.
+    Latest,
+    /// A given checkpoint (`--from-checkpoint <uri>`).
+    Checkpoint(String),
 }
 
 /// Per-node outcome.
@@ -57,6 +103,14 @@ pub struct JobReport {
     pub elapsed: Duration,
     /// Time from start until every module was loaded and tasks started.
     pub startup: Duration,
+    /// Restarts after failures.
+    pub restarts: u32,
+    /// The checkpoint the run started from, if any.
+    pub restored_from: Option<String>,
+    /// Checkpoint statistics (empty without checkpointing).
+    pub checkpoints: CheckpointStats,
+    /// The job had finished in an earlier run: nothing ran.
+    pub already_finished: bool,
 }
 
 impl JobReport {
@@ -75,14 +129,86 @@ struct Node {
     parallelism: u32,
 }
 
-/// Runs a loaded job to completion.
-pub fn run_job(job: &LoadedJob) -> Result<JobReport, JobError> {
+/// Runs a loaded job to completion, from where `start` says.
+pub fn run_job(job: &LoadedJob, start: &StartFrom) -> Result<JobReport, JobError> {
     let started = Instant::now();
     let spec = &job.spec;
     let settings = &job.settings;
     for w in &settings.warnings {
         tracing::warn!(job = %spec.name, "{w}");
     }
+
+    // Storage and the checkpoint to start from, before anything is compiled:
+    // a bad directory or checkpoint is reported at once.
+    let wants_restore = *start != StartFrom::Beginning;
+    let storage = if settings.checkpointing.is_some() || wants_restore {
+        if wants_restore && settings.storage.dir.is_none() && matches!(start, StartFrom::Latest) {
+            return Err(JobError::Start(format!(
+                "--resume needs state.checkpoints.dir: job '{}' keeps checkpoints in host memory, which end with the process",
+                spec.name
+            )));
+        }
+        Some(Arc::new(CheckpointStorage::open(&settings.storage, &spec.name)?))
+    } else {
+        None
+    };
+    let existing = match &storage {
+        Some(s) if s.is_durable() => s.list_checkpoints()?,
+        _ => Vec::new(),
+    };
+    let initial: Option<Arc<Restored>> = match start {
+        StartFrom::Beginning => {
+            if let Some(last) = existing.last() {
+                let dir = storage.as_ref().map(|s| s.display().to_string()).unwrap_or_default();
+                return Err(JobError::Start(format!(
+                    "job '{}' already has checkpoints in {dir} (latest chk-{last}): run with --resume to continue from them, or delete that directory to start over",
+                    spec.name
+                )));
+            }
+            None
+        }
+        StartFrom::Latest => {
+            let s = storage.as_ref().expect("opened for a restore");
+            match restore::load_latest(s)? {
+                Some(r) => Some(Arc::new(r)),
+                None => {
+                    tracing::warn!(dir = %s.display(), "--resume: no checkpoint yet; starting from the beginning");
+                    None
+                }
+            }
+        }
+        StartFrom::Checkpoint(uri) => {
+            let (from, job_name, id) = restore::open_uri(uri, &settings.storage)?;
+            if job_name != spec.name {
+                tracing::warn!(checkpoint = %uri, "restoring a checkpoint of job '{job_name}' into job '{}'", spec.name);
+            }
+            Some(Arc::new(restore::load(&from, id)?))
+        }
+    };
+    if let Some(r) = &initial {
+        check_compatible(job, r)?;
+        tracing::info!(checkpoint = %r.location, size = %human_bytes(r.metadata.state_size()), "restoring");
+        if r.metadata.finished {
+            publish_finished(job, r)?;
+            tracing::info!(checkpoint = %r.location, "the job had already finished; its output is published");
+            return Ok(JobReport {
+                name: spec.name.clone(),
+                nodes: Vec::new(),
+                elapsed: started.elapsed(),
+                startup: started.elapsed(),
+                restarts: 0,
+                restored_from: Some(r.location.clone()),
+                checkpoints: CheckpointStats::default(),
+                already_finished: true,
+            });
+        }
+    }
+    let highest = existing.last().copied().unwrap_or(0).max(initial.as_ref().map_or(0, |r| r.metadata.id));
+    let mut checkpoints = match (&settings.checkpointing, &storage) {
+        (Some(c), Some(s)) => Some(Checkpoints::new(*c, s.clone(), &spec.name, spec.max_parallelism, highest)),
+        _ => None,
+    };
+
     let engine = new_engine().map_err(|e| JobError::Engine(format!("{e:#}")))?;
     let _ticker = EpochTicker::start(&engine);
     let mut loader =
@@ -92,6 +218,106 @@ pub fn run_job(job: &LoadedJob) -> Result<JobReport, JobError> {
         modules.insert(&op.uid, loader.load(&op.uid, &op.module)?);
     }
 
+    let mut restore_from = initial.clone();
+    let mut attempt = 0u32;
+    loop {
+        let outcome = run_attempt(job, &modules, attempt, restore_from.clone(), checkpoints.as_mut(), started);
+        let failure = match outcome {
+            Ok(mut report) => {
+                report.restarts = attempt;
+                report.restored_from = initial.as_ref().map(|r| r.location.clone());
+                if let Some(c) = &checkpoints {
+                    report.checkpoints = c.stats.clone();
+                }
+                return Ok(report);
+            }
+            Err(e) => e,
+        };
+        let RestartStrategy::FixedDelay { attempts, delay } = settings.restart else {
+            return Err(failure);
+        };
+        if attempt >= attempts {
+            return Err(JobError::RestartsExhausted { cause: Box::new(failure), restarts: attempt, attempts });
+        }
+        attempt += 1;
+        // The latest checkpoint this run completed, else where it started.
+        restore_from = match checkpoints.as_ref().and_then(|c| c.latest_created().map(|id| (c, id))) {
+            Some((c, id)) => Some(Arc::new(restore::load(c.storage(), id)?)),
+            None => initial.clone(),
+        };
+        let from =
+            restore_from.as_ref().map_or("the beginning (no checkpoint yet)".to_string(), |r| r.location.clone());
+        tracing::warn!(
+            "job '{}' failed: {failure}; restart {attempt} of {attempts} in {} ms, from {from}",
+            spec.name,
+            delay.as_millis()
+        );
+        std::thread::sleep(delay);
+    }
+}
+
+/// Refuses a checkpoint this job cannot take.
+fn check_compatible(job: &LoadedJob, r: &Restored) -> Result<(), JobError> {
+    let m = &r.metadata;
+    let spec = &job.spec;
+    if m.max_parallelism != spec.max_parallelism {
+        return Err(JobError::Start(format!(
+            "{} was taken with max_parallelism = {}, the job has {}: keep max_parallelism to restore a checkpoint",
+            r.location, m.max_parallelism, spec.max_parallelism
+        )));
+    }
+    for uid in m.operators.keys() {
+        if !spec.operators.iter().any(|o| &o.uid == uid) {
+            return Err(JobError::Start(format!(
+                "{} holds state of operator '{uid}', which the job no longer has (operators are matched by uid)",
+                r.location
+            )));
+        }
+    }
+    for o in &spec.operators {
+        if let Some(state) = m.operators.get(&o.uid)
+            && state.parallelism != o.parallelism
+        {
+            tracing::warn!(
+                operator = %o.uid,
+                "parallelism changed from {} to {}: keyed state is redistributed by key group; operator and broadcast state are not carried over",
+                state.parallelism,
+                o.parallelism
+            );
+        }
+    }
+    Ok(())
+}
+
+/// A finished job's final checkpoint: publish what its sinks held.
+fn publish_finished(job: &LoadedJob, r: &Restored) -> Result<(), JobError> {
+    for s in &job.spec.sinks {
+        if let (SinkKind::TransactionalFile(dir), Some(SinkState::Parts { pending })) =
+            (&s.kind, r.metadata.sinks.get(&s.id))
+        {
+            connectors::part_files::PartFiles::restore(dir, None, pending)
+                .map_err(|message| JobError::Task(TaskError::Sink { id: s.id.as_str().into(), message }))?;
+        }
+    }
+    Ok(())
+}
+
+/// One attempt: builds and starts every task (restored from `restore`),
+/// follows them to the end, and drives checkpoints.
+fn run_attempt(
+    job: &LoadedJob,
+    modules: &HashMap<&str, OperatorModule>,
+    attempt: u32,
+    restore: Option<Arc<Restored>>,
+    checkpoints: Option<&mut Checkpoints>,
+    started: Instant,
+) -> Result<JobReport, JobError> {
+    let spec = &job.spec;
+    let settings = &job.settings;
+    let alignment = match settings.checkpointing.map(|c| c.mode) {
+        Some(CheckpointMode::AtLeastOnce) => Alignment::AtLeastOnce,
+        _ => Alignment::ExactlyOnce,
+    };
     // Nodes and parallelism.
     let mut nodes: Vec<Node> = Vec::new();
     for s in &spec.sources {
@@ -141,12 +367,15 @@ pub fn run_job(job: &LoadedJob) -> Result<JobReport, JobError> {
 
     let (events_tx, events_rx) = unbounded::<TaskEvent>();
     let mut controls: Vec<Sender<Control>> = Vec::new();
+    let mut source_controls: Vec<(String, Sender<Control>)> = Vec::new();
+    let mut checkpoint_tasks: Vec<(TaskId, u32)> = Vec::new();
     let mut threads: Vec<(TaskId, JoinHandle<()>)> = Vec::new();
     let limits = Limits { call_timeout: settings.call_timeout, memory_limit: settings.memory_limit };
     let mut take_router =
         |id: &str, u: u32| Router::new(edges.remove(&(id.to_string(), u)).unwrap_or_default(), settings.batch_size);
     let mut take_inputs = |id: &str, d: u32, control| {
         Inputs::new(receivers.remove(&(id.to_string(), d)).unwrap_or_default(), control, settings.idle_timeout)
+            .with_alignment(alignment)
     };
 
     let mut spawn =
@@ -177,20 +406,32 @@ pub fn run_job(job: &LoadedJob) -> Result<JobReport, JobError> {
     // Sinks and operators first, so sources never wait on a missing reader.
     for s in &spec.sinks {
         let id: Arc<str> = s.id.as_str().into();
-        let (ctl_tx, ctl_rx) = bounded(1);
+        let (ctl_tx, ctl_rx) = unbounded();
         controls.push(ctl_tx);
-        let inputs = take_inputs(&s.id, 0, ctl_rx);
         let task_id = TaskId { node: id.clone(), subtask: 0 };
-        let reporter = Reporter::new(task_id.clone(), events_tx.clone(), settings.progress_interval);
-        let kind = s.kind.clone();
-        spawn(task_id, Box::new(move || connectors::sink::run(id, &kind, inputs, reporter)), events_tx.clone());
+        checkpoint_tasks.push((task_id.clone(), 1));
+        let task = SinkTask {
+            id,
+            kind: s.kind.clone(),
+            inputs: take_inputs(&s.id, 0, ctl_rx),
+            reporter: Reporter::new(task_id.clone(), events_tx.clone(), settings.progress_interval),
+            checkpointing: checkpoints.is_some(),
+            restore: restore.as_ref().and_then(|r| Some((r.metadata.id, r.metadata.sinks.get(&s.id)?.clone()))),
+        };
+        spawn(task_id, Box::new(move || task.run()), events_tx.clone());
     }
     for o in &spec.operators {
         let uid: Arc<str> = o.uid.as_str().into();
+        let restored = restore.as_ref().and_then(|r| {
+            let snapshots = r.states.get(&o.uid)?.clone();
+            let same_parallelism = r.metadata.operators.get(&o.uid)?.parallelism == o.parallelism;
+            Some((snapshots, same_parallelism))
+        });
         for sub in 0..o.parallelism {
-            let (ctl_tx, ctl_rx) = bounded(1);
+            let (ctl_tx, ctl_rx) = unbounded();
             controls.push(ctl_tx);
             let task_id = TaskId { node: uid.clone(), subtask: sub };
+            checkpoint_tasks.push((task_id.clone(), o.parallelism));
             let task = OperatorTask {
                 id: task_id.clone(),
                 parallelism: o.parallelism,
@@ -201,16 +442,26 @@ pub fn run_job(job: &LoadedJob) -> Result<JobReport, JobError> {
                 inputs: take_inputs(&o.uid, sub, ctl_rx),
                 router: take_router(&o.uid, sub),
                 reporter: Reporter::new(task_id.clone(), events_tx.clone(), settings.progress_interval),
+                attempt,
+                uploader: checkpoints.as_ref().map(|c| {
+                    Uploader::new(task_id.clone(), c.storage().clone(), events_tx.clone(), spec.max_parallelism)
+                }),
+                restore: restored.as_ref().map(|(snapshots, same)| OperatorRestore {
+                    snapshots: snapshots.clone(),
+                    operator_state_from: same.then_some(sub as usize),
+                }),
             };
             spawn(task_id, Box::new(move || task.run()), events_tx.clone());
         }
     }
     for s in &spec.sources {
         let id: Arc<str> = s.id.as_str().into();
-        let (ctl_tx, ctl_rx) = bounded(1);
+        let (ctl_tx, ctl_rx) = unbounded();
+        source_controls.push((s.id.clone(), ctl_tx.clone()));
         controls.push(ctl_tx);
         let task_id = TaskId { node: id.clone(), subtask: 0 };
-        let ctx = SourceContext::new(
+        checkpoint_tasks.push((task_id.clone(), 1));
+        let mut ctx = SourceContext::new(
             id,
             take_router(&s.id, 0),
             Reporter::new(task_id.clone(), events_tx.clone(), settings.progress_interval),
@@ -219,6 +470,9 @@ pub fn run_job(job: &LoadedJob) -> Result<JobReport, JobError> {
             s.watermark_lag_ms,
         )
         .with_rate(s.records_per_second);
+        if let Some(offset) = restore.as_ref().and_then(|r| r.metadata.sources.get(&s.id)) {
+            ctx.position = *offset;
+        }
         let kind = s.kind.clone();
         spawn(
             task_id,
@@ -235,7 +489,14 @@ pub fn run_job(job: &LoadedJob) -> Result<JobReport, JobError> {
     }
     drop(events_tx);
     let startup = started.elapsed();
-    tracing::info!(job = %spec.name, tasks = threads.len(), startup_ms = startup.as_millis() as u64, "job started");
+    tracing::info!(job = %spec.name, tasks = threads.len(), startup_ms = startup.as_millis() as u64, attempt, "job started");
+    let source_ids: Vec<String> = spec.sources.iter().map(|s| s.id.clone()).collect();
+    let sink_count = spec.sinks.len();
+    let mut cp = checkpoints.map(|c| c.attempt(checkpoint_tasks, source_controls, controls.clone()));
+    let mut sinks_ended: BTreeMap<String, SinkState> = BTreeMap::new();
+    let mut sinks_waiting = 0usize;
+    let mut final_written = false;
+    let mut job_failure: Option<JobError> = None;
 
     // Follow events until every task has ended.
     let total = threads.len();
@@ -254,13 +515,30 @@ pub fn run_job(job: &LoadedJob) -> Result<JobReport, JobError> {
             latest.iter().filter(|(t, _)| spec.sinks.iter().any(|s| *t.node == *s.id)).map(|(_, c)| c.records_in).sum();
         (read, written)
     };
+    let cancel_all = |controls: &[Sender<Control>]| {
+        for c in controls {
+            let _ = c.send(Control::Cancel);
+        }
+    };
+    let wait = match &cp {
+        Some(a) => a.poll_interval().min(settings.progress_interval),
+        None => settings.progress_interval,
+    };
     while ended < total {
-        match events_rx.recv_timeout(settings.progress_interval) {
+        let event = events_rx.recv_timeout(wait);
+        let failing = failure.is_some() || job_failure.is_some();
+        let mut checkpoint_result = Ok(());
+        match event {
             Ok(TaskEvent::Progress(id, c)) => {
                 latest.insert(id, c);
             }
             Ok(TaskEvent::Finished(id, c)) => {
                 tracing::debug!(task = %id, records_in = c.records_in, records_out = c.records_out, "task finished");
+                if let Some(a) = cp.as_mut()
+                    && source_ids.iter().any(|s| *s == *id.node)
+                {
+                    a.on_source_finished(&id);
+                }
                 latest.insert(id, c);
                 ended += 1;
             }
@@ -273,16 +551,53 @@ pub fn run_job(job: &LoadedJob) -> Result<JobReport, JobError> {
                 }
                 let first_root = failure.as_ref().is_none_or(|f| f.is_secondary() && !e.is_secondary());
                 if first_root {
-                    if failure.is_none() {
-                        for c in &controls {
-                            let _ = c.try_send(Control::Cancel);
-                        }
+                    if failure.is_none() && job_failure.is_none() {
+                        cancel_all(&controls);
                     }
                     failure = Some(e);
                 }
             }
+            Ok(TaskEvent::Acknowledged { task, id, snapshot, sync }) => {
+                if let Some(a) = cp.as_mut().filter(|_| !failing) {
+                    checkpoint_result = a.on_ack(&task, id, snapshot, sync);
+                }
+            }
+            Ok(TaskEvent::Declined { task, id, reason }) => {
+                if let Some(a) = cp.as_mut().filter(|_| !failing) {
+                    checkpoint_result = a.on_decline(&task, id, &reason);
+                }
+            }
+            Ok(TaskEvent::SinkEnded { task, state, counters }) => {
+                sinks_waiting += 1;
+                if let Some(s) = state {
+                    sinks_ended.insert(task.node.to_string(), s);
+                }
+                latest.insert(task, counters);
+            }
             Err(RecvTimeoutError::Timeout) => {}
             Err(RecvTimeoutError::Disconnected) => break,
+        }
+        if let Some(a) = cp.as_mut().filter(|_| failure.is_none() && job_failure.is_none()) {
+            if checkpoint_result.is_ok() {
+                checkpoint_result = a.tick();
+            }
+            // Every task but the sinks is done and the sinks wait: once no
+            // checkpoint is in flight, the final one ends the job.
+            if checkpoint_result.is_ok()
+                && !final_written
+                && sink_count > 0
+                && sinks_waiting == sink_count
+                && ended == total - sink_count
+                && !a.in_flight()
+            {
+                final_written = true;
+                checkpoint_result = a.finish(std::mem::take(&mut sinks_ended)).map(|_| ());
+            }
+            if let Err(reason) = checkpoint_result {
+                tracing::error!(job = %spec.name, "{reason}");
+                cancel_all(&controls);
+                job_failure = Some(JobError::Checkpoints(reason));
+            }
         }
         if last_draw.elapsed() >= settings.progress_interval {
             last_draw = Instant::now();
@@ -296,8 +611,11 @@ pub fn run_job(job: &LoadedJob) -> Result<JobReport, JobError> {
             tracing::error!(task = %id, "task thread panicked outside its body");
         }
     }
-    if let Some(e) = failure {
+    if let Some(e) = failure.filter(|e| !e.is_secondary() || job_failure.is_none()) {
         return Err(JobError::Task(e));
+    }
+    if let Some(e) = job_failure {
+        return Err(e);
     }
     let report = JobReport {
         name: spec.name.clone(),
@@ -316,6 +634,10 @@ pub fn run_job(job: &LoadedJob) -> Result<JobReport, JobError> {
             .collect(),
         elapsed: progress.elapsed(),
         startup,
+        restarts: 0,
+        restored_from: None,
+        checkpoints: CheckpointStats::default(),
+        already_finished: false,
     };
     Ok(report)
 }

@@ -1,8 +1,11 @@
 //! Messages between the coordinator and the tasks, and how a task fails.
 
+use crate::checkpoint::metadata::{SinkState, TaskSnapshot};
+use crate::checkpoint::protocol::CheckpointId;
 use crate::wasm::{GuestFailure, WasmError};
 use std::fmt;
 use std::sync::Arc;
+use std::time::Duration;
 use thiserror::Error;
 
 /// Identifies one task: a node and a subtask index.
@@ -38,6 +41,36 @@ pub enum TaskEvent {
     Finished(TaskId, Counters),
     /// Failed (or stopped on cancel).
     Failed(TaskId, TaskError),
+    /// The task took (and stored) its part of checkpoint `id`.
+    Acknowledged {
+        /// Which task.
+        task: TaskId,
+        /// The checkpoint.
+        id: CheckpointId,
+        /// Its handle, offset or sink position.
+        snapshot: TaskSnapshot,
+        /// How long the task stopped processing for it (the synchronous part).
+        sync: Duration,
+    },
+    /// The task could not take its part of checkpoint `id`.
+    Declined {
+        /// Which task.
+        task: TaskId,
+        /// The checkpoint.
+        id: CheckpointId,
+        /// Why.
+        reason: String,
+    },
+    /// A sink reached the end of its input: it waits for the final
+    /// checkpoint (with this position) before publishing its last output.
+    SinkEnded {
+        /// Which sink.
+        task: TaskId,
+        /// Its position at the end.
+        state: Option<SinkState>,
+        /// Its counters.
+        counters: Counters,
+    },
 }
 
 /// Coordinator to task.
@@ -45,6 +78,11 @@ pub enum TaskEvent {
 pub enum Control {
     /// Stop now; the job is failing.
     Cancel,
+    /// Sources: record your position and send barrier `id` downstream.
+    Trigger(CheckpointId),
+    /// Checkpoint `id` is complete, and with it every lower id: sinks
+    /// publish what they prepared up to it.
+    Complete(CheckpointId),
 }
 
 /// Why a task stopped without finishing.
@@ -64,6 +102,16 @@ pub enum TaskError {
         what: String,
         /// The failure.
         failure: GuestFailure,
+    },
+    /// A subtask's state could not be restored.
+    #[error("operator '{uid}' (subtask {subtask}) cannot restore its state: {message}")]
+    Restore {
+        /// Operator uid.
+        uid: Arc<str>,
+        /// Subtask index.
+        subtask: u32,
+        /// What failed.
+        message: String,
     },
     /// The module could not be instantiated.
     #[error(transparent)]

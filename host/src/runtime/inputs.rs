@@ -39,6 +39,8 @@ pub enum Next {
     Disconnected,
     /// The coordinator cancelled the job.
     Cancelled,
+    /// Another message from the coordinator.
+    Control(Control),
 }
 
 /// How barriers from several channels are aligned.
@@ -191,6 +193,12 @@ impl Inputs {
         }
     }
 
+    /// Blocks until the coordinator sends something (after the end of
+    /// input); a vanished coordinator reads as a cancel.
+    pub fn next_control(&mut self) -> Control {
+        self.control.recv().unwrap_or(Control::Cancel)
+    }
+
     /// Blocks until the next batch, watermark advance, aligned barrier or
     /// the end.
     pub fn next_batch(&mut self) -> Next {
@@ -247,8 +255,10 @@ impl Inputs {
                 };
                 match op {
                     Some(op) if op.index() == control => {
-                        let _ = op.recv(&self.control);
-                        return Next::Cancelled;
+                        return match op.recv(&self.control) {
+                            Ok(Control::Cancel) | Err(_) => Next::Cancelled,
+                            Ok(c) => Next::Control(c),
+                        };
                     }
                     Some(op) => {
                         let i = index[op.index()];

@@ -7,6 +7,7 @@
 //! through shared state, so they can later run in different processes.
 
 pub mod batch;
+pub mod checkpoints;
 pub mod coordinator;
 pub mod events;
 pub mod inputs;
@@ -14,5 +15,5 @@ pub mod progress;
 pub mod router;
 pub mod task;
 
-pub use coordinator::{JobReport, NodeReport, run_job};
+pub use coordinator::{JobError, JobReport, NodeReport, StartFrom, run_job};
 pub use events::TaskError;

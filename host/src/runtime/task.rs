@@ -5,10 +5,12 @@ use super::batch::Batch;
 use super::events::{Counters, TaskError, TaskEvent, TaskId};
 pub use super::inputs::{Inputs, Next};
 use super::router::{RouteError, Router};
-use crate::state::TimeDomain;
+use crate::checkpoint::uploader::Uploader;
 use crate::state::hashmap::HashMapBackend;
 use crate::state::key_group::KeyGroupRange;
+use crate::state::snapshot::restore_snapshot;
 use crate::state::ttl::TtlBackend;
+use crate::state::{StateBackend, TimeDomain};
 use crate::wasm::{GuestFailure, Limits, OperatorInfo, OperatorInstance, OperatorModule};
 use crossbeam_channel::Sender;
 use std::sync::Arc;
@@ -35,6 +37,11 @@ impl Reporter {
             self.last = Instant::now();
             let _ = self.events.send(TaskEvent::Progress(self.id.clone(), counters));
         }
+    }
+
+    /// Sends `event` to the coordinator now.
+    pub fn send(&self, event: TaskEvent) {
+        let _ = self.events.send(event);
     }
 
     /// The task's id.
@@ -71,6 +78,22 @@ pub struct OperatorTask {
     pub router: Router,
     /// Progress reporting.
     pub reporter: Reporter,
+    /// Restarts of the job so far (0 on the first run).
+    pub attempt: u32,
+    /// Stores snapshots when checkpointing is on.
+    pub uploader: Option<Uploader>,
+    /// State to start from.
+    pub restore: Option<OperatorRestore>,
+}
+
+/// What an operator subtask restores before `open`.
+pub struct OperatorRestore {
+    /// The snapshots of every subtask of the operator in the checkpoint:
+    /// each subtask takes the key groups it owns from all of them.
+    pub snapshots: Arc<Vec<bytes::Bytes>>,
+    /// Which snapshot's operator and broadcast state is this subtask's
+    /// (the same index, when the parallelism did not change).
+    pub operator_state_from: Option<usize>,
 }
 
 impl OperatorTask {
@@ -81,7 +104,20 @@ impl OperatorTask {
         let range = KeyGroupRange::for_subtask(subtask, self.parallelism, self.max_parallelism);
         // State TTL is a layer over the backend, on processing time.
         let clock: crate::state::ttl::Clock = Arc::new(now_ms);
-        let backend = Box::new(TtlBackend::new(HashMapBackend::new(range), clock, self.max_parallelism));
+        let mut backend: Box<dyn StateBackend> =
+            Box::new(TtlBackend::new(HashMapBackend::new(range), clock, self.max_parallelism));
+        if let Some(restore) = &self.restore {
+            for (i, bytes) in restore.snapshots.iter().enumerate() {
+                let with_operator_state = restore.operator_state_from == Some(i);
+                restore_snapshot(bytes, backend.as_mut(), range, self.max_parallelism, with_operator_state).map_err(
+                    |e| TaskError::Restore {
+                        uid: uid.clone(),
+                        subtask,
+                        message: format!("snapshot of subtask {i}: {e}"),
+                    },
+                )?;
+            }
+        }
         let mut instance =
             OperatorInstance::new(&self.module, &uid, subtask, backend, self.max_parallelism, self.limits)?;
         let info = OperatorInfo {
@@ -89,6 +125,7 @@ impl OperatorTask {
             subtask_index: subtask,
             parallelism: self.parallelism,
             max_parallelism: self.max_parallelism,
+            attempt_number: self.attempt,
             params: self.params.clone(),
         };
         let parallelism = self.parallelism;
@@ -114,9 +151,20 @@ impl OperatorTask {
                     self.router.watermark(w).map_err(|e| route_error(&uid, e))?;
                 }
                 Next::Timeout => {}
-                // Checkpoints are not taken yet: barriers pass through.
-                Next::Barrier(id) => self.router.barrier(id).map_err(|e| route_error(&uid, e))?,
-                Next::BarrierAborted(_) => {}
+                Next::Barrier(id) => {
+                    // The synchronous part: freeze the state (no copy), pass
+                    // the barrier on; the upload runs in the background.
+                    // (The pause reported is the freeze: forwarding may also
+                    // wait, but on back-pressure, not on the state's size.)
+                    let started = Instant::now();
+                    let frozen = self.uploader.as_ref().map(|_| instance.freeze_state());
+                    let sync = started.elapsed();
+                    self.router.barrier(id).map_err(|e| route_error(&uid, e))?;
+                    if let (Some(uploader), Some(frozen)) = (&self.uploader, frozen) {
+                        uploader.upload(id, frozen, sync);
+                    }
+                }
+                Next::BarrierAborted(_) | Next::Control(_) => {}
                 Next::Batch { batch, broadcast: true } => {
                     counters.records_in += batch.len() as u64;
                     for i in 0..batch.len() {

@@ -30,6 +30,7 @@ pub fn run_all(factory: Factory<'_>) {
     timers_fire_in_order_once(factory);
     key_scans_cover_every_key(factory);
     snapshots_round_trip_and_split_by_key_group(factory);
+    a_frozen_state_ignores_later_writes(factory);
     registration_checks_names_and_kinds(factory);
     keys_outside_the_range_are_refused(factory);
 }
@@ -250,11 +251,11 @@ fn snapshots_round_trip_and_split_by_key_group(factory: Factory<'_>) {
     use super::snapshot::{restore_snapshot, write_snapshot};
     let keys: Vec<Vec<u8>> = (0..200).map(|i| format!("key{i}").into_bytes()).collect();
     let mut original = filled(factory, &keys);
-    let bytes = write_snapshot(original.as_mut(), full(), MAX_PARALLELISM).unwrap();
+    let bytes = write_snapshot(original.freeze().as_mut(), MAX_PARALLELISM).unwrap();
 
     // The same range: everything comes back.
     let mut copy = factory(full());
-    let summary = restore_snapshot(&bytes, copy.as_mut(), full(), MAX_PARALLELISM).unwrap();
+    let summary = restore_snapshot(&bytes, copy.as_mut(), full(), MAX_PARALLELISM, true).unwrap();
     assert_eq!(summary.skipped_key_groups, 0);
     assert_eq!(copy.descriptors(), original.descriptors());
     for (i, k) in keys.iter().enumerate() {
@@ -271,7 +272,7 @@ fn snapshots_round_trip_and_split_by_key_group(factory: Factory<'_>) {
     let mut parts: Vec<Box<dyn StateBackend>> = halves.iter().map(|&r| factory(r)).collect();
     let mut restored_groups = 0;
     for (part, range) in parts.iter_mut().zip(halves) {
-        let s = restore_snapshot(&bytes, part.as_mut(), range, MAX_PARALLELISM).unwrap();
+        let s = restore_snapshot(&bytes, part.as_mut(), range, MAX_PARALLELISM, true).unwrap();
         restored_groups += s.key_groups;
         assert!(s.skipped_key_groups > 0);
     }
@@ -282,6 +283,41 @@ fn snapshots_round_trip_and_split_by_key_group(factory: Factory<'_>) {
     }
     let timers: usize = parts.iter().map(|p| p.timer_count(TimeDomain::EventTime)).sum();
     assert_eq!(timers, keys.len());
+}
+
+fn a_frozen_state_ignores_later_writes(factory: Factory<'_>) {
+    use super::snapshot::{restore_snapshot, write_snapshot};
+    let keys: Vec<Vec<u8>> = (0..50).map(|i| format!("key{i}").into_bytes()).collect();
+    let mut live = filled(factory, &keys);
+    let mut frozen = live.freeze();
+    // Every kind of write after the freeze, while the snapshot is unwritten.
+    for k in &keys {
+        live.value_set(0, key(k), b"changed").unwrap();
+        live.list_add(1, key(k), &[b"more"]).unwrap();
+        live.map_remove(2, key(k), b"uk").unwrap();
+    }
+    live.value_set(0, key(b"new-key"), b"new").unwrap();
+    while live.timer_pop_due(TimeDomain::EventTime, i64::MAX).is_some() {}
+    live.operator_list_update(3, vec![b"offset-9".to_vec()]).unwrap();
+    live.broadcast_clear(4).unwrap();
+    let bytes = write_snapshot(frozen.as_mut(), MAX_PARALLELISM).unwrap();
+    let mut copy = factory(full());
+    restore_snapshot(&bytes, copy.as_mut(), full(), MAX_PARALLELISM, true).unwrap();
+    for (i, k) in keys.iter().enumerate() {
+        assert_eq!(copy.value_get(0, key(k)).unwrap(), Some(format!("value-{i}").into_bytes()));
+        assert_eq!(copy.list_len(1, key(k)).unwrap(), 2);
+        assert_eq!(copy.map_get(2, key(k), b"uk").unwrap(), Some(format!("m{i}").into_bytes()));
+    }
+    assert_eq!(copy.value_get(0, key(b"new-key")).unwrap(), None);
+    assert_eq!(copy.timer_count(TimeDomain::EventTime), keys.len());
+    assert_eq!(copy.operator_list_read(3, 0, 10).unwrap(), vec![b"offset-7".to_vec()]);
+    assert_eq!(copy.broadcast_get(4, b"rule").unwrap(), Some(b"on".to_vec()));
+    // And the live backend kept its writes.
+    assert_eq!(live.value_get(0, key(&keys[0])).unwrap().as_deref(), Some(&b"changed"[..]));
+    assert_eq!(live.timer_count(TimeDomain::EventTime), 0);
+    // Writes after the snapshot was written need no copy, and still land.
+    live.value_set(0, key(&keys[1]), b"again").unwrap();
+    assert_eq!(live.value_get(0, key(&keys[1])).unwrap().as_deref(), Some(&b"again"[..]));
 }
 
 fn registration_checks_names_and_kinds(factory: Factory<'_>) {

@@ -6,7 +6,15 @@
 //! which the caller computed once per element for partitioning; a key is
 //! hashed again only when its table grows. Small keys and values live inside
 //! the entry, and values are updated in place, reusing their allocation.
+//!
+//! Snapshots are copy-on-write per key group: every table (and the timers,
+//! operator and broadcast state) sits behind an `Arc`, so
+//! [`StateBackend::freeze`] only clones pointers, whatever the state's size.
+//! A write to a group the frozen view still holds copies that one group
+//! first; the writer of the snapshot lets go of each group as soon as it has
+//! written it, so most groups are never copied.
 
+use super::FrozenState;
 use super::key_group::KeyGroupRange;
 use super::{
     KeyRef, MapEntry, Shape, SnapshotEntry, StateBackend, StateDescriptor, StateError, StateId, StateKind, TimeDomain,
@@ -17,6 +25,7 @@ use smallvec::SmallVec;
 use std::collections::BTreeMap;
 use std::collections::BTreeSet;
 use std::ops::Bound;
+use std::sync::Arc;
 
 /// The hash a table probes with. The key group is `hash % max_parallelism`,
 /// so within one group's table the low bits of `hash` are nearly constant;
@@ -34,6 +43,7 @@ type InlineValue = SmallVec<[u8; 8]>;
 
 /// No stored hash: entries stay small (40 bytes for a value), and the hash
 /// is recomputed from the key only when a table grows.
+#[derive(Clone)]
 struct Entry<V> {
     key: InlineKey,
     value: V,
@@ -46,27 +56,40 @@ fn rehash<V>(e: &Entry<V>) -> u64 {
 
 /// Entries of one keyed state, split by key group.
 struct Keyed<V> {
-    /// `groups[kg - range.start]`.
-    groups: Vec<HashTable<Entry<V>>>,
+    /// `groups[kg - range.start]`; shared with a frozen snapshot until it
+    /// has written the group.
+    groups: Vec<Arc<HashTable<Entry<V>>>>,
 }
 
-impl<V> Keyed<V> {
+impl<V: Clone> Keyed<V> {
     fn new(range: KeyGroupRange) -> Self {
-        Keyed { groups: (0..range.len()).map(|_| HashTable::new()).collect() }
+        Keyed { groups: (0..range.len()).map(|_| Arc::new(HashTable::new())).collect() }
     }
 
     #[inline]
-    fn group(&mut self, range: KeyGroupRange, k: &KeyRef<'_>) -> Result<&mut HashTable<Entry<V>>, StateError> {
+    fn index(range: KeyGroupRange, k: &KeyRef<'_>) -> Result<usize, StateError> {
         if !range.contains(k.key_group) {
             return Err(StateError::KeyGroupOutOfRange { key_group: k.key_group, start: range.start, end: range.end });
         }
-        Ok(&mut self.groups[usize::from(k.key_group - range.start)])
+        Ok(usize::from(k.key_group - range.start))
+    }
+
+    /// The group's table for writing: copied first if a snapshot holds it.
+    #[inline]
+    fn group_mut(&mut self, range: KeyGroupRange, k: &KeyRef<'_>) -> Result<&mut HashTable<Entry<V>>, StateError> {
+        Ok(Arc::make_mut(&mut self.groups[Self::index(range, k)?]))
     }
 
     #[inline]
-    fn get(&mut self, range: KeyGroupRange, k: &KeyRef<'_>) -> Result<Option<&mut V>, StateError> {
+    fn get(&self, range: KeyGroupRange, k: &KeyRef<'_>) -> Result<Option<&V>, StateError> {
         let key = k.key;
-        Ok(self.group(range, k)?.find_mut(table_hash(k), |e| *e.key == *key).map(|e| &mut e.value))
+        Ok(self.groups[Self::index(range, k)?].find(table_hash(k), |e| *e.key == *key).map(|e| &e.value))
+    }
+
+    #[inline]
+    fn get_mut(&mut self, range: KeyGroupRange, k: &KeyRef<'_>) -> Result<Option<&mut V>, StateError> {
+        let key = k.key;
+        Ok(self.group_mut(range, k)?.find_mut(table_hash(k), |e| *e.key == *key).map(|e| &mut e.value))
     }
 
     #[inline]
@@ -78,7 +101,7 @@ impl<V> Keyed<V> {
     ) -> Result<&mut V, StateError> {
         let key = k.key;
         let hash = table_hash(k);
-        let table = self.group(range, k)?;
+        let table = self.group_mut(range, k)?;
         let entry = table
             .entry(hash, |e| *e.key == *key, rehash)
             .or_insert_with(|| Entry { key: InlineKey::from_slice(key), value: init() });
@@ -87,14 +110,20 @@ impl<V> Keyed<V> {
 
     fn remove(&mut self, range: KeyGroupRange, k: &KeyRef<'_>) -> Result<(), StateError> {
         let key = k.key;
-        if let Ok(e) = self.group(range, k)?.find_entry(table_hash(k), |e| *e.key == *key) {
+        let hash = table_hash(k);
+        let i = Self::index(range, k)?;
+        // Look before writing, so a miss does not copy a shared group.
+        if self.groups[i].find(hash, |e| *e.key == *key).is_none() {
+            return Ok(());
+        }
+        if let Ok(e) = Arc::make_mut(&mut self.groups[i]).find_entry(hash, |e| *e.key == *key) {
             e.remove();
         }
         Ok(())
     }
 
     fn len(&self) -> usize {
-        self.groups.iter().map(HashTable::len).sum()
+        self.groups.iter().map(|g| g.len()).sum()
     }
 
     /// Keys from position `cursor` = (group << 32 | bucket), by bucket.
@@ -117,14 +146,24 @@ impl<V> Keyed<V> {
         }
         (out, None)
     }
+
+    /// Shares every group with a snapshot.
+    fn freeze(&self) -> Vec<Option<Arc<HashTable<Entry<V>>>>> {
+        self.groups.iter().map(|g| Some(g.clone())).collect()
+    }
 }
+
+type ListValue = Vec<Vec<u8>>;
+type MapValue = BTreeMap<Vec<u8>, Vec<u8>>;
+/// Pending timers of one domain, ordered by (time, key group, key).
+type Timers = BTreeSet<(i64, u16, Vec<u8>)>;
 
 enum Table {
     Value(Keyed<InlineValue>),
-    List(Keyed<Vec<Vec<u8>>>),
-    Map(Keyed<BTreeMap<Vec<u8>, Vec<u8>>>),
-    OperatorList(Vec<Vec<u8>>),
-    Broadcast(BTreeMap<Vec<u8>, Vec<u8>>),
+    List(Keyed<ListValue>),
+    Map(Keyed<MapValue>),
+    OperatorList(Arc<Vec<Vec<u8>>>),
+    Broadcast(Arc<MapValue>),
 }
 
 /// In-memory state of one operator subtask.
@@ -135,7 +174,7 @@ pub struct HashMapBackend {
     /// Pending timers per domain (event time, processing time), ordered by
     /// (time, key group, key): the firing order, and per key group for
     /// snapshots.
-    timers: [BTreeSet<(i64, u16, Vec<u8>)>; 2],
+    timers: [Arc<Timers>; 2],
 }
 
 fn domain_index(d: TimeDomain) -> usize {
@@ -152,7 +191,7 @@ impl HashMapBackend {
             range,
             descriptors: Vec::new(),
             tables: Vec::new(),
-            timers: [BTreeSet::new(), BTreeSet::new()],
+            timers: [Arc::new(Timers::new()), Arc::new(Timers::new())],
         }
     }
 
@@ -163,14 +202,14 @@ impl HashMapBackend {
         }
     }
 
-    fn lists(&mut self, s: StateId) -> &mut Keyed<Vec<Vec<u8>>> {
+    fn lists(&mut self, s: StateId) -> &mut Keyed<ListValue> {
         match &mut self.tables[s as usize] {
             Table::List(t) => t,
             _ => unreachable!("state {s} is not list-shaped"),
         }
     }
 
-    fn maps(&mut self, s: StateId) -> &mut Keyed<BTreeMap<Vec<u8>, Vec<u8>>> {
+    fn maps(&mut self, s: StateId) -> &mut Keyed<MapValue> {
         match &mut self.tables[s as usize] {
             Table::Map(t) => t,
             _ => unreachable!("state {s} is not map-shaped"),
@@ -185,16 +224,16 @@ impl HashMapBackend {
         }
     }
 
-    fn broadcast(&mut self, s: StateId) -> &mut BTreeMap<Vec<u8>, Vec<u8>> {
+    fn broadcast(&mut self, s: StateId) -> &mut MapValue {
         match &mut self.tables[s as usize] {
-            Table::Broadcast(t) => t,
+            Table::Broadcast(t) => Arc::make_mut(t),
             _ => unreachable!("state {s} is not a broadcast map"),
         }
     }
 
     fn operator_list(&mut self, s: StateId) -> &mut Vec<Vec<u8>> {
         match &mut self.tables[s as usize] {
-            Table::OperatorList(t) => t,
+            Table::OperatorList(t) => Arc::make_mut(t),
             _ => unreachable!("state {s} is not an operator list"),
         }
     }
@@ -234,8 +273,8 @@ impl StateBackend for HashMapBackend {
             Shape::Value => Table::Value(Keyed::new(self.range)),
             Shape::List => Table::List(Keyed::new(self.range)),
             Shape::Map => Table::Map(Keyed::new(self.range)),
-            Shape::OperatorList => Table::OperatorList(Vec::new()),
-            Shape::BroadcastMap => Table::Broadcast(BTreeMap::new()),
+            Shape::OperatorList => Table::OperatorList(Arc::new(Vec::new())),
+            Shape::BroadcastMap => Table::Broadcast(Arc::new(BTreeMap::new())),
         };
         self.descriptors.push(d);
         self.tables.push(table);
@@ -374,7 +413,7 @@ impl StateBackend for HashMapBackend {
     fn map_remove(&mut self, s: StateId, k: KeyRef<'_>, uk: &[u8]) -> Result<(), StateError> {
         let range = self.range;
         let maps = self.maps(s);
-        let now_empty = match maps.get(range, &k)? {
+        let now_empty = match maps.get_mut(range, &k)? {
             Some(m) => {
                 m.remove(uk);
                 m.is_empty()
@@ -480,22 +519,24 @@ impl StateBackend for HashMapBackend {
 
     fn timer_register(&mut self, d: TimeDomain, k: KeyRef<'_>, time: i64) -> Result<(), StateError> {
         self.check_range(&k)?;
-        self.timers[domain_index(d)].insert((time, k.key_group, k.key.to_vec()));
+        Arc::make_mut(&mut self.timers[domain_index(d)]).insert((time, k.key_group, k.key.to_vec()));
         Ok(())
     }
 
     fn timer_delete(&mut self, d: TimeDomain, k: KeyRef<'_>, time: i64) -> Result<(), StateError> {
         self.check_range(&k)?;
-        self.timers[domain_index(d)].remove(&(time, k.key_group, k.key.to_vec()));
+        let entry = (time, k.key_group, k.key.to_vec());
+        if self.timers[domain_index(d)].contains(&entry) {
+            Arc::make_mut(&mut self.timers[domain_index(d)]).remove(&entry);
+        }
         Ok(())
     }
 
     fn timer_pop_due(&mut self, d: TimeDomain, up_to: i64) -> Option<(i64, Vec<u8>)> {
-        let set = &mut self.timers[domain_index(d)];
-        if set.first()?.0 > up_to {
+        if self.timers[domain_index(d)].first()?.0 > up_to {
             return None;
         }
-        set.pop_first().map(|(t, _, k)| (t, k))
+        Arc::make_mut(&mut self.timers[domain_index(d)]).pop_first().map(|(t, _, k)| (t, k))
     }
 
     fn timer_next(&self, d: TimeDomain) -> Option<i64> {
@@ -529,64 +570,25 @@ impl StateBackend for HashMapBackend {
         }
     }
 
-    fn snapshot_key_group(&mut self, kg: u16, visit: &mut dyn FnMut(SnapshotEntry<'_>)) -> Result<(), StateError> {
-        if !self.range.contains(kg) {
-            return Err(StateError::KeyGroupOutOfRange { key_group: kg, start: self.range.start, end: self.range.end });
-        }
-        let g = usize::from(kg - self.range.start);
-        for (i, table) in self.tables.iter().enumerate() {
-            let state = i as StateId;
-            match table {
-                Table::Value(t) => {
-                    for e in t.groups[g].iter() {
-                        visit(SnapshotEntry::Value { state, key: &e.key, value: &e.value });
-                    }
-                }
-                Table::List(t) => {
-                    for e in t.groups[g].iter() {
-                        for v in &e.value {
-                            visit(SnapshotEntry::ListItem { state, key: &e.key, value: v });
-                        }
-                    }
-                }
-                Table::Map(t) => {
-                    for e in t.groups[g].iter() {
-                        for (uk, v) in &e.value {
-                            visit(SnapshotEntry::MapItem { state, key: &e.key, user_key: uk, value: v });
-                        }
-                    }
-                }
-                Table::OperatorList(_) | Table::Broadcast(_) => {}
-            }
-        }
-        for (d, domain) in [(0, TimeDomain::EventTime), (1, TimeDomain::ProcessingTime)] {
-            for (time, tkg, key) in &self.timers[d] {
-                if *tkg == kg {
-                    visit(SnapshotEntry::Timer { domain, time: *time, key });
-                }
-            }
-        }
-        Ok(())
-    }
-
-    fn snapshot_operator_state(&mut self, visit: &mut dyn FnMut(SnapshotEntry<'_>)) -> Result<(), StateError> {
-        for (i, table) in self.tables.iter().enumerate() {
-            let state = i as StateId;
-            match table {
-                Table::OperatorList(items) => {
-                    for v in items {
-                        visit(SnapshotEntry::OperatorItem { state, value: v });
-                    }
-                }
-                Table::Broadcast(m) => {
-                    for (uk, v) in m {
-                        visit(SnapshotEntry::BroadcastItem { state, user_key: uk, value: v });
-                    }
-                }
-                _ => {}
-            }
-        }
-        Ok(())
+    fn freeze(&mut self) -> Box<dyn FrozenState> {
+        let tables = self
+            .tables
+            .iter()
+            .map(|t| match t {
+                Table::Value(t) => FrozenTable::Value(t.freeze()),
+                Table::List(t) => FrozenTable::List(t.freeze()),
+                Table::Map(t) => FrozenTable::Map(t.freeze()),
+                Table::OperatorList(v) => FrozenTable::OperatorList(v.clone()),
+                Table::Broadcast(m) => FrozenTable::Broadcast(m.clone()),
+            })
+            .collect();
+        Box::new(FrozenHashMap {
+            range: self.range,
+            descriptors: self.descriptors.clone(),
+            tables,
+            timers: self.timers.clone(),
+            timers_by_group: None,
+        })
     }
 
     fn restore_entry(&mut self, kg: u16, entry: SnapshotEntry<'_>) -> Result<(), StateError> {
@@ -608,6 +610,107 @@ impl StateBackend for HashMapBackend {
             Table::Map(t) => t.len(),
             Table::OperatorList(_) | Table::Broadcast(_) => 0,
         }
+    }
+}
+
+enum FrozenTable {
+    Value(Vec<Option<Arc<HashTable<Entry<InlineValue>>>>>),
+    List(Vec<Option<Arc<HashTable<Entry<ListValue>>>>>),
+    Map(Vec<Option<Arc<HashTable<Entry<MapValue>>>>>),
+    OperatorList(Arc<Vec<Vec<u8>>>),
+    Broadcast(Arc<MapValue>),
+}
+
+/// A timer of a frozen state, filed under its key group.
+type GroupTimer = (TimeDomain, i64, Vec<u8>);
+
+/// A hashmap backend's state at one instant, shared copy-on-write with the
+/// live backend.
+struct FrozenHashMap {
+    range: KeyGroupRange,
+    descriptors: Vec<super::StateDescriptor>,
+    tables: Vec<FrozenTable>,
+    timers: [Arc<Timers>; 2],
+    /// Timers split by key group on first use (off the task thread): the
+    /// sets are ordered by time, not group.
+    timers_by_group: Option<BTreeMap<u16, Vec<GroupTimer>>>,
+}
+
+impl FrozenState for FrozenHashMap {
+    fn descriptors(&self) -> &[super::StateDescriptor] {
+        &self.descriptors
+    }
+
+    fn range(&self) -> KeyGroupRange {
+        self.range
+    }
+
+    fn key_group(&mut self, kg: u16, visit: &mut dyn FnMut(SnapshotEntry<'_>)) -> Result<(), StateError> {
+        if !self.range.contains(kg) {
+            return Err(StateError::KeyGroupOutOfRange { key_group: kg, start: self.range.start, end: self.range.end });
+        }
+        let g = usize::from(kg - self.range.start);
+        for (i, table) in self.tables.iter_mut().enumerate() {
+            let state = i as StateId;
+            // `take`: once written, the group is released, and the live
+            // backend writes to it without copying.
+            match table {
+                FrozenTable::Value(t) => {
+                    for e in t[g].take().iter().flat_map(|t| t.iter()) {
+                        visit(SnapshotEntry::Value { state, key: &e.key, value: &e.value });
+                    }
+                }
+                FrozenTable::List(t) => {
+                    for e in t[g].take().iter().flat_map(|t| t.iter()) {
+                        for v in &e.value {
+                            visit(SnapshotEntry::ListItem { state, key: &e.key, value: v });
+                        }
+                    }
+                }
+                FrozenTable::Map(t) => {
+                    for e in t[g].take().iter().flat_map(|t| t.iter()) {
+                        for (uk, v) in &e.value {
+                            visit(SnapshotEntry::MapItem { state, key: &e.key, user_key: uk, value: v });
+                        }
+                    }
+                }
+                FrozenTable::OperatorList(_) | FrozenTable::Broadcast(_) => {}
+            }
+        }
+        let timers = &self.timers;
+        let by_group = self.timers_by_group.get_or_insert_with(|| {
+            let mut m: BTreeMap<u16, Vec<GroupTimer>> = BTreeMap::new();
+            for (d, domain) in [(0, TimeDomain::EventTime), (1, TimeDomain::ProcessingTime)] {
+                for (time, tkg, key) in timers[d].iter() {
+                    m.entry(*tkg).or_default().push((domain, *time, key.clone()));
+                }
+            }
+            m
+        });
+        for (domain, time, key) in by_group.remove(&kg).unwrap_or_default() {
+            visit(SnapshotEntry::Timer { domain, time, key: &key });
+        }
+        Ok(())
+    }
+
+    fn operator_state(&mut self, visit: &mut dyn FnMut(SnapshotEntry<'_>)) -> Result<(), StateError> {
+        for (i, table) in self.tables.iter().enumerate() {
+            let state = i as StateId;
+            match table {
+                FrozenTable::OperatorList(items) => {
+                    for v in items.iter() {
+                        visit(SnapshotEntry::OperatorItem { state, value: v });
+                    }
+                }
+                FrozenTable::Broadcast(m) => {
+                    for (uk, v) in m.iter() {
+                        visit(SnapshotEntry::BroadcastItem { state, user_key: uk, value: v });
+                    }
+                }
+                _ => {}
+            }
+        }
+        Ok(())
     }
 }
 

@@ -395,16 +395,12 @@ pub trait StateBackend: Send {
     /// seen twice: this serves incremental clean-up, not snapshots.
     fn scan_keys(&mut self, state: StateId, cursor: u64, max: u32) -> (Vec<(u16, Vec<u8>)>, Option<u64>);
 
-    /// Snapshots: hands every keyed entry and timer of key group
-    /// `key_group` to `visit` (stored bytes, as the backend holds them).
-    fn snapshot_key_group(
-        &mut self,
-        key_group: u16,
-        visit: &mut dyn FnMut(SnapshotEntry<'_>),
-    ) -> Result<(), StateError>;
-    /// Snapshots: hands every operator list item and broadcast entry to
-    /// `visit`.
-    fn snapshot_operator_state(&mut self, visit: &mut dyn FnMut(SnapshotEntry<'_>)) -> Result<(), StateError>;
+    /// The synchronous part of a snapshot: a frozen view of every state,
+    /// which [`snapshot::write_snapshot`] writes out later, on another
+    /// thread, while this backend goes on changing. Its cost must not grow
+    /// with the state's size (the hashmap backend shares its tables
+    /// copy-on-write).
+    fn freeze(&mut self) -> Box<dyn FrozenState>;
     /// Restores one entry (of `key_group`, for keyed entries) written by a
     /// snapshot; the states must be registered already.
     fn restore_entry(&mut self, key_group: u16, entry: SnapshotEntry<'_>) -> Result<(), StateError>;
@@ -412,6 +408,20 @@ pub trait StateBackend: Send {
     /// Number of keys that hold a value in a keyed state (for tests and
     /// inspection).
     fn key_count(&self, state: StateId) -> usize;
+}
+
+/// A backend's state at the instant of [`StateBackend::freeze`].
+pub trait FrozenState: Send {
+    /// Every registered state, indexed by id.
+    fn descriptors(&self) -> &[StateDescriptor];
+    /// The key groups it holds.
+    fn range(&self) -> key_group::KeyGroupRange;
+    /// Hands every keyed entry and timer of `key_group` to `visit` (stored
+    /// bytes, as the backend holds them), then lets go of that group: each
+    /// group is visited once.
+    fn key_group(&mut self, key_group: u16, visit: &mut dyn FnMut(SnapshotEntry<'_>)) -> Result<(), StateError>;
+    /// Hands every operator list item and broadcast entry to `visit`.
+    fn operator_state(&mut self, visit: &mut dyn FnMut(SnapshotEntry<'_>)) -> Result<(), StateError>;
 }
 
 /// Checks a state name: 1-128 letters, digits, `-`, `_`, `.`.

@@ -11,7 +11,8 @@
 
 use super::key_group::KeyGroupRange;
 use super::{
-    Redistribution, SnapshotEntry, StateBackend, StateDescriptor, StateError, StateKind, TimeDomain, TtlConfig,
+    FrozenState, Redistribution, SnapshotEntry, StateBackend, StateDescriptor, StateError, StateKind, TimeDomain,
+    TtlConfig,
 };
 use thiserror::Error;
 
@@ -145,19 +146,16 @@ fn put_entry(out: &mut Vec<u8>, e: SnapshotEntry<'_>) {
     }
 }
 
-/// Writes the state of a subtask owning `range` of `max_parallelism` key
-/// groups.
-pub fn write_snapshot(
-    backend: &mut dyn StateBackend,
-    range: KeyGroupRange,
-    max_parallelism: u32,
-) -> Result<Vec<u8>, SnapshotError> {
+/// Writes a frozen subtask state of a job with `max_parallelism` key
+/// groups (the asynchronous part of a snapshot).
+pub fn write_snapshot(frozen: &mut dyn FrozenState, max_parallelism: u32) -> Result<Vec<u8>, SnapshotError> {
+    let range = frozen.range();
     let mut out = Vec::new();
     out.extend_from_slice(MAGIC);
     out.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
     let mut header = Vec::new();
     put_varint(&mut header, u64::from(max_parallelism));
-    let descriptors = backend.descriptors().to_vec();
+    let descriptors = frozen.descriptors().to_vec();
     put_varint(&mut header, descriptors.len() as u64);
     for d in &descriptors {
         put_bytes(&mut header, d.name.as_bytes());
@@ -182,7 +180,7 @@ pub fn write_snapshot(
     let mut payload = Vec::new();
     for kg in range.start..range.end {
         payload.clear();
-        backend.snapshot_key_group(kg, &mut |e| put_entry(&mut payload, e))?;
+        frozen.key_group(kg, &mut |e| put_entry(&mut payload, e))?;
         if !payload.is_empty() {
             let mut head = vec![b'K'];
             head.extend_from_slice(&kg.to_le_bytes());
@@ -190,7 +188,7 @@ pub fn write_snapshot(
         }
     }
     payload.clear();
-    backend.snapshot_operator_state(&mut |e| put_entry(&mut payload, e))?;
+    frozen.operator_state(&mut |e| put_entry(&mut payload, e))?;
     if !payload.is_empty() {
         put_section(&mut out, b"O", &payload);
     }
@@ -288,6 +286,16 @@ fn sections(bytes: &[u8]) -> Result<Vec<Section<'_>>, SnapshotError> {
     }
 }
 
+/// Checks a snapshot's framing and every section's checksum without
+/// restoring it.
+pub fn verify_snapshot(bytes: &[u8]) -> Result<(), SnapshotError> {
+    let sections = sections(bytes)?;
+    if sections.first().is_none_or(|s| s.tag != b'H') {
+        return Err(SnapshotError::Corrupt("no header section".into()));
+    }
+    Ok(())
+}
+
 /// What a restore did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct RestoreSummary {
@@ -301,13 +309,15 @@ pub struct RestoreSummary {
 
 /// Restores a snapshot into `backend`, which owns `range` of
 /// `max_parallelism` key groups: registers the snapshot's states, then
-/// restores the key groups in `range` and the operator state. The whole
-/// file is checked first; on any error nothing has been restored.
+/// restores the key groups in `range`, and the operator and broadcast state
+/// if `with_operator_state`. The whole file is checked first; on any error
+/// nothing has been restored.
 pub fn restore_snapshot(
     bytes: &[u8],
     backend: &mut dyn StateBackend,
     range: KeyGroupRange,
     max_parallelism: u32,
+    with_operator_state: bool,
 ) -> Result<RestoreSummary, SnapshotError> {
     let sections = sections(bytes)?;
     let Some(header) = sections.first().filter(|s| s.tag == b'H') else {
@@ -355,6 +365,9 @@ pub fn restore_snapshot(
     for s in &sections[1..] {
         if s.tag == b'K' && !range.contains(s.key_group) {
             summary.skipped_key_groups += 1;
+            continue;
+        }
+        if s.tag == b'O' && !with_operator_state {
             continue;
         }
         if s.tag == b'K' {
@@ -430,13 +443,13 @@ mod tests {
             let hash = key_hash(&k);
             b.value_set(v, KeyRef { key: &k, hash, key_group: key_group_of_hash(hash, 8) }, b"1").unwrap();
         }
-        write_snapshot(&mut b, range, 8).unwrap()
+        write_snapshot(b.freeze().as_mut(), 8).unwrap()
     }
 
     fn restore(bytes: &[u8]) -> (Result<RestoreSummary, SnapshotError>, HashMapBackend) {
         let range = KeyGroupRange { start: 0, end: 8 };
         let mut b = HashMapBackend::new(range);
-        (restore_snapshot(bytes, &mut b, range, 8), b)
+        (restore_snapshot(bytes, &mut b, range, 8, true), b)
     }
 
     #[test]
@@ -465,7 +478,7 @@ mod tests {
         v2[8] = 2;
         assert!(matches!(restore(&v2).0, Err(SnapshotError::UnsupportedVersion(2))));
         let mut b = HashMapBackend::new(KeyGroupRange { start: 0, end: 16 });
-        let err = restore_snapshot(&good, &mut b, KeyGroupRange { start: 0, end: 16 }, 16).unwrap_err();
+        let err = restore_snapshot(&good, &mut b, KeyGroupRange { start: 0, end: 16 }, 16, true).unwrap_err();
         assert!(matches!(err, SnapshotError::MaxParallelism { expected: 16, found: 8 }), "{err}");
     }
 

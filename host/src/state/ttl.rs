@@ -14,7 +14,8 @@
 
 use super::key_group::{key_group_of_hash, key_hash};
 use super::{
-    KeyRef, MapEntry, SnapshotEntry, StateBackend, StateDescriptor, StateError, StateId, TimeDomain, TtlConfig,
+    FrozenState, KeyRef, MapEntry, SnapshotEntry, StateBackend, StateDescriptor, StateError, StateId, TimeDomain,
+    TtlConfig,
 };
 use std::sync::Arc;
 
@@ -441,14 +442,11 @@ impl<B: StateBackend> StateBackend for TtlBackend<B> {
         self.inner.scan_keys(s, cursor, max)
     }
 
-    fn snapshot_key_group(&mut self, kg: u16, visit: &mut dyn FnMut(SnapshotEntry<'_>)) -> Result<(), StateError> {
+    fn freeze(&mut self) -> Box<dyn FrozenState> {
         // Stored bytes keep their expiry prefix: a restore puts them back as
-        // they were, and they expire when they would have.
-        self.inner.snapshot_key_group(kg, visit)
-    }
-
-    fn snapshot_operator_state(&mut self, visit: &mut dyn FnMut(SnapshotEntry<'_>)) -> Result<(), StateError> {
-        self.inner.snapshot_operator_state(visit)
+        // they were, and they expire when they would have. The descriptors
+        // are this layer's, with their TTL.
+        Box::new(WithDescriptors { inner: self.inner.freeze(), descriptors: self.descriptors.clone() })
     }
 
     fn restore_entry(&mut self, kg: u16, entry: SnapshotEntry<'_>) -> Result<(), StateError> {
@@ -457,6 +455,30 @@ impl<B: StateBackend> StateBackend for TtlBackend<B> {
 
     fn key_count(&self, s: StateId) -> usize {
         self.inner.key_count(s)
+    }
+}
+
+/// A frozen inner backend under this layer's descriptors.
+struct WithDescriptors {
+    inner: Box<dyn FrozenState>,
+    descriptors: Vec<StateDescriptor>,
+}
+
+impl FrozenState for WithDescriptors {
+    fn descriptors(&self) -> &[StateDescriptor] {
+        &self.descriptors
+    }
+
+    fn range(&self) -> super::key_group::KeyGroupRange {
+        self.inner.range()
+    }
+
+    fn key_group(&mut self, kg: u16, visit: &mut dyn FnMut(SnapshotEntry<'_>)) -> Result<(), StateError> {
+        self.inner.key_group(kg, visit)
+    }
+
+    fn operator_state(&mut self, visit: &mut dyn FnMut(SnapshotEntry<'_>)) -> Result<(), StateError> {
+        self.inner.operator_state(visit)
     }
 }
 

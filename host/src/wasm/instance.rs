@@ -92,6 +92,11 @@ impl OperatorInstance {
         self.store.data()
     }
 
+    /// The synchronous part of a snapshot: the state as of now, frozen.
+    pub fn freeze_state(&mut self) -> Box<dyn crate::state::FrozenState> {
+        self.store.data_mut().backend_mut().freeze()
+    }
+
     /// Sets the watermark the guest sees.
     pub fn set_watermark(&mut self, watermark: i64) {
         self.store.data_mut().watermark = watermark;

@@ -1,7 +1,8 @@
 //! A test operator that misbehaves on purpose, so the host's failure handling
 //! can be tested with a real component. Params (from `job.toml`):
-//! - `mode`: `trap` (panic), `loop` (spin forever), `alloc` (grow memory
-//!   without bound) or `error` (return an error);
+//! - `mode`: `trap` (panic), `trap-once` (panic on the job's first run
+//!   only: after a restart, pass through), `loop` (spin forever), `alloc`
+//!   (grow memory without bound) or `error` (return an error);
 //! - `on`: the payload that triggers it (default: every record).
 //!
 //! Records that do not trigger it pass through unchanged.
@@ -11,6 +12,7 @@ use weir_sdk::{Context, Element, Error, OpenContext, Operator, Result, export_op
 struct Misbehave {
     mode: String,
     on: Option<Vec<u8>>,
+    attempt: u32,
 }
 
 impl Operator for Misbehave {
@@ -18,16 +20,18 @@ impl Operator for Misbehave {
         Ok(Misbehave {
             mode: ctx.param("mode").unwrap_or("trap").to_string(),
             on: ctx.param("on").map(|s| s.as_bytes().to_vec()),
+            attempt: ctx.info().attempt_number,
         })
     }
 
     fn process(&mut self, ctx: &mut Context, input: Element<'_>) -> Result<()> {
-        if self.on.as_deref().is_some_and(|on| on != input.payload) {
+        let spared = self.mode == "trap-once" && self.attempt > 0;
+        if spared || self.on.as_deref().is_some_and(|on| on != input.payload) {
             ctx.emit_element(&input);
             return Ok(());
         }
         match self.mode.as_str() {
-            "trap" => panic!("misbehave: trap on {:?}", input.payload_str()),
+            "trap" | "trap-once" => panic!("misbehave: trap on {:?}", input.payload_str()),
             "loop" => {
                 let mut x: u64 = 1;
                 loop {

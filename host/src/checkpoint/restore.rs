@@ -1,0 +1,144 @@
+//! Finding and reading a checkpoint to restore: the latest usable one of a
+//! job (`--resume`, falling back past damaged ones with a warning), or one
+//! named by its URI (`--from-checkpoint`). Everything a restore needs is
+//! read and checked here, before any task starts, so a damaged checkpoint
+//! is reported instead of failing tasks half-way.
+
+use super::metadata::{CheckpointMetadata, MetadataError};
+use super::storage::{CheckpointStorage, StorageError};
+use crate::config::StorageSettings;
+use crate::state::snapshot::{SnapshotError, verify_snapshot};
+use bytes::Bytes;
+use std::collections::HashMap;
+use std::sync::Arc;
+use thiserror::Error;
+
+/// Why a checkpoint cannot be restored.
+#[derive(Debug, Error)]
+#[non_exhaustive]
+pub enum RestoreError {
+    /// Storage failed or a file does not match `_metadata`.
+    #[error(transparent)]
+    Storage(#[from] StorageError),
+    /// `_metadata` is damaged.
+    #[error("{location}: {source}")]
+    Metadata {
+        /// Where.
+        location: String,
+        /// How.
+        source: MetadataError,
+    },
+    /// A state file is damaged.
+    #[error("{location}: {source}")]
+    Snapshot {
+        /// Where.
+        location: String,
+        /// How.
+        source: SnapshotError,
+    },
+    /// Every checkpoint of the job is damaged.
+    #[error("no usable checkpoint in {dir}; nothing was deleted:\n{}", reasons.join("\n"))]
+    NoneUsable {
+        /// The job's checkpoint directory.
+        dir: String,
+        /// One line per checkpoint.
+        reasons: Vec<String>,
+    },
+    /// The URI does not name a checkpoint.
+    #[error(
+        "{0:?} does not name a checkpoint: use <dir>/<job>/chk-<n>, as in file:///var/lib/weir/checkpoints/wordcount/chk-12"
+    )]
+    BadUri(String),
+}
+
+/// A checkpoint read and checked, ready to hand to tasks.
+#[derive(Debug)]
+pub struct Restored {
+    /// Its metadata.
+    pub metadata: CheckpointMetadata,
+    /// Operator uid to the snapshot bytes of each of its subtasks.
+    pub states: HashMap<String, Arc<Vec<Bytes>>>,
+    /// Where it was read from, for messages.
+    pub location: String,
+}
+
+/// Reads checkpoint `id` whole and checks every part of it.
+pub fn load(storage: &CheckpointStorage, id: u64) -> Result<Restored, RestoreError> {
+    let location = format!("{}/chk-{id}", storage.display());
+    let bytes = storage.read_metadata(id)?;
+    let metadata = CheckpointMetadata::decode(&bytes)
+        .map_err(|source| RestoreError::Metadata { location: format!("{location}/_metadata"), source })?;
+    let mut states = HashMap::new();
+    for (uid, op) in &metadata.operators {
+        let mut subtasks = Vec::with_capacity(op.subtasks.len());
+        for (i, handle) in op.subtasks.iter().enumerate() {
+            let bytes = storage.read_state(handle)?;
+            verify_snapshot(&bytes).map_err(|source| RestoreError::Snapshot {
+                location: format!("{location}: state of operator '{uid}' subtask {i}"),
+                source,
+            })?;
+            subtasks.push(bytes);
+        }
+        states.insert(uid.clone(), Arc::new(subtasks));
+    }
+    Ok(Restored { metadata, states, location })
+}
+
+/// The latest usable checkpoint of the job in `storage`, falling back past
+/// damaged ones (each with a warning). `Ok(None)` when there is none at all.
+pub fn load_latest(storage: &CheckpointStorage) -> Result<Option<Restored>, RestoreError> {
+    let ids = storage.list_checkpoints()?;
+    let mut reasons = Vec::new();
+    for &id in ids.iter().rev() {
+        match load(storage, id) {
+            Ok(r) => return Ok(Some(r)),
+            Err(e) => {
+                tracing::warn!(checkpoint = id, error = %e, "checkpoint is unusable; trying the one before");
+                reasons.push(format!("  chk-{id}: {e}"));
+            }
+        }
+    }
+    if ids.is_empty() {
+        Ok(None)
+    } else {
+        Err(RestoreError::NoneUsable { dir: storage.display().to_string(), reasons })
+    }
+}
+
+/// Splits `<dir>/<job>/chk-<n>[/_metadata]` into (dir, job, n).
+pub fn parse_uri(uri: &str) -> Result<(String, String, u64), RestoreError> {
+    let bad = || RestoreError::BadUri(uri.to_string());
+    let trimmed = uri.trim_end_matches('/');
+    let trimmed = trimmed.strip_suffix("/_metadata").unwrap_or(trimmed);
+    let (rest, chk) = trimmed.rsplit_once('/').ok_or_else(bad)?;
+    let id: u64 = chk.strip_prefix("chk-").and_then(|n| n.parse().ok()).ok_or_else(bad)?;
+    let (dir, job) = rest.rsplit_once('/').ok_or_else(bad)?;
+    if job.is_empty() || !(dir.starts_with("file://") || dir.starts_with("s3://")) || dir.ends_with(':') {
+        return Err(bad());
+    }
+    Ok((dir.to_string(), job.to_string(), id))
+}
+
+/// Opens the storage a checkpoint URI points into, with the S3 options of
+/// `settings`.
+pub fn open_uri(uri: &str, settings: &StorageSettings) -> Result<(CheckpointStorage, String, u64), RestoreError> {
+    let (dir, job, id) = parse_uri(uri)?;
+    let settings = StorageSettings { dir: Some(dir), ..settings.clone() };
+    Ok((CheckpointStorage::open(&settings, &job)?, job, id))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn uris_name_dir_job_and_id() {
+        assert_eq!(
+            parse_uri("file:///var/ck/wc/chk-12").unwrap(),
+            ("file:///var/ck".to_string(), "wc".to_string(), 12)
+        );
+        assert_eq!(parse_uri("s3://b/p/wc/chk-3/_metadata").unwrap(), ("s3://b/p".to_string(), "wc".to_string(), 3));
+        assert!(parse_uri("file:///var/ck/wc").is_err());
+        assert!(parse_uri("/var/ck/wc/chk-1").is_err());
+    }
+}

@@ -1,0 +1,388 @@
+//! Checkpoint storage: where state files and `_metadata` go, through
+//! `object_store` (a local directory, S3 or an S3-compatible store, or host
+//! memory). All object-store I/O of the checkpoint code happens here, behind
+//! blocking calls, so the protocol and the tasks stay synchronous.
+//!
+//! Layout under the configured directory (see `docs/checkpoint-format.md`):
+//! `<job>/chk-<n>/_metadata`, written last and create-only, beside
+//! `<job>/chk-<n>/<operator>-<subtask>.snap`, one per subtask whose state is
+//! larger than the inline threshold. Paths inside `_metadata` are relative
+//! to `<job>/`, so a job directory can be copied elsewhere and still read.
+
+use super::metadata::StateHandle;
+use crate::config::StorageSettings;
+use bytes::Bytes;
+use futures::TryStreamExt;
+use object_store::path::Path as ObjectPath;
+use object_store::{ObjectStore, PutMode, PutOptions, PutPayload};
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+use thiserror::Error;
+
+/// Why storage failed.
+#[derive(Debug, Error)]
+#[non_exhaustive]
+pub enum StorageError {
+    /// The directory setting cannot be used.
+    #[error("state.checkpoints.dir = \"{dir}\": {message}")]
+    BadDir {
+        /// The setting.
+        dir: String,
+        /// What is wrong.
+        message: String,
+    },
+    /// `_metadata` of this checkpoint exists already: another run (or host)
+    /// committed it first.
+    #[error("{location} already exists: another run of this job committed checkpoint {id} first")]
+    AlreadyCommitted {
+        /// The checkpoint.
+        id: u64,
+        /// Where.
+        location: String,
+    },
+    /// A state is too large for in-memory storage.
+    #[error(
+        "{task}: state is {size} bytes, over the {limit}-byte limit of in-memory checkpoint storage (set state.checkpoints.dir to a file:// or s3:// directory, or raise state.checkpoints.memory_max_state_size)"
+    )]
+    TooLargeForMemory {
+        /// The subtask.
+        task: String,
+        /// Its state's size.
+        size: u64,
+        /// The limit.
+        limit: u64,
+    },
+    /// A read, write, list or delete failed.
+    #[error("{op} {location}: {source}")]
+    Io {
+        /// "writing", "reading", ...
+        op: &'static str,
+        /// Where.
+        location: String,
+        /// The store's error.
+        #[source]
+        source: object_store::Error,
+    },
+    /// A state file does not match what `_metadata` says of it.
+    #[error("{location} is corrupt: {message}")]
+    Corrupt {
+        /// Where.
+        location: String,
+        /// How.
+        message: String,
+    },
+}
+
+/// Where checkpoints of one job are stored.
+pub struct CheckpointStorage {
+    store: Arc<dyn ObjectStore>,
+    /// `<prefix>/<job>`: every object of this job is under it.
+    root: ObjectPath,
+    /// The job directory as the user would write it, for messages.
+    display: String,
+    /// Some(limit) when the store is host memory.
+    memory_limit: Option<u64>,
+    inline_threshold: u64,
+    runtime: tokio::runtime::Runtime,
+}
+
+impl fmt::Debug for CheckpointStorage {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CheckpointStorage").field("dir", &self.display).finish()
+    }
+}
+
+/// Name of checkpoint `id`'s directory.
+pub fn checkpoint_dir_name(id: u64) -> String {
+    format!("chk-{id}")
+}
+
+impl CheckpointStorage {
+    /// Opens the storage of job `job` as `settings` say: a `file://` or
+    /// `s3://` directory, or host memory when none is set.
+    pub fn open(settings: &StorageSettings, job: &str) -> Result<Self, StorageError> {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .thread_name("weir-storage")
+            .enable_all()
+            .build()
+            .map_err(|e| StorageError::BadDir { dir: "(runtime)".into(), message: e.to_string() })?;
+        let Some(dir) = settings.dir.as_deref() else {
+            return Ok(CheckpointStorage {
+                store: Arc::new(object_store::memory::InMemory::new()),
+                root: ObjectPath::from(job),
+                display: format!("memory:/{job}"),
+                memory_limit: Some(settings.memory_max_state_size),
+                inline_threshold: settings.inline_threshold,
+                runtime,
+            });
+        };
+        let bad = |message: String| StorageError::BadDir { dir: dir.to_string(), message };
+        let (store, prefix): (Arc<dyn ObjectStore>, String) = if let Some(path) = dir.strip_prefix("file://") {
+            if !path.starts_with('/') {
+                return Err(bad("a file:// directory must be absolute, as in file:///var/lib/weir/checkpoints".into()));
+            }
+            std::fs::create_dir_all(path).map_err(|e| bad(format!("cannot create {path}: {e}")))?;
+            let local = object_store::local::LocalFileSystem::new_with_prefix(path)
+                .map_err(|e| bad(e.to_string()))?
+                .with_automatic_cleanup(true);
+            (Arc::new(local), String::new())
+        } else if let Some(rest) = dir.strip_prefix("s3://") {
+            let (bucket, prefix) = rest.split_once('/').unwrap_or((rest, ""));
+            if bucket.is_empty() {
+                return Err(bad("no bucket: write s3://bucket or s3://bucket/prefix".into()));
+            }
+            (Arc::new(s3_store(bucket, &settings.s3).map_err(|e| bad(e.to_string()))?), prefix.to_string())
+        } else {
+            return Err(bad("must start with file:// or s3://".into()));
+        };
+        let root = ObjectPath::from(prefix.trim_matches('/')).child(job);
+        Ok(CheckpointStorage {
+            store,
+            root,
+            display: format!("{}/{job}", dir.trim_end_matches('/')),
+            memory_limit: None,
+            inline_threshold: settings.inline_threshold,
+            runtime,
+        })
+    }
+
+    /// The job's directory, as the user would write it.
+    pub fn display(&self) -> &str {
+        &self.display
+    }
+
+    /// Whether checkpoints survive the process.
+    pub fn is_durable(&self) -> bool {
+        self.memory_limit.is_none()
+    }
+
+    fn path(&self, relative: &str) -> ObjectPath {
+        let mut p = self.root.clone();
+        for part in relative.split('/') {
+            p = p.child(part);
+        }
+        p
+    }
+
+    fn location(&self, relative: &str) -> String {
+        format!("{}/{relative}", self.display)
+    }
+
+    /// Stores the state of `task` for checkpoint `id`: inlined in the
+    /// metadata when small, a file `chk-<id>/<name>` otherwise.
+    pub fn put_state(&self, id: u64, task: &str, name: &str, bytes: Vec<u8>) -> Result<StateHandle, StorageError> {
+        let size = bytes.len() as u64;
+        if let Some(limit) = self.memory_limit
+            && size > limit
+        {
+            return Err(StorageError::TooLargeForMemory { task: task.to_string(), size, limit });
+        }
+        let crc32 = crc32fast::hash(&bytes);
+        if size <= self.inline_threshold {
+            return Ok(StateHandle::Inline { data: bytes });
+        }
+        let relative = format!("{}/{name}", checkpoint_dir_name(id));
+        let path = self.path(&relative);
+        self.runtime.block_on(self.store.put(&path, PutPayload::from(bytes))).map_err(|source| StorageError::Io {
+            op: "writing",
+            location: self.location(&relative),
+            source,
+        })?;
+        Ok(StateHandle::File { path: relative, size, crc32 })
+    }
+
+    /// Reads a state handle's bytes, checking size and checksum.
+    pub fn read_state(&self, handle: &StateHandle) -> Result<Bytes, StorageError> {
+        match handle {
+            StateHandle::Inline { data } => Ok(Bytes::from(data.clone())),
+            StateHandle::File { path, size, crc32 } => {
+                let location = self.location(path);
+                let bytes = self
+                    .runtime
+                    .block_on(async { self.store.get(&self.path(path)).await?.bytes().await })
+                    .map_err(|source| StorageError::Io { op: "reading", location: location.clone(), source })?;
+                if bytes.len() as u64 != *size {
+                    return Err(StorageError::Corrupt {
+                        location,
+                        message: format!("{} bytes, _metadata says {size} (truncated?)", bytes.len()),
+                    });
+                }
+                if crc32fast::hash(&bytes) != *crc32 {
+                    return Err(StorageError::Corrupt { location, message: "checksum mismatch".into() });
+                }
+                Ok(bytes)
+            }
+        }
+    }
+
+    /// Writes `_metadata` of checkpoint `id`, create-only: if it exists
+    /// (another run committed this id), nothing is written.
+    pub fn write_metadata(&self, id: u64, bytes: Vec<u8>) -> Result<(), StorageError> {
+        let relative = format!("{}/_metadata", checkpoint_dir_name(id));
+        let path = self.path(&relative);
+        let opts = PutOptions { mode: PutMode::Create, ..Default::default() };
+        match self.runtime.block_on(self.store.put_opts(&path, PutPayload::from(bytes), opts)) {
+            Ok(_) => Ok(()),
+            Err(object_store::Error::AlreadyExists { .. }) => {
+                Err(StorageError::AlreadyCommitted { id, location: self.location(&relative) })
+            }
+            Err(source) => Err(StorageError::Io { op: "writing", location: self.location(&relative), source }),
+        }
+    }
+
+    /// Reads `_metadata` of checkpoint `id`.
+    pub fn read_metadata(&self, id: u64) -> Result<Bytes, StorageError> {
+        let relative = format!("{}/_metadata", checkpoint_dir_name(id));
+        let path = self.path(&relative);
+        self.runtime.block_on(async { self.store.get(&path).await?.bytes().await }).map_err(|source| StorageError::Io {
+            op: "reading",
+            location: self.location(&relative),
+            source,
+        })
+    }
+
+    /// Ids of the checkpoints that have a `_metadata` (complete ones, or
+    /// corrupt ones a reader will find out about), in increasing order.
+    pub fn list_checkpoints(&self) -> Result<Vec<u64>, StorageError> {
+        let objects: Vec<_> = self
+            .runtime
+            .block_on(self.store.list(Some(&self.root)).try_collect::<Vec<_>>())
+            .map_err(|source| StorageError::Io { op: "listing", location: self.display.clone(), source })?;
+        let mut ids: Vec<u64> = objects
+            .iter()
+            .filter_map(|o| {
+                let parts: Vec<_> = o.location.prefix_match(&self.root)?.collect();
+                match parts.as_slice() {
+                    [dir, file] if file.as_ref() == "_metadata" => dir.as_ref().strip_prefix("chk-")?.parse().ok(),
+                    _ => None,
+                }
+            })
+            .collect();
+        ids.sort_unstable();
+        ids.dedup();
+        Ok(ids)
+    }
+
+    /// Deletes checkpoint `id`: `_metadata` first, so a deletion cut short
+    /// never leaves something that looks complete.
+    pub fn delete_checkpoint(&self, id: u64) -> Result<(), StorageError> {
+        let dir = checkpoint_dir_name(id);
+        let prefix = self.path(&dir);
+        let location = self.location(&dir);
+        let io = |source| StorageError::Io { op: "deleting", location: location.clone(), source };
+        let metadata = prefix.child("_metadata");
+        match self.runtime.block_on(self.store.delete(&metadata)) {
+            Ok(()) | Err(object_store::Error::NotFound { .. }) => {}
+            Err(e) => return Err(io(e)),
+        }
+        let rest: Vec<_> = self.runtime.block_on(self.store.list(Some(&prefix)).try_collect::<Vec<_>>()).map_err(io)?;
+        for o in rest {
+            match self.runtime.block_on(self.store.delete(&o.location)) {
+                Ok(()) | Err(object_store::Error::NotFound { .. }) => {}
+                Err(e) => return Err(io(e)),
+            }
+        }
+        Ok(())
+    }
+}
+
+/// An S3 client for `bucket`: the standard AWS environment variables, then
+/// the `state.checkpoints.s3.*` settings over them. Retries are few and
+/// short, so an unreachable store fails one checkpoint in seconds rather
+/// than stalling the job.
+fn s3_store(bucket: &str, s3: &crate::config::S3Settings) -> Result<object_store::aws::AmazonS3, object_store::Error> {
+    use object_store::aws::{AmazonS3Builder, S3ConditionalPut};
+    use object_store::{BackoffConfig, ClientOptions, RetryConfig};
+    let mut b = AmazonS3Builder::from_env()
+        .with_bucket_name(bucket)
+        .with_conditional_put(S3ConditionalPut::ETagMatch)
+        .with_retry(RetryConfig {
+            backoff: BackoffConfig {
+                init_backoff: Duration::from_millis(100),
+                max_backoff: Duration::from_secs(2),
+                base: 2.0,
+            },
+            max_retries: 3,
+            retry_timeout: Duration::from_secs(10),
+        })
+        .with_client_options(
+            ClientOptions::new().with_timeout(Duration::from_secs(30)).with_connect_timeout(Duration::from_secs(5)),
+        );
+    if let Some(e) = &s3.endpoint {
+        b = b.with_endpoint(e).with_virtual_hosted_style_request(false);
+        if e.starts_with("http://") {
+            b = b.with_allow_http(true);
+        }
+    }
+    if s3.allow_http {
+        b = b.with_allow_http(true);
+    }
+    if let Some(r) = &s3.region {
+        b = b.with_region(r);
+    }
+    if let Some(k) = &s3.access_key_id {
+        b = b.with_access_key_id(k);
+    }
+    if let Some(k) = &s3.secret_access_key {
+        b = b.with_secret_access_key(k);
+    }
+    b.build()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn settings(dir: Option<String>) -> StorageSettings {
+        StorageSettings {
+            dir,
+            inline_threshold: 16,
+            memory_max_state_size: 64,
+            s3: crate::config::S3Settings::default(),
+        }
+    }
+
+    #[test]
+    fn files_round_trip_metadata_is_create_only_and_deletes_go_metadata_first() {
+        let tmp = tempfile::tempdir().unwrap();
+        let s = CheckpointStorage::open(&settings(Some(format!("file://{}", tmp.path().display()))), "job").unwrap();
+        assert!(matches!(s.put_state(1, "op#0", "op-0.snap", b"small".to_vec()).unwrap(), StateHandle::Inline { .. }));
+        let big = vec![7u8; 100];
+        let handle = s.put_state(1, "op#0", "op-0.snap", big.clone()).unwrap();
+        assert!(tmp.path().join("job/chk-1/op-0.snap").is_file());
+        assert_eq!(s.read_state(&handle).unwrap(), big);
+        assert_eq!(s.list_checkpoints().unwrap(), Vec::<u64>::new(), "no _metadata, not listed");
+        s.write_metadata(1, b"m1".to_vec()).unwrap();
+        let err = s.write_metadata(1, b"other".to_vec()).unwrap_err();
+        assert!(matches!(err, StorageError::AlreadyCommitted { id: 1, .. }), "{err}");
+        assert_eq!(s.read_metadata(1).unwrap(), &b"m1"[..], "the first commit stands");
+        s.write_metadata(3, b"m3".to_vec()).unwrap();
+        assert_eq!(s.list_checkpoints().unwrap(), vec![1, 3]);
+        // A file that changed on disk is caught.
+        std::fs::write(tmp.path().join("job/chk-1/op-0.snap"), vec![7u8; 99]).unwrap();
+        assert!(matches!(s.read_state(&handle), Err(StorageError::Corrupt { .. })));
+        s.delete_checkpoint(1).unwrap();
+        assert_eq!(s.list_checkpoints().unwrap(), vec![3]);
+        assert!(!tmp.path().join("job/chk-1/op-0.snap").exists());
+    }
+
+    #[test]
+    fn memory_storage_has_a_size_limit() {
+        let s = CheckpointStorage::open(&settings(None), "job").unwrap();
+        assert!(!s.is_durable());
+        let h = s.put_state(1, "op#0", "op-0.snap", vec![1u8; 40]).unwrap();
+        assert_eq!(s.read_state(&h).unwrap().len(), 40);
+        let err = s.put_state(1, "op#0", "op-0.snap", vec![1u8; 65]).unwrap_err();
+        assert!(err.to_string().contains("over the 64-byte limit"), "{err}");
+    }
+
+    #[test]
+    fn bad_dirs_are_named() {
+        let err = CheckpointStorage::open(&settings(Some("file://relative/x".into())), "job").unwrap_err();
+        assert!(err.to_string().contains("must be absolute"), "{err}");
+        let err = CheckpointStorage::open(&settings(Some("s3://".into())), "job").unwrap_err();
+        assert!(err.to_string().contains("no bucket"), "{err}");
+    }
+}

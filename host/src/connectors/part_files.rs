@@ -1,0 +1,197 @@
+//! The transactional file sink's files, as Flink's `FileSink` keeps them:
+//! records go to a hidden in-progress file; at checkpoint *n*'s barrier it
+//! is closed, synced and renamed `.part-<n>.pending`; when *n* completes
+//! (or any later id: completion subsumes), pending files are renamed to
+//! `part-<n>`, which is the only name readers should look at. Renames are
+//! atomic, so a reader sees a part file whole or not at all.
+//!
+//! On restore from checkpoint *n*, the files pending in *n* are published
+//! (their records are covered by *n*) and every other unpublished file is
+//! deleted (its records come after *n* and will be written again). Files
+//! published by checkpoints after *n* (a restore from an older checkpoint,
+//! when newer ones are damaged) are withdrawn too, with a warning: their
+//! records come again, and keeping them would duplicate them.
+
+use super::super::checkpoint::metadata::SinkState;
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+
+const IN_PROGRESS: &str = ".inprogress";
+
+/// The sink's directory and the files it has not published yet.
+pub struct PartFiles {
+    dir: PathBuf,
+    current: Option<(BufWriter<File>, PathBuf)>,
+    /// Pending files, in order.
+    pending: Vec<String>,
+}
+
+/// The name a pending file is published under.
+fn published_name(pending: &str) -> Option<String> {
+    let tag = pending.strip_prefix(".part-")?.strip_suffix(".pending")?;
+    Some(format!("part-{tag}"))
+}
+
+impl PartFiles {
+    /// Opens `dir` for a fresh run: removes unpublished files left by a
+    /// run that was never checkpointed, and refuses a directory that holds
+    /// published output (it would mix two runs).
+    pub fn fresh(dir: &Path) -> Result<Self, String> {
+        std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+        let published = list(dir)?.into_iter().filter(|n| n.starts_with("part-")).collect::<Vec<_>>();
+        if !published.is_empty() {
+            return Err(format!(
+                "{} already holds published output of an earlier run ({}{}): remove it to start over, or continue that run with --resume",
+                dir.display(),
+                published[0],
+                if published.len() > 1 { format!(" and {} more", published.len() - 1) } else { String::new() }
+            ));
+        }
+        let files = PartFiles { dir: dir.to_path_buf(), current: None, pending: Vec::new() };
+        files.discard_unpublished(&[])?;
+        Ok(files)
+    }
+
+    /// Opens `dir` as of checkpoint `id` (`None`: the job's final one),
+    /// whose pending files were `pending`: publishes them, discards
+    /// everything else unpublished, and withdraws files published by later
+    /// checkpoints.
+    pub fn restore(dir: &Path, id: Option<u64>, pending: &[String]) -> Result<Self, String> {
+        std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+        let mut files = PartFiles { dir: dir.to_path_buf(), current: None, pending: pending.to_vec() };
+        files.publish_all()?;
+        files.discard_unpublished(&[])?;
+        if let Some(id) = id {
+            // Published names carry the checkpoint id, zero-padded, or "end".
+            let later: Vec<String> = list(dir)?
+                .into_iter()
+                .filter(|n| n.strip_prefix("part-").is_some_and(|t| t.parse::<u64>().map_or(true, |c| c > id)))
+                .collect();
+            if !later.is_empty() {
+                tracing::warn!(
+                    dir = %dir.display(),
+                    files = ?later,
+                    "withdrawing output published after checkpoint {id}: the job restarts from an older checkpoint and writes these records again"
+                );
+                for name in later {
+                    let path = dir.join(&name);
+                    std::fs::remove_file(&path).map_err(|e| format!("cannot remove {}: {e}", path.display()))?;
+                }
+            }
+        }
+        Ok(files)
+    }
+
+    fn discard_unpublished(&self, keep: &[String]) -> Result<(), String> {
+        for name in list(&self.dir)? {
+            let unpublished = name.starts_with(".part-") || name.starts_with(IN_PROGRESS);
+            if unpublished && !keep.contains(&name) {
+                let path = self.dir.join(&name);
+                std::fs::remove_file(&path).map_err(|e| format!("cannot remove {}: {e}", path.display()))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Writes one line to the in-progress file.
+    pub fn write_line(&mut self, line: &[u8]) -> Result<(), String> {
+        if self.current.is_none() {
+            let path = self.dir.join(format!("{IN_PROGRESS}-{}", std::process::id()));
+            let f = File::create(&path).map_err(|e| format!("cannot create {}: {e}", path.display()))?;
+            self.current = Some((BufWriter::with_capacity(1 << 20, f), path));
+        }
+        let (w, path) = self.current.as_mut().expect("opened above");
+        w.write_all(line).and_then(|_| w.write_all(b"\n")).map_err(|e| format!("cannot write {}: {e}", path.display()))
+    }
+
+    /// Closes the in-progress file (if it has anything) as pending under
+    /// `tag` (a checkpoint id, or "end"), and returns the sink's state.
+    pub fn seal(&mut self, tag: &str) -> Result<SinkState, String> {
+        if let Some((w, path)) = self.current.take() {
+            let f = w.into_inner().map_err(|e| format!("cannot write {}: {}", path.display(), e.error()))?;
+            f.sync_all().map_err(|e| format!("cannot sync {}: {e}", path.display()))?;
+            let name = format!(".part-{tag}.pending");
+            let to = self.dir.join(&name);
+            std::fs::rename(&path, &to).map_err(|e| format!("cannot rename {}: {e}", path.display()))?;
+            self.pending.push(name);
+        }
+        Ok(SinkState::Parts { pending: self.pending.clone() })
+    }
+
+    /// Publishes every pending file: the checkpoint covering them completed.
+    pub fn publish_all(&mut self) -> Result<(), String> {
+        for name in std::mem::take(&mut self.pending) {
+            let from = self.dir.join(&name);
+            let to = self.dir.join(published_name(&name).ok_or_else(|| format!("{name} is not a pending part file"))?);
+            if from.exists() {
+                std::fs::rename(&from, &to).map_err(|e| format!("cannot publish {}: {e}", from.display()))?;
+            } else if !to.exists() {
+                return Err(format!(
+                    "{} is missing: the checkpoint lists it as pending and it was never published",
+                    from.display()
+                ));
+            }
+        }
+        // Make the renames durable before anyone is told they happened.
+        File::open(&self.dir).and_then(|d| d.sync_all()).map_err(|e| format!("cannot sync {}: {e}", self.dir.display()))
+    }
+}
+
+fn list(dir: &Path) -> Result<Vec<String>, String> {
+    let entries = std::fs::read_dir(dir).map_err(|e| format!("cannot read {}: {e}", dir.display()))?;
+    let mut names: Vec<String> =
+        entries.filter_map(|e| e.ok()).filter_map(|e| e.file_name().into_string().ok()).collect();
+    names.sort();
+    Ok(names)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn names(dir: &Path) -> Vec<String> {
+        list(dir).unwrap()
+    }
+
+    #[test]
+    fn files_go_in_progress_then_pending_then_published() {
+        let tmp = tempfile::tempdir().unwrap();
+        let mut p = PartFiles::fresh(tmp.path()).unwrap();
+        p.write_line(b"a").unwrap();
+        assert_eq!(names(tmp.path()), [format!("{IN_PROGRESS}-{}", std::process::id())]);
+        let state = p.seal("01").unwrap();
+        assert_eq!(state, SinkState::Parts { pending: vec![".part-01.pending".into()] });
+        assert_eq!(p.seal("02").unwrap(), state, "nothing written: no new file");
+        p.write_line(b"b").unwrap();
+        p.seal("03").unwrap();
+        p.write_line(b"c").unwrap();
+        p.seal("end").unwrap();
+        p.publish_all().unwrap();
+        assert_eq!(names(tmp.path()), ["part-01", "part-03", "part-end"], "name order is output order");
+        assert_eq!(std::fs::read_to_string(tmp.path().join("part-03")).unwrap(), "b\n");
+    }
+
+    #[test]
+    fn a_restore_publishes_what_the_checkpoint_had_pending_and_drops_the_rest() {
+        let tmp = tempfile::tempdir().unwrap();
+        let mut p = PartFiles::fresh(tmp.path()).unwrap();
+        p.write_line(b"covered").unwrap();
+        let SinkState::Parts { pending } = p.seal("4").unwrap() else { unreachable!() };
+        p.write_line(b"after").unwrap();
+        p.seal("5").unwrap(); // checkpoint 5 never completes
+        p.write_line(b"in progress").unwrap();
+        drop(p); // the process dies
+        PartFiles::restore(tmp.path(), Some(4), &pending).unwrap();
+        assert_eq!(names(tmp.path()), ["part-4"]);
+        // Restoring again (a crash during the restore) changes nothing.
+        PartFiles::restore(tmp.path(), Some(4), &pending).unwrap();
+        assert_eq!(names(tmp.path()), ["part-4"]);
+        // A fresh run refuses to mix with published output.
+        let err = PartFiles::fresh(tmp.path()).err().unwrap();
+        assert!(err.contains("already holds published output") && err.contains("part-4"), "{err}");
+        // An older checkpoint withdraws what later ones published.
+        PartFiles::restore(tmp.path(), Some(3), &[]).unwrap();
+        assert!(names(tmp.path()).is_empty());
+    }
+}

@@ -1,0 +1,356 @@
+//! The coordinator's checkpoint edge: feeds task events and time into the
+//! pure [`Protocol`], carries out its commands (triggers to sources,
+//! `_metadata` writes, completion notices to every task), keeps completed
+//! checkpoints to `retained`, and writes the job's final checkpoint.
+//!
+//! Lives across restarts of one `host run`: ids keep growing and retention
+//! keeps counting, while the [`Protocol`] is rebuilt for each attempt.
+
+use super::events::{Control, TaskId};
+use crate::checkpoint::metadata::{CheckpointMetadata, OperatorState, SinkState, StateHandle, TaskSnapshot};
+use crate::checkpoint::protocol::{CheckpointId, Command, Protocol, ProtocolConfig};
+use crate::checkpoint::storage::CheckpointStorage;
+use crate::config::CheckpointSettings;
+use crossbeam_channel::Sender;
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Statistics of the checkpoints of one run, for logs and benchmarks.
+#[derive(Debug, Clone, Default)]
+pub struct CheckpointStats {
+    /// Completed checkpoints.
+    pub completed: u64,
+    /// Failed (aborted) checkpoints.
+    pub failed: u64,
+    /// Synchronous pauses of operator subtasks, one per acknowledgement.
+    pub sync_pauses: Vec<Duration>,
+    /// Trigger-to-complete durations.
+    pub durations: Vec<Duration>,
+    /// State bytes per completed checkpoint.
+    pub sizes: Vec<u64>,
+    /// The latest completed checkpoint.
+    pub latest: Option<CheckpointId>,
+}
+
+/// State kept across the attempts of one run.
+pub struct Checkpoints {
+    settings: CheckpointSettings,
+    storage: Arc<CheckpointStorage>,
+    job: String,
+    max_parallelism: u32,
+    /// Highest id used or seen in storage: the next trigger takes the one after.
+    highest_id: CheckpointId,
+    /// Completed by this run, oldest first (retention deletes only these:
+    /// a checkpoint restored from but not created is never deleted).
+    created: VecDeque<CheckpointId>,
+    /// Statistics.
+    pub stats: CheckpointStats,
+}
+
+/// One attempt's view: the protocol and the tasks to talk to.
+pub struct Attempt<'a> {
+    cp: &'a mut Checkpoints,
+    protocol: Protocol<TaskSnapshot>,
+    tasks: HashMap<String, TaskId>,
+    parallelism: HashMap<String, u32>,
+    sources: Vec<(String, Sender<Control>)>,
+    everyone: Vec<Sender<Control>>,
+    triggered: HashMap<CheckpointId, (Instant, i64)>,
+    /// Files stored for checkpoints in flight, to delete if they abort.
+    stored: HashMap<CheckpointId, Vec<String>>,
+    /// Set once a source finished: no more triggers.
+    stopped: bool,
+    started: Instant,
+}
+
+impl Checkpoints {
+    /// Checkpointing for job `job` into `storage`, numbering after
+    /// `highest_id`.
+    pub fn new(
+        settings: CheckpointSettings,
+        storage: Arc<CheckpointStorage>,
+        job: &str,
+        max_parallelism: u32,
+        highest_id: CheckpointId,
+    ) -> Self {
+        Checkpoints {
+            settings,
+            storage,
+            job: job.to_string(),
+            max_parallelism,
+            highest_id,
+            created: VecDeque::new(),
+            stats: CheckpointStats::default(),
+        }
+    }
+
+    /// The storage.
+    pub fn storage(&self) -> &Arc<CheckpointStorage> {
+        &self.storage
+    }
+
+    /// The latest checkpoint this run completed.
+    pub fn latest_created(&self) -> Option<CheckpointId> {
+        self.created.back().copied()
+    }
+
+    /// Starts an attempt over `tasks` (every task acknowledges every
+    /// checkpoint); `sources` receive triggers, `everyone` completion notices.
+    pub fn attempt(
+        &mut self,
+        tasks: Vec<(TaskId, u32)>,
+        sources: Vec<(String, Sender<Control>)>,
+        everyone: Vec<Sender<Control>>,
+    ) -> Attempt<'_> {
+        let config = ProtocolConfig {
+            interval_ms: self.settings.interval.as_millis() as u64,
+            min_pause_ms: self.settings.min_pause.as_millis() as u64,
+            timeout_ms: self.settings.timeout.as_millis() as u64,
+            tolerable_failures: self.settings.tolerable_failures,
+        };
+        let names: Vec<String> = tasks.iter().map(|(t, _)| t.to_string()).collect();
+        let protocol = Protocol::new(config, names, Some(self.highest_id));
+        Attempt {
+            protocol,
+            parallelism: tasks.iter().map(|(t, p)| (t.node.to_string(), *p)).collect(),
+            tasks: tasks.into_iter().map(|(t, _)| (t.to_string(), t)).collect(),
+            sources,
+            everyone,
+            triggered: HashMap::new(),
+            stored: HashMap::new(),
+            stopped: false,
+            started: Instant::now(),
+            cp: self,
+        }
+    }
+
+    fn retain(&mut self) {
+        while self.created.len() > self.settings.retained as usize {
+            let old = self.created.pop_front().expect("longer than retained");
+            match self.storage.delete_checkpoint(old) {
+                Ok(()) => tracing::debug!(checkpoint = old, "deleted (beyond retained)"),
+                Err(e) => tracing::warn!(checkpoint = old, error = %e, "cannot delete an old checkpoint"),
+            }
+        }
+    }
+}
+
+impl Attempt<'_> {
+    fn now_ms(&self) -> u64 {
+        self.started.elapsed().as_millis() as u64
+    }
+
+    /// Time passed: triggers and timeouts. Returns a reason if the job must
+    /// fail (too many checkpoints failed).
+    pub fn tick(&mut self) -> Result<(), String> {
+        if self.stopped {
+            return Ok(());
+        }
+        let now = self.now_ms();
+        let commands = self.protocol.tick(now);
+        self.execute(commands)
+    }
+
+    /// How long the coordinator may wait for events before calling `tick`.
+    pub fn poll_interval(&self) -> Duration {
+        (self.cp.settings.interval / 4).clamp(Duration::from_millis(2), Duration::from_millis(100))
+    }
+
+    /// A task acknowledged checkpoint `id`.
+    pub fn on_ack(
+        &mut self,
+        task: &TaskId,
+        id: CheckpointId,
+        snapshot: TaskSnapshot,
+        sync: Duration,
+    ) -> Result<(), String> {
+        if let TaskSnapshot::Operator(handle) = &snapshot {
+            self.cp.stats.sync_pauses.push(sync);
+            if let StateHandle::File { path, .. } = handle {
+                self.stored.entry(id).or_default().push(path.clone());
+            }
+        }
+        let commands = self.protocol.on_ack(id, &task.to_string(), snapshot);
+        self.execute(commands)
+    }
+
+    /// A task declined checkpoint `id`.
+    pub fn on_decline(&mut self, task: &TaskId, id: CheckpointId, reason: &str) -> Result<(), String> {
+        let now = self.now_ms();
+        let commands = self.protocol.on_decline(id, &task.to_string(), reason, now);
+        self.execute(commands)
+    }
+
+    /// Source `task` finished: nothing more is triggered, and a checkpoint
+    /// it never saw cannot complete.
+    pub fn on_source_finished(&mut self, task: &TaskId) {
+        self.stopped = true;
+        if self.protocol.awaits(&task.to_string()) {
+            let now = self.now_ms();
+            if let Some(id) = self.protocol.cancel_in_flight(now) {
+                tracing::debug!(checkpoint = id, "abandoned: a source finished before its barrier");
+                self.discard(id);
+            }
+        }
+    }
+
+    /// Whether a checkpoint is in flight.
+    pub fn in_flight(&self) -> bool {
+        self.protocol.in_flight().is_some()
+    }
+
+    fn execute(&mut self, commands: Vec<Command<TaskSnapshot>>) -> Result<(), String> {
+        let mut queue: VecDeque<_> = commands.into();
+        while let Some(c) = queue.pop_front() {
+            match c {
+                Command::Trigger { id } => {
+                    self.cp.highest_id = self.cp.highest_id.max(id);
+                    self.triggered.insert(id, (Instant::now(), super::task::now_ms()));
+                    tracing::debug!(checkpoint = id, "triggered");
+                    for (_, tx) in &self.sources {
+                        let _ = tx.send(Control::Trigger(id));
+                    }
+                }
+                Command::WriteMetadata { id, handles } => {
+                    let metadata = self.metadata(id, handles, false);
+                    let result = self.cp.storage.write_metadata(id, metadata.encode()).map_err(|e| e.to_string());
+                    if result.is_ok() {
+                        self.cp.stats.sizes.push(metadata.state_size());
+                        self.cp.stats.durations.push(Duration::from_millis(metadata.duration_ms));
+                        tracing::info!(
+                            checkpoint = id,
+                            size = %human_bytes(metadata.state_size()),
+                            duration_ms = metadata.duration_ms,
+                            "checkpoint complete"
+                        );
+                    }
+                    let now = self.now_ms();
+                    queue.extend(self.protocol.on_metadata_written(id, result, now));
+                }
+                Command::NotifyComplete { id } => {
+                    self.stored.retain(|&c, _| c > id);
+                    self.triggered.retain(|&c, _| c > id);
+                    self.cp.stats.completed += 1;
+                    self.cp.stats.latest = Some(id);
+                    self.cp.created.push_back(id);
+                    for tx in &self.everyone {
+                        let _ = tx.send(Control::Complete(id));
+                    }
+                    self.cp.retain();
+                }
+                Command::Abort { id, reason } => {
+                    self.cp.stats.failed += 1;
+                    tracing::warn!(checkpoint = id, "checkpoint failed: {reason}");
+                    if !reason.contains("already exists") {
+                        self.discard(id);
+                    }
+                }
+                Command::FailJob { reason } => return Err(reason),
+            }
+        }
+        Ok(())
+    }
+
+    /// Deletes what this run stored for an abandoned checkpoint.
+    fn discard(&mut self, id: CheckpointId) {
+        self.triggered.remove(&id);
+        if self.stored.remove(&id).is_some()
+            && let Err(e) = self.cp.storage.delete_checkpoint(id)
+        {
+            tracing::debug!(checkpoint = id, error = %e, "cannot delete the files of a failed checkpoint");
+        }
+    }
+
+    fn metadata(
+        &self,
+        id: CheckpointId,
+        handles: BTreeMap<String, TaskSnapshot>,
+        finished: bool,
+    ) -> CheckpointMetadata {
+        let (at, at_ms) = self.triggered.get(&id).copied().unwrap_or((Instant::now(), super::task::now_ms()));
+        let mut operators: BTreeMap<String, Vec<(u32, StateHandle)>> = BTreeMap::new();
+        let mut sources = BTreeMap::new();
+        let mut sinks = BTreeMap::new();
+        for (name, snapshot) in handles {
+            let Some(task) = self.tasks.get(&name) else { continue };
+            match snapshot {
+                TaskSnapshot::Operator(h) => {
+                    operators.entry(task.node.to_string()).or_default().push((task.subtask, h))
+                }
+                TaskSnapshot::Source(offset) => {
+                    sources.insert(task.node.to_string(), offset);
+                }
+                TaskSnapshot::Sink(Some(state)) => {
+                    sinks.insert(task.node.to_string(), state);
+                }
+                TaskSnapshot::Sink(None) => {}
+            }
+        }
+        let operators = operators
+            .into_iter()
+            .map(|(uid, mut subtasks)| {
+                subtasks.sort_by_key(|(i, _)| *i);
+                let parallelism = self.parallelism.get(&uid).copied().unwrap_or(subtasks.len() as u32);
+                (uid, OperatorState { parallelism, subtasks: subtasks.into_iter().map(|(_, h)| h).collect() })
+            })
+            .collect();
+        CheckpointMetadata {
+            job: self.cp.job.clone(),
+            id,
+            triggered_at_ms: at_ms,
+            duration_ms: at.elapsed().as_millis() as u64,
+            finished,
+            max_parallelism: self.cp.max_parallelism,
+            operators,
+            sources,
+            sinks,
+        }
+    }
+
+    /// The job's input is fully processed and every sink is waiting with
+    /// `sinks`: records the end as a final checkpoint, so a crash from here
+    /// on only publishes what the sinks hold. Retries a failing store a few
+    /// times before giving up.
+    pub fn finish(&mut self, sinks: BTreeMap<String, SinkState>) -> Result<CheckpointId, String> {
+        let id = self.protocol.next_id().max(self.cp.highest_id + 1);
+        self.cp.highest_id = id;
+        let mut metadata = self.metadata(id, BTreeMap::new(), true);
+        metadata.sinks = sinks;
+        let mut last = String::new();
+        for attempt in 0..5 {
+            if attempt > 0 {
+                std::thread::sleep(Duration::from_secs(1));
+            }
+            match self.cp.storage.write_metadata(id, metadata.encode()) {
+                Ok(()) => {
+                    tracing::info!(checkpoint = id, "final checkpoint complete");
+                    self.cp.created.push_back(id);
+                    self.cp.stats.latest = Some(id);
+                    for tx in &self.everyone {
+                        let _ = tx.send(Control::Complete(id));
+                    }
+                    self.cp.retain();
+                    return Ok(id);
+                }
+                Err(e) => {
+                    tracing::warn!(checkpoint = id, error = %e, "cannot write the final checkpoint");
+                    last = e.to_string();
+                }
+            }
+        }
+        Err(format!("cannot write the final checkpoint {id}: {last}"))
+    }
+}
+
+/// "1.5 MiB".
+pub fn human_bytes(n: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut v = n as f64;
+    let mut u = 0;
+    while v >= 1024.0 && u < UNITS.len() - 1 {
+        v /= 1024.0;
+        u += 1;
+    }
+    if u == 0 { format!("{n} B") } else { format!("{v:.1} {}", UNITS[u]) }
+}

@@ -1,0 +1,435 @@
+//! Checkpoints end to end: exactly-once output through SIGKILL crash loops
+//! on file:// and on a real S3-compatible server, restarts after a guest
+//! trap, fallback past damaged checkpoints, and an S3 outage mid-run.
+//!
+//! The job is word count with the transactional file sink: the counter
+//! emits `word n` on every update, so the committed output is exactly-once
+//! only if every word's lines are exactly 1, 2, ..., n, with n its count in
+//! the input.
+
+use crate::support::{JobDir, final_counts};
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+use weir_tests::{S3_BUCKET, S3Server, artifacts, host_binary};
+
+/// Deterministic words: `lines` lines of three words from a vocabulary of
+/// 40, plus `poison` once at line `poison_at`, if given.
+fn input(lines: usize, poison_at: Option<usize>) -> (String, BTreeMap<String, u64>) {
+    let mut text = String::new();
+    let mut counts = BTreeMap::new();
+    let mut x: u64 = 0x2545_f491_4f6c_dd1d;
+    for i in 0..lines {
+        let mut words = Vec::new();
+        for _ in 0..3 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            words.push(format!("w{}", x % 40));
+        }
+        if poison_at == Some(i) {
+            words.push("poison".into());
+        }
+        for w in &words {
+            *counts.entry(w.clone()).or_insert(0) += 1;
+        }
+        text.push_str(&words.join(" "));
+        text.push('\n');
+    }
+    (text, counts)
+}
+
+struct Job {
+    /// `[checkpointing]` and `[state.checkpoints]` lines.
+    checkpointing: String,
+    /// Lines per second the source reads.
+    rate: u32,
+    /// A `misbehave` operator between tokenizer and counter, trapping on
+    /// `poison` on the first run only.
+    trap_once: bool,
+}
+
+fn write_job(dir: &JobDir, job: &Job, lines: usize, poison_at: Option<usize>) -> BTreeMap<String, u64> {
+    let (text, counts) = input(lines, poison_at);
+    dir.write("input.txt", text);
+    let (counter_input, extra) = if job.trap_once {
+        (
+            "flaky",
+            format!(
+                r#"
+[[operators]]
+uid = "flaky"
+module = "{}"
+input = "tokenizer"
+partition = "forward"
+params = {{ mode = "trap-once", on = "poison" }}
+"#,
+                artifacts::MISBEHAVE
+            ),
+        )
+    } else {
+        ("tokenizer", String::new())
+    };
+    dir.write(
+        "job.toml",
+        format!(
+            r#"
+name = "eo"
+parallelism = 2
+
+{checkpointing}
+
+[[sources]]
+id = "lines"
+kind = "file"
+path = "input.txt"
+format = "lines"
+records_per_second = {rate}
+
+[[operators]]
+uid = "tokenizer"
+module = "{tokenizer}"
+input = "lines"
+partition = "rebalance"
+{extra}
+[[operators]]
+uid = "counter"
+module = "{counter}"
+input = "{counter_input}"
+partition = "key"
+
+[[sinks]]
+id = "out"
+kind = "transactional-file"
+input = "counter"
+dir = "out"
+"#,
+            checkpointing = job.checkpointing,
+            rate = job.rate,
+            tokenizer = artifacts::WORD_COUNT_TOKENIZER,
+            counter = artifacts::WORD_COUNT_COUNTER,
+        ),
+    );
+    counts
+}
+
+/// The published output, part files in name order; asserts nothing
+/// unpublished is left.
+fn committed(dir: &Path) -> String {
+    let mut names: Vec<String> =
+        std::fs::read_dir(dir.join("out")).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
+    names.sort();
+    let stray: Vec<_> = names.iter().filter(|n| !n.starts_with("part-")).collect();
+    assert!(stray.is_empty(), "unpublished files left after the job finished: {stray:?}");
+    names.iter().map(|n| std::fs::read_to_string(dir.join("out").join(n)).unwrap()).collect()
+}
+
+fn spawn(dir: &JobDir, args: &[&str], env: &[(&'static str, String)]) -> Child {
+    let mut all = vec!["run", "job.toml"];
+    all.extend_from_slice(args);
+    Command::new(host_binary())
+        .args(&all)
+        .current_dir(dir.path())
+        .env("XDG_CACHE_HOME", dir.path().join(".cache"))
+        .env_remove("WEIR_CONFIG")
+        .env("RUST_LOG", "warn,weir_host=info")
+        .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start host")
+}
+
+/// Waits for `child` up to `limit`; `Some(stderr)` if it exited, asserting
+/// success.
+fn wait_for(child: &mut Child, limit: Duration) -> Option<String> {
+    let until = Instant::now() + limit;
+    while Instant::now() < until {
+        if let Some(status) = child.try_wait().unwrap() {
+            let mut err = String::new();
+            use std::io::Read;
+            child.stderr.take().unwrap().read_to_string(&mut err).unwrap();
+            assert!(status.success(), "the job failed:\n{err}");
+            return Some(err);
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    None
+}
+
+/// Runs the job, killing it with SIGKILL at pseudo-random points and
+/// resuming it each time, until it finishes on its own. Returns the kills.
+fn crash_loop(dir: &JobDir, env: &[(&'static str, String)], seed: u64) -> u32 {
+    let mut x = seed | 1;
+    // Every round but the last ends in a kill: the round number counts them.
+    for kills in 0..40 {
+        let args: &[&str] = if kills == 0 { &[] } else { &["--resume"] };
+        let mut child = spawn(dir, args, env);
+        if kills >= 6 {
+            wait_for(&mut child, Duration::from_secs(120)).expect("the last run finishes");
+            return kills;
+        }
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        let after = Duration::from_millis(250 + x % 700);
+        if wait_for(&mut child, after).is_some() {
+            return kills;
+        }
+        child.kill().unwrap(); // SIGKILL
+        child.wait().unwrap();
+    }
+    panic!("the job never finished");
+}
+
+fn seed() -> u64 {
+    let s = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64;
+    eprintln!("crash loop seed {s}");
+    s
+}
+
+fn checkpointing(dir: &str, extra: &str) -> String {
+    format!("[checkpointing]\ninterval = \"100ms\"\n{extra}\n\n[state.checkpoints]\ndir = \"{dir}\"\n")
+}
+
+#[test]
+fn sigkill_crash_loop_on_file_storage_gives_exactly_once_output() {
+    let dir = JobDir::new();
+    let ck = format!("file://{}/ck", dir.path().display());
+    let job = Job { checkpointing: checkpointing(&ck, ""), rate: 3000, trap_once: false };
+    let expected = write_job(&dir, &job, 9000, None);
+    let kills = crash_loop(&dir, &[], seed());
+    assert!(kills >= 3, "only {kills} kills: the job ran too fast to test recovery");
+    assert_eq!(final_counts(&committed(dir.path())), expected);
+}
+
+#[test]
+fn sigkill_crash_loop_on_s3_storage_gives_exactly_once_output() {
+    let s3 = S3Server::start();
+    let dir = JobDir::new();
+    let ck = format!("s3://{S3_BUCKET}/crash-loop");
+    let job = Job {
+        checkpointing: checkpointing(&ck, "")
+            + &format!("\n[state.checkpoints.s3]\nendpoint = \"{}\"\n", s3.endpoint()),
+        rate: 3000,
+        trap_once: false,
+    };
+    let expected = write_job(&dir, &job, 9000, None);
+    let kills = crash_loop(&dir, &s3.env(), seed());
+    assert!(kills >= 3, "only {kills} kills: the job ran too fast to test recovery");
+    assert_eq!(final_counts(&committed(dir.path())), expected);
+    // The checkpoints are in the bucket, listed by the CLI.
+    let out = Command::new(host_binary())
+        .args(["checkpoints", "job.toml"])
+        .current_dir(dir.path())
+        .envs(s3.env())
+        .output()
+        .unwrap();
+    let listing = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(listing.contains(&format!("s3://{S3_BUCKET}/crash-loop/eo")), "{listing}");
+    assert!(listing.contains("complete (job finished)"), "{listing}");
+}
+
+#[test]
+fn a_guest_trap_restarts_the_job_from_its_latest_checkpoint() {
+    let dir = JobDir::new();
+    let ck = format!("file://{}/ck", dir.path().display());
+    let job = Job { checkpointing: checkpointing(&ck, ""), rate: 4000, trap_once: true };
+    let expected = write_job(&dir, &job, 6000, Some(4000));
+    let err = dir.succeeds(&[]);
+    assert!(err.contains("misbehave: trap on \"poison\""), "the trap is reported:\n{err}");
+    assert!(err.contains("restart 1 of 3"), "{err}");
+    assert!(err.contains(&format!("from {ck}/eo/chk-")), "restored from a checkpoint, not the beginning:\n{err}");
+    assert!(err.contains("restarted 1 time(s)"), "{err}");
+    assert_eq!(final_counts(&committed(dir.path())), expected);
+}
+
+#[test]
+fn a_trap_without_restarts_left_fails_the_job() {
+    let dir = JobDir::new();
+    let ck = format!("file://{}/ck", dir.path().display());
+    let mut job = Job { checkpointing: checkpointing(&ck, ""), rate: 100_000, trap_once: true };
+    job.checkpointing.push_str("\n[restart-strategy]\ntype = \"fixed-delay\"\nattempts = 0\n");
+    write_job(&dir, &job, 200, Some(100));
+    let err = dir.fails();
+    assert!(err.contains("misbehave: trap on \"poison\"") && err.contains("gave up after 0 restart(s)"), "{err}");
+}
+
+fn files_under(p: &Path) -> Vec<(String, u64)> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(p).unwrap() {
+        let e = e.unwrap();
+        if e.file_type().unwrap().is_dir() {
+            out.extend(files_under(&e.path()));
+        } else {
+            out.push((e.path().display().to_string(), e.metadata().unwrap().len()));
+        }
+    }
+    out.sort();
+    out
+}
+
+fn flip_byte(path: &Path, from_end: usize) {
+    let mut b = std::fs::read(path).unwrap();
+    let at = b.len() - from_end;
+    b[at] ^= 0x01;
+    std::fs::write(path, b).unwrap();
+}
+
+/// Runs the job for about a second, then kills it: several checkpoints.
+fn killed_run(dir: &JobDir) -> Vec<u64> {
+    let mut child = spawn(dir, &[], &[]);
+    std::thread::sleep(Duration::from_millis(1200));
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let mut ids: Vec<u64> = std::fs::read_dir(dir.path().join("ck/eo"))
+        .unwrap()
+        .filter_map(|e| e.unwrap().file_name().into_string().unwrap().strip_prefix("chk-")?.parse().ok())
+        .filter(|id| dir.path().join(format!("ck/eo/chk-{id}/_metadata")).is_file())
+        .collect();
+    ids.sort();
+    assert!(ids.len() >= 3, "too few checkpoints to test fallback: {ids:?}");
+    ids
+}
+
+#[test]
+fn resume_falls_back_past_a_corrupt_metadata_and_a_corrupt_state_file() {
+    let dir = JobDir::new();
+    let ck = format!("file://{}/ck", dir.path().display());
+    // Every state handle a file of its own, ten checkpoints kept.
+    let mut job = Job { checkpointing: checkpointing(&ck, "retained = 10"), rate: 3000, trap_once: false };
+    job.checkpointing.push_str("inline_threshold = \"0B\"\n");
+    let expected = write_job(&dir, &job, 6000, None);
+    let ids = killed_run(&dir);
+    let (last, before) = (ids[ids.len() - 1], ids[ids.len() - 2]);
+    flip_byte(&dir.path().join(format!("ck/eo/chk-{last}/_metadata")), 20);
+    let snap = dir.path().join(format!("ck/eo/chk-{before}/counter-0.snap"));
+    flip_byte(&snap, 3);
+
+    let listing =
+        Command::new(host_binary()).args(["checkpoints", "job.toml"]).current_dir(dir.path()).output().unwrap();
+    let listing = String::from_utf8_lossy(&listing.stdout).into_owned();
+    assert!(listing.contains("unusable: _metadata is corrupt (checksum mismatch)"), "{listing}");
+
+    let err = dir.succeeds(&["--resume"]);
+    assert!(err.contains(&format!("checkpoint={last}")) && err.contains("checksum mismatch"), "{err}");
+    assert!(err.contains(&format!("checkpoint={before}")) && err.contains("counter-0.snap is corrupt"), "{err}");
+    assert!(err.contains(&format!("chk-{}", ids[ids.len() - 3])), "restored from the third latest:\n{err}");
+    assert_eq!(final_counts(&committed(dir.path())), expected);
+}
+
+#[test]
+fn when_every_checkpoint_is_corrupt_resume_fails_and_deletes_nothing() {
+    let dir = JobDir::new();
+    let ck = format!("file://{}/ck", dir.path().display());
+    let job = Job { checkpointing: checkpointing(&ck, "retained = 10"), rate: 3000, trap_once: false };
+    write_job(&dir, &job, 6000, None);
+    let ids = killed_run(&dir);
+    for id in &ids {
+        flip_byte(&dir.path().join(format!("ck/eo/chk-{id}/_metadata")), 20);
+    }
+    let before = files_under(&dir.path().join("ck"));
+    let err = dir.run(&["--resume"]);
+    assert!(!err.0, "resume must fail:\n{}", err.1);
+    assert!(err.1.contains("no usable checkpoint in") && err.1.contains("nothing was deleted"), "{}", err.1);
+    assert_eq!(files_under(&dir.path().join("ck")), before, "nothing was deleted or changed");
+    // A fresh start would collide with them: refused, with what to do.
+    let fresh = dir.fails();
+    assert!(fresh.contains("already has checkpoints") && fresh.contains("--resume"), "{fresh}");
+}
+
+#[test]
+fn an_s3_outage_fails_checkpoints_but_not_the_job() {
+    let mut s3 = S3Server::start();
+    let dir = JobDir::new();
+    let ck = format!("s3://{S3_BUCKET}/outage");
+    let job = Job {
+        checkpointing: checkpointing(&ck, "tolerable_failures = 1000")
+            + &format!("\n[state.checkpoints.s3]\nendpoint = \"{}\"\n", s3.endpoint()),
+        rate: 2500,
+        trap_once: false,
+    };
+    let expected = write_job(&dir, &job, 7500, None);
+    let mut child = spawn(&dir, &[], &s3.env());
+    std::thread::sleep(Duration::from_millis(800));
+    s3.stop();
+    std::thread::sleep(Duration::from_millis(1000));
+    s3.resume();
+    let err = wait_for(&mut child, Duration::from_secs(120)).expect("the job finishes");
+    assert!(err.contains("checkpoint failed"), "checkpoints failed during the outage:\n{err}");
+    let summary = err.lines().find(|l| l.contains("checkpoints:")).unwrap_or_else(|| panic!("no summary:\n{err}"));
+    let completed: u32 = summary.split("checkpoints: ").nth(1).unwrap().split(' ').next().unwrap().parse().unwrap();
+    assert!(completed >= 3, "checkpoints completed before and after the outage: {summary}");
+    assert!(!summary.contains(" 0 failed"), "{summary}");
+    assert_eq!(final_counts(&committed(dir.path())), expected);
+}
+
+#[test]
+fn without_a_directory_checkpoints_live_in_memory_with_a_size_limit() {
+    let dir = JobDir::new();
+    let mut job = Job {
+        checkpointing:
+            "[checkpointing]\ninterval = \"50ms\"\n\n[state.checkpoints]\nmemory_max_state_size = \"100B\"\n".into(),
+        rate: 20_000,
+        trap_once: false,
+    };
+    job.checkpointing.push_str("\n[restart-strategy]\ntype = \"none\"\n");
+    write_job(&dir, &job, 4000, None);
+    let err = dir.fails();
+    assert!(err.contains("over the 100-byte limit of in-memory checkpoint storage"), "{err}");
+    assert!(err.contains("checkpoints failed in a row (tolerable_failures = 0)"), "{err}");
+}
+
+#[test]
+fn checkpoint_settings_are_checked() {
+    let dir = JobDir::new();
+    let cases = [
+        ("[checkpointing]\ninterval = \"1s\"\nmode = \"sometimes\"\n", "execution.checkpointing.mode = \"sometimes\""),
+        ("[checkpointing]\nretained = 2\n", "interval"),
+        ("[checkpointing]\ninterval = \"1s\"\n[state.checkpoints]\ndir = \"/var/ck\"\n", "must start with file://"),
+        ("[restart-strategy]\ntype = \"always\"\n", "restart-strategy.type = \"always\""),
+    ];
+    for (settings, expected) in cases {
+        let job = Job { checkpointing: settings.into(), rate: 1000, trap_once: false };
+        write_job(&dir, &job, 10, None);
+        let err = dir.fails();
+        assert!(err.contains(expected) && err.contains("job.toml"), "{settings}: {err}");
+    }
+    let job = Job { checkpointing: String::new(), rate: 1000, trap_once: false };
+    write_job(&dir, &job, 10, None);
+    let (ok, err) = dir.run(&["--resume"]);
+    assert!(!ok && err.contains("--resume needs state.checkpoints.dir"), "{err}");
+}
+
+#[test]
+fn on_s3_metadata_is_create_only_so_two_hosts_cannot_both_commit() {
+    use weir_host::checkpoint::storage::{CheckpointStorage, StorageError};
+    use weir_host::config::{S3Settings, StorageSettings};
+    let s3 = S3Server::start();
+    let settings = StorageSettings {
+        dir: Some(format!("s3://{S3_BUCKET}/create-only")),
+        inline_threshold: 0,
+        memory_max_state_size: 0,
+        s3: S3Settings {
+            endpoint: Some(s3.endpoint()),
+            region: Some("us-east-1".into()),
+            access_key_id: Some("test".into()),
+            secret_access_key: Some("test".into()),
+            allow_http: true,
+        },
+    };
+    let first = CheckpointStorage::open(&settings, "job").unwrap();
+    let second = CheckpointStorage::open(&settings, "job").unwrap();
+    first.write_metadata(1, b"first host".to_vec()).unwrap();
+    let err = second.write_metadata(1, b"second host".to_vec()).unwrap_err();
+    assert!(matches!(err, StorageError::AlreadyCommitted { id: 1, .. }), "{err}");
+    assert_eq!(first.read_metadata(1).unwrap(), &b"first host"[..]);
+    let handle = first.put_state(2, "op#0", "op-0.snap", vec![9u8; 100]).unwrap();
+    assert_eq!(second.read_state(&handle).unwrap(), vec![9u8; 100]);
+    second.write_metadata(2, b"m".to_vec()).unwrap();
+    assert_eq!(first.list_checkpoints().unwrap(), vec![1, 2]);
+    first.delete_checkpoint(1).unwrap();
+    assert_eq!(second.list_checkpoints().unwrap(), vec![2]);
+}
