@@ -173,7 +173,7 @@ fn main() {
             field(&line, "sync pause median"),
             field(&line, ", max"),
             field(&line, "duration median"),
-            field(&line, "ms, max"),
+            field(line.split("duration median").nth(1).unwrap_or(""), ", max"),
             field(&line, "last size"),
             ms(p.freeze_median),
             ms(p.freeze_max),

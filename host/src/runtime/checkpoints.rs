@@ -195,6 +195,20 @@ impl Attempt<'_> {
         }
     }
 
+    /// One line for the progress display: the latest checkpoint, failures.
+    pub fn status(&self) -> String {
+        let s = &self.cp.stats;
+        let latest = match s.latest {
+            Some(id) => format!("checkpoint chk-{id} ({})", human_bytes(s.sizes.last().copied().unwrap_or(0))),
+            None => "no checkpoint yet".to_string(),
+        };
+        match (s.failed, self.protocol.in_flight()) {
+            (0, None) => latest,
+            (0, Some(n)) => format!("{latest}, chk-{n} in flight"),
+            (f, _) => format!("{latest}, {f} failed"),
+        }
+    }
+
     /// Whether a checkpoint is in flight.
     pub fn in_flight(&self) -> bool {
         self.protocol.in_flight().is_some()

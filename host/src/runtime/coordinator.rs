@@ -602,6 +602,7 @@ fn run_attempt(
         if last_draw.elapsed() >= settings.progress_interval {
             last_draw = Instant::now();
             let (r, w) = totals(&latest);
+            progress.set_checkpoints(cp.as_ref().map(|a| a.status()));
             progress.update(r, w);
         }
     }

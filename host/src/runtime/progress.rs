@@ -11,12 +11,25 @@ pub struct Progress {
     tty: bool,
     last: Option<(Instant, u64, u64)>,
     drawn: bool,
+    /// Checkpoint status shown after the rates.
+    checkpoints: Option<String>,
 }
 
 impl Progress {
     /// Starts the clock; draws only when stderr is a terminal.
     pub fn new() -> Self {
-        Progress { started: Instant::now(), tty: std::io::stderr().is_terminal(), last: None, drawn: false }
+        Progress {
+            started: Instant::now(),
+            tty: std::io::stderr().is_terminal(),
+            last: None,
+            drawn: false,
+            checkpoints: None,
+        }
+    }
+
+    /// Sets the checkpoint status shown with the next update.
+    pub fn set_checkpoints(&mut self, status: Option<String>) {
+        self.checkpoints = status;
     }
 
     /// Time since start.
@@ -38,7 +51,7 @@ impl Progress {
             }
         };
         self.last = Some((now, read, written));
-        let line = format!(
+        let mut line = format!(
             "[{:>6.1}s] in {} ({}/s)  out {} ({}/s)",
             self.elapsed().as_secs_f64(),
             human(read as f64),
@@ -46,6 +59,10 @@ impl Progress {
             human(written as f64),
             human(rate_out)
         );
+        if let Some(c) = &self.checkpoints {
+            line.push_str("  ");
+            line.push_str(c);
+        }
         if self.tty {
             let mut err = std::io::stderr().lock();
             let _ = write!(err, "\r\x1b[2K{line}");

@@ -77,6 +77,28 @@ fn put_section(out: &mut Vec<u8>, head: &[u8], payload: &[u8]) {
     out.extend_from_slice(&crc32fast::hash(payload).to_le_bytes());
 }
 
+/// Writes a section head and a length placeholder; returns where the
+/// payload starts.
+fn begin_section(out: &mut Vec<u8>, head: &[u8]) -> usize {
+    out.extend_from_slice(head);
+    out.extend_from_slice(&[0; 4]);
+    out.len()
+}
+
+/// Patches the length of the section whose payload started at `start`
+/// and appends its CRC; drops the section if it is empty (`head_len` bytes
+/// of head).
+fn end_section(out: &mut Vec<u8>, start: usize, head_len: usize) {
+    let len = out.len() - start;
+    if len == 0 {
+        out.truncate(start - 4 - head_len);
+        return;
+    }
+    out[start - 4..start].copy_from_slice(&(len as u32).to_le_bytes());
+    let crc = crc32fast::hash(&out[start..]);
+    out.extend_from_slice(&crc.to_le_bytes());
+}
+
 fn kind_code(k: StateKind) -> u8 {
     match k {
         StateKind::Value => 1,
@@ -149,8 +171,19 @@ fn put_entry(out: &mut Vec<u8>, e: SnapshotEntry<'_>) {
 /// Writes a frozen subtask state of a job with `max_parallelism` key
 /// groups (the asynchronous part of a snapshot).
 pub fn write_snapshot(frozen: &mut dyn FrozenState, max_parallelism: u32) -> Result<Vec<u8>, SnapshotError> {
+    write_snapshot_sized(frozen, max_parallelism, 0)
+}
+
+/// As [`write_snapshot`], with room for `size_hint` bytes from the start
+/// (the previous snapshot's size: growing a large buffer by doubling costs
+/// copies and page faults).
+pub fn write_snapshot_sized(
+    frozen: &mut dyn FrozenState,
+    max_parallelism: u32,
+    size_hint: usize,
+) -> Result<Vec<u8>, SnapshotError> {
     let range = frozen.range();
-    let mut out = Vec::new();
+    let mut out = Vec::with_capacity(size_hint);
     out.extend_from_slice(MAGIC);
     out.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
     let mut header = Vec::new();
@@ -177,21 +210,18 @@ pub fn write_snapshot(frozen: &mut dyn FrozenState, max_parallelism: u32) -> Res
         });
     }
     put_section(&mut out, b"H", &header);
-    let mut payload = Vec::new();
+    // Sections are written in place (length patched afterwards), so the
+    // entries are copied once, into `out`.
     for kg in range.start..range.end {
-        payload.clear();
-        frozen.key_group(kg, &mut |e| put_entry(&mut payload, e))?;
-        if !payload.is_empty() {
-            let mut head = vec![b'K'];
-            head.extend_from_slice(&kg.to_le_bytes());
-            put_section(&mut out, &head, &payload);
-        }
+        let mut head = [b'K', 0, 0];
+        head[1..].copy_from_slice(&kg.to_le_bytes());
+        let start = begin_section(&mut out, &head);
+        frozen.key_group(kg, &mut |e| put_entry(&mut out, e))?;
+        end_section(&mut out, start, head.len());
     }
-    payload.clear();
-    frozen.operator_state(&mut |e| put_entry(&mut payload, e))?;
-    if !payload.is_empty() {
-        put_section(&mut out, b"O", &payload);
-    }
+    let start = begin_section(&mut out, b"O");
+    frozen.operator_state(&mut |e| put_entry(&mut out, e))?;
+    end_section(&mut out, start, 1);
     out.push(b'E');
     Ok(out)
 }
