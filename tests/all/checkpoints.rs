@@ -43,16 +43,45 @@ fn input(lines: usize, poison_at: Option<usize>) -> (String, BTreeMap<String, u6
 struct Job {
     /// `[checkpointing]` and `[state.checkpoints]` lines.
     checkpointing: String,
-    /// Lines per second the source reads.
+    /// Records per second the source reads.
     rate: u32,
     /// A `misbehave` operator between tokenizer and counter, trapping on
     /// `poison` on the first run only.
     trap_once: bool,
+    /// The plain `file` sink (`out.txt`) instead of `transactional-file`.
+    plain_sink: bool,
+    /// The generator (count, keys) instead of the file source.
+    generator: Option<(u64, u64)>,
+    /// `state.backend`.
+    backend: &'static str,
+}
+
+impl Job {
+    fn new(checkpointing: String, rate: u32) -> Self {
+        Job { checkpointing, rate, trap_once: false, plain_sink: false, generator: None, backend: "hashmap" }
+    }
 }
 
 fn write_job(dir: &JobDir, job: &Job, lines: usize, poison_at: Option<usize>) -> BTreeMap<String, u64> {
-    let (text, counts) = input(lines, poison_at);
-    dir.write("input.txt", text);
+    let (source, counts) = match job.generator {
+        None => {
+            let (text, counts) = input(lines, poison_at);
+            dir.write("input.txt", text);
+            ("kind = \"file\"\npath = \"input.txt\"\nformat = \"lines\"".to_string(), counts)
+        }
+        Some((count, keys)) => {
+            let mut counts = BTreeMap::new();
+            for i in 0..count {
+                *counts.entry(weir_host::connectors::generator::key_of(1, i, keys).to_string()).or_insert(0) += 1;
+            }
+            (format!("kind = \"generator\"\ncount = {count}\nkeys = {keys}\nseed = 1"), counts)
+        }
+    };
+    let sink = if job.plain_sink {
+        "kind = \"file\"\npath = \"out.txt\""
+    } else {
+        "kind = \"transactional-file\"\ndir = \"out\""
+    };
     let (counter_input, extra) = if job.trap_once {
         (
             "flaky",
@@ -77,14 +106,13 @@ params = {{ mode = "trap-once", on = "poison" }}
             r#"
 name = "eo"
 parallelism = 2
+state.backend = "{backend}"
 
 {checkpointing}
 
 [[sources]]
 id = "lines"
-kind = "file"
-path = "input.txt"
-format = "lines"
+{source}
 records_per_second = {rate}
 
 [[operators]]
@@ -101,11 +129,11 @@ partition = "key"
 
 [[sinks]]
 id = "out"
-kind = "transactional-file"
 input = "counter"
-dir = "out"
+{sink}
 "#,
             checkpointing = job.checkpointing,
+            backend = job.backend,
             rate = job.rate,
             tokenizer = artifacts::WORD_COUNT_TOKENIZER,
             counter = artifacts::WORD_COUNT_COUNTER,
@@ -193,11 +221,12 @@ fn checkpointing(dir: &str, extra: &str) -> String {
     format!("[checkpointing]\ninterval = \"100ms\"\n{extra}\n\n[state.checkpoints]\ndir = \"{dir}\"\n")
 }
 
-#[test]
-fn sigkill_crash_loop_on_file_storage_gives_exactly_once_output() {
+/// The crash loop on file:// storage, on `backend`.
+fn crash_loop_on_file_storage(backend: &'static str) {
     let dir = JobDir::new();
     let ck = format!("file://{}/ck", dir.path().display());
-    let job = Job { checkpointing: checkpointing(&ck, ""), rate: 3000, trap_once: false };
+    let mut job = Job::new(checkpointing(&ck, ""), 3000);
+    job.backend = backend;
     let expected = write_job(&dir, &job, 9000, None);
     let kills = crash_loop(&dir, &[], seed());
     assert!(kills >= 3, "only {kills} kills: the job ran too fast to test recovery");
@@ -205,16 +234,86 @@ fn sigkill_crash_loop_on_file_storage_gives_exactly_once_output() {
 }
 
 #[test]
+fn sigkill_crash_loop_on_file_storage_gives_exactly_once_output() {
+    crash_loop_on_file_storage("hashmap");
+}
+
+#[test]
+fn sigkill_crash_loop_with_the_generator_and_the_plain_file_sink_ends_exactly_once() {
+    let dir = JobDir::new();
+    let ck = format!("file://{}/ck", dir.path().display());
+    let mut job = Job::new(checkpointing(&ck, ""), 10_000);
+    job.generator = Some((30_000, 60));
+    job.plain_sink = true;
+    let expected = write_job(&dir, &job, 0, None);
+    let kills = crash_loop(&dir, &[], seed());
+    assert!(kills >= 3, "only {kills} kills: the job ran too fast to test recovery");
+    // The generator resumed at its index, the file was cut back to its
+    // checkpointed length each time: every count exactly once.
+    assert_eq!(final_counts(&dir.read("out.txt")), expected);
+}
+
+#[test]
+fn retention_keeps_the_runs_latest_and_never_deletes_a_checkpoint_it_restored_from() {
+    let dir = JobDir::new();
+    let ck = format!("file://{}/ck", dir.path().display());
+    let job = Job::new(checkpointing(&ck, "retained = 1"), 3000);
+    let expected = write_job(&dir, &job, 9000, None);
+    let complete = |dir: &JobDir| -> Vec<u64> {
+        let mut ids: Vec<u64> = std::fs::read_dir(dir.path().join("ck/eo"))
+            .unwrap()
+            .filter_map(|e| e.unwrap().file_name().into_string().unwrap().strip_prefix("chk-")?.parse().ok())
+            .filter(|id| dir.path().join(format!("ck/eo/chk-{id}/_metadata")).is_file())
+            .collect();
+        ids.sort();
+        ids
+    };
+    let mut child = spawn(&dir, &[], &[]);
+    std::thread::sleep(Duration::from_millis(1000));
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let first = complete(&dir);
+    assert_eq!(first.len(), 1, "retained = 1: {first:?}");
+    let mut child = spawn(&dir, &["--resume"], &[]);
+    std::thread::sleep(Duration::from_millis(1000));
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let second = complete(&dir);
+    assert_eq!(second.len(), 2, "the restored-from checkpoint and the new run's latest: {second:?}");
+    assert_eq!(second[0], first[0], "the checkpoint restored from is kept (no-claim)");
+    assert!(second[1] > first[0], "ids continue after the restored one");
+    // An explicit older checkpoint: later published output is withdrawn and
+    // written again, so the result is still exactly-once.
+    let uri = format!("{ck}/eo/chk-{}", first[0]);
+    let err = dir.succeeds(&["--from-checkpoint", &uri]);
+    assert!(err.contains(&format!("restored from {uri}")), "{err}");
+    assert_eq!(final_counts(&committed(dir.path())), expected);
+}
+
+#[test]
+fn at_least_once_mode_runs_and_checkpoints() {
+    let dir = JobDir::new();
+    let ck = format!("file://{}/ck", dir.path().display());
+    let job = Job::new(checkpointing(&ck, "mode = \"at-least-once\""), 20_000);
+    let expected = write_job(&dir, &job, 4000, None);
+    let err = dir.succeeds(&[]);
+    assert!(err.contains("checkpoints: ") && !err.contains("checkpoints: 0 completed"), "{err}");
+    assert_eq!(final_counts(&committed(dir.path())), expected);
+}
+
+#[test]
 fn sigkill_crash_loop_on_s3_storage_gives_exactly_once_output() {
+    crash_loop_on_s3_storage("hashmap");
+}
+
+/// The crash loop on a real S3-compatible server, on `backend`.
+fn crash_loop_on_s3_storage(backend: &'static str) {
     let s3 = S3Server::start();
     let dir = JobDir::new();
-    let ck = format!("s3://{S3_BUCKET}/crash-loop");
-    let job = Job {
-        checkpointing: checkpointing(&ck, "")
-            + &format!("\n[state.checkpoints.s3]\nendpoint = \"{}\"\n", s3.endpoint()),
-        rate: 3000,
-        trap_once: false,
-    };
+    let ck = format!("s3://{S3_BUCKET}/crash-loop-{backend}");
+    let s3_settings = format!("\n[state.checkpoints.s3]\nendpoint = \"{}\"\n", s3.endpoint());
+    let mut job = Job::new(checkpointing(&ck, "") + &s3_settings, 3000);
+    job.backend = backend;
     let expected = write_job(&dir, &job, 9000, None);
     let kills = crash_loop(&dir, &s3.env(), seed());
     assert!(kills >= 3, "only {kills} kills: the job ran too fast to test recovery");
@@ -228,7 +327,7 @@ fn sigkill_crash_loop_on_s3_storage_gives_exactly_once_output() {
         .unwrap();
     let listing = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    assert!(listing.contains(&format!("s3://{S3_BUCKET}/crash-loop/eo")), "{listing}");
+    assert!(listing.contains(&format!("s3://{S3_BUCKET}/crash-loop-{backend}/eo")), "{listing}");
     assert!(listing.contains("complete (job finished)"), "{listing}");
 }
 
@@ -236,7 +335,8 @@ fn sigkill_crash_loop_on_s3_storage_gives_exactly_once_output() {
 fn a_guest_trap_restarts_the_job_from_its_latest_checkpoint() {
     let dir = JobDir::new();
     let ck = format!("file://{}/ck", dir.path().display());
-    let job = Job { checkpointing: checkpointing(&ck, ""), rate: 4000, trap_once: true };
+    let mut job = Job::new(checkpointing(&ck, ""), 4000);
+    job.trap_once = true;
     let expected = write_job(&dir, &job, 6000, Some(4000));
     let err = dir.succeeds(&[]);
     assert!(err.contains("misbehave: trap on \"poison\""), "the trap is reported:\n{err}");
@@ -250,7 +350,8 @@ fn a_guest_trap_restarts_the_job_from_its_latest_checkpoint() {
 fn a_trap_without_restarts_left_fails_the_job() {
     let dir = JobDir::new();
     let ck = format!("file://{}/ck", dir.path().display());
-    let mut job = Job { checkpointing: checkpointing(&ck, ""), rate: 100_000, trap_once: true };
+    let mut job = Job::new(checkpointing(&ck, ""), 100_000);
+    job.trap_once = true;
     job.checkpointing.push_str("\n[restart-strategy]\ntype = \"fixed-delay\"\nattempts = 0\n");
     write_job(&dir, &job, 200, Some(100));
     let err = dir.fails();
@@ -299,7 +400,7 @@ fn resume_falls_back_past_a_corrupt_metadata_and_a_corrupt_state_file() {
     let dir = JobDir::new();
     let ck = format!("file://{}/ck", dir.path().display());
     // Every state handle a file of its own, ten checkpoints kept.
-    let mut job = Job { checkpointing: checkpointing(&ck, "retained = 10"), rate: 3000, trap_once: false };
+    let mut job = Job::new(checkpointing(&ck, "retained = 10"), 3000);
     job.checkpointing.push_str("inline_threshold = \"0B\"\n");
     let expected = write_job(&dir, &job, 6000, None);
     let ids = killed_run(&dir);
@@ -324,7 +425,7 @@ fn resume_falls_back_past_a_corrupt_metadata_and_a_corrupt_state_file() {
 fn when_every_checkpoint_is_corrupt_resume_fails_and_deletes_nothing() {
     let dir = JobDir::new();
     let ck = format!("file://{}/ck", dir.path().display());
-    let job = Job { checkpointing: checkpointing(&ck, "retained = 10"), rate: 3000, trap_once: false };
+    let job = Job::new(checkpointing(&ck, "retained = 10"), 3000);
     write_job(&dir, &job, 6000, None);
     let ids = killed_run(&dir);
     for id in &ids {
@@ -345,12 +446,11 @@ fn an_s3_outage_fails_checkpoints_but_not_the_job() {
     let mut s3 = S3Server::start();
     let dir = JobDir::new();
     let ck = format!("s3://{S3_BUCKET}/outage");
-    let job = Job {
-        checkpointing: checkpointing(&ck, "tolerable_failures = 1000")
+    let job = Job::new(
+        checkpointing(&ck, "tolerable_failures = 1000")
             + &format!("\n[state.checkpoints.s3]\nendpoint = \"{}\"\n", s3.endpoint()),
-        rate: 2500,
-        trap_once: false,
-    };
+        2500,
+    );
     let expected = write_job(&dir, &job, 7500, None);
     let mut child = spawn(&dir, &[], &s3.env());
     std::thread::sleep(Duration::from_millis(800));
@@ -369,12 +469,8 @@ fn an_s3_outage_fails_checkpoints_but_not_the_job() {
 #[test]
 fn without_a_directory_checkpoints_live_in_memory_with_a_size_limit() {
     let dir = JobDir::new();
-    let mut job = Job {
-        checkpointing:
-            "[checkpointing]\ninterval = \"50ms\"\n\n[state.checkpoints]\nmemory_max_state_size = \"100B\"\n".into(),
-        rate: 20_000,
-        trap_once: false,
-    };
+    let settings = "[checkpointing]\ninterval = \"50ms\"\n\n[state.checkpoints]\nmemory_max_state_size = \"100B\"\n";
+    let mut job = Job::new(settings.into(), 20_000);
     job.checkpointing.push_str("\n[restart-strategy]\ntype = \"none\"\n");
     write_job(&dir, &job, 4000, None);
     let err = dir.fails();
@@ -392,12 +488,12 @@ fn checkpoint_settings_are_checked() {
         ("[restart-strategy]\ntype = \"always\"\n", "restart-strategy.type = \"always\""),
     ];
     for (settings, expected) in cases {
-        let job = Job { checkpointing: settings.into(), rate: 1000, trap_once: false };
+        let job = Job::new(settings.into(), 1000);
         write_job(&dir, &job, 10, None);
         let err = dir.fails();
         assert!(err.contains(expected) && err.contains("job.toml"), "{settings}: {err}");
     }
-    let job = Job { checkpointing: String::new(), rate: 1000, trap_once: false };
+    let job = Job::new(String::new(), 1000);
     write_job(&dir, &job, 10, None);
     let (ok, err) = dir.run(&["--resume"]);
     assert!(!ok && err.contains("--resume needs state.checkpoints.dir"), "{err}");
