@@ -136,14 +136,12 @@ fn forward_needs_equal_parallelism() {
 
 #[test]
 fn unavailable_choices_fail_clearly_instead_of_falling_back() {
-    let rocks = good_job().replace("name = \"wc\"", "name = \"wc\"\n[state]\nbackend = \"rocksdb\"");
-    // [state] must come before the arrays of tables; rebuild in order.
-    let rocks = rocks.replacen("[state]\nbackend = \"rocksdb\"\n", "", 1).replacen(
+    let rocks = good_job().replacen(
         "[[sources]]",
-        "[state]\nbackend = \"rocksdb\"\n\n[[sources]]",
+        "[state.backend]\ntype = \"rocksdb\"\nrocksdb.cache = \"1GiB\"\n\n[[sources]]",
         1,
     );
-    assert_mentions(&dir_with(&rocks).fails(), &["state.backend = \"rocksdb\" is not available"]);
+    assert_mentions(&dir_with(&rocks).fails(), &["job.toml", "[state.backend]"]);
     let bogus = good_job().replacen("[[sources]]", "[state]\nbackend = \"heap\"\n\n[[sources]]", 1);
     assert_mentions(&dir_with(&bogus).fails(), &["state.backend = \"heap\" is not a state backend"]);
     let dur = good_job().replacen("[[sources]]", "[wasm]\ncall_timeout = \"5 parsecs\"\n\n[[sources]]", 1);

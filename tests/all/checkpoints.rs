@@ -106,7 +106,7 @@ params = {{ mode = "trap-once", on = "poison" }}
             r#"
 name = "eo"
 parallelism = 2
-state.backend = "{backend}"
+{backend}
 
 {checkpointing}
 
@@ -133,7 +133,11 @@ input = "counter"
 {sink}
 "#,
             checkpointing = job.checkpointing,
-            backend = job.backend,
+            backend = match job.backend {
+                "rocksdb-incremental" =>
+                    "state.backend.type = \"rocksdb\"\nstate.backend.incremental = true".to_string(),
+                b => format!("state.backend = \"{b}\""),
+            },
             rate = job.rate,
             tokenizer = artifacts::WORD_COUNT_TOKENIZER,
             counter = artifacts::WORD_COUNT_COUNTER,
@@ -239,6 +243,16 @@ fn sigkill_crash_loop_on_file_storage_gives_exactly_once_output() {
 }
 
 #[test]
+fn sigkill_crash_loop_on_file_storage_gives_exactly_once_output_on_rocksdb() {
+    crash_loop_on_file_storage("rocksdb");
+}
+
+#[test]
+fn sigkill_crash_loop_on_file_storage_gives_exactly_once_output_on_incremental_rocksdb() {
+    crash_loop_on_file_storage("rocksdb-incremental");
+}
+
+#[test]
 fn sigkill_crash_loop_with_the_generator_and_the_plain_file_sink_ends_exactly_once() {
     let dir = JobDir::new();
     let ck = format!("file://{}/ck", dir.path().display());
@@ -304,6 +318,11 @@ fn at_least_once_mode_runs_and_checkpoints() {
 #[test]
 fn sigkill_crash_loop_on_s3_storage_gives_exactly_once_output() {
     crash_loop_on_s3_storage("hashmap");
+}
+
+#[test]
+fn sigkill_crash_loop_on_s3_storage_gives_exactly_once_output_on_incremental_rocksdb() {
+    crash_loop_on_s3_storage("rocksdb-incremental");
 }
 
 /// The crash loop on a real S3-compatible server, on `backend`.
@@ -528,4 +547,45 @@ fn on_s3_metadata_is_create_only_so_two_hosts_cannot_both_commit() {
     assert_eq!(first.list_checkpoints().unwrap(), vec![1, 2]);
     first.delete_checkpoint(1).unwrap();
     assert_eq!(second.list_checkpoints().unwrap(), vec![2]);
+}
+
+#[test]
+fn incremental_checkpoints_share_files_and_never_point_at_a_missing_one() {
+    let dir = JobDir::new();
+    let ck = format!("file://{}/ck", dir.path().display());
+    let mut job = Job::new(checkpointing(&ck, "retained = 3"), 3000);
+    job.backend = "rocksdb-incremental";
+    let expected = write_job(&dir, &job, 9000, None);
+    let mut child = spawn(&dir, &[], &[]);
+    std::thread::sleep(Duration::from_millis(1500));
+    child.kill().unwrap();
+    child.wait().unwrap();
+    // Every file a remaining checkpoint names exists; SST files are shared.
+    let mut uses: BTreeMap<String, u32> = BTreeMap::new();
+    let mut checkpoints = 0;
+    for e in std::fs::read_dir(dir.path().join("ck/eo")).unwrap() {
+        let meta = e.unwrap().path().join("_metadata");
+        let Ok(text) = std::fs::read_to_string(&meta) else { continue };
+        checkpoints += 1;
+        let json: serde_json::Value = serde_json::from_str(text.split_once('\n').unwrap().1).unwrap();
+        for op in json["operators"].as_object().unwrap().values() {
+            for h in op["subtasks"].as_array().unwrap() {
+                assert_eq!(h["type"], "rocksdb", "{h}");
+                for f in h["files"].as_array().unwrap() {
+                    let path = f["path"].as_str().unwrap();
+                    let on_disk = dir.path().join("ck/eo").join(path);
+                    assert!(on_disk.is_file(), "{} names {path}, which is missing", meta.display());
+                    assert_eq!(std::fs::metadata(&on_disk).unwrap().len(), f["size"].as_u64().unwrap());
+                    *uses.entry(path.to_string()).or_default() += 1;
+                }
+            }
+        }
+    }
+    assert!(checkpoints >= 2, "{checkpoints} checkpoints");
+    assert!(
+        uses.iter().any(|(p, n)| p.starts_with("shared/") && *n > 1),
+        "some SST file is used by more than one checkpoint: {uses:?}"
+    );
+    dir.succeeds(&["--resume"]);
+    assert_eq!(final_counts(&committed(dir.path())), expected);
 }

@@ -7,6 +7,7 @@ mod checkpoints;
 mod fraud_detection;
 mod guest_failures;
 mod progress;
+mod rocksdb_backend;
 mod session_windows;
 mod state_kinds;
 mod support;

@@ -18,6 +18,10 @@ fn records() -> Vec<(String, u64)> {
 }
 
 fn job(dir: &JobDir, parallelism: u32, misuse: &str) {
+    job_on(dir, parallelism, misuse, "hashmap");
+}
+
+fn job_on(dir: &JobDir, parallelism: u32, misuse: &str, backend: &str) {
     let lines: String = records().iter().map(|(u, a)| format!("{{\"user\": \"{u}\", \"amount\": {a}}}\n")).collect();
     dir.write("input.jsonl", lines);
     dir.write(
@@ -25,6 +29,7 @@ fn job(dir: &JobDir, parallelism: u32, misuse: &str) {
         format!(
             r#"name = "kinds"
 parallelism = {parallelism}
+state.backend = "{backend}"
 
 [[sources]]
 id = "tx"
@@ -76,7 +81,7 @@ fn expected_line(user: &str, amounts: &[u64]) -> String {
 }
 
 #[test]
-fn every_state_kind_round_trips_at_parallelism_1_and_3() {
+fn every_state_kind_round_trips_at_parallelism_1_and_3_on_both_backends() {
     let mut history: BTreeMap<String, Vec<u64>> = BTreeMap::new();
     let mut expected: BTreeMap<String, Vec<String>> = BTreeMap::new();
     for (user, amount) in records() {
@@ -85,9 +90,9 @@ fn every_state_kind_round_trips_at_parallelism_1_and_3() {
         expected.entry(user.clone()).or_default().push(expected_line(&user, h));
     }
     assert!(history["ann"].len() > 512, "ann's list spans several pages");
-    for p in [1u32, 3] {
+    for (backend, p) in [("hashmap", 1u32), ("hashmap", 3), ("rocksdb", 1), ("rocksdb", 3)] {
         let dir = JobDir::new();
-        job(&dir, p, "");
+        job_on(&dir, p, "", backend);
         dir.succeeds(&[]);
         let out = dir.read("out.txt");
         let mut per_user: BTreeMap<String, Vec<String>> = BTreeMap::new();
@@ -102,7 +107,7 @@ fn every_state_kind_round_trips_at_parallelism_1_and_3() {
                 per_user.entry(user).or_default().push(line.to_string());
             }
         }
-        assert_eq!(per_user, expected, "parallelism {p}: every line, in order per user");
+        assert_eq!(per_user, expected, "{backend}, parallelism {p}: every line, in order per user");
         assert_eq!(subtask_lines, p, "one end-of-input line per subtask");
         assert_eq!(seen_total, records().len() as u64, "operator state counted every record once");
     }

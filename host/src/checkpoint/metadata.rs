@@ -33,6 +33,28 @@ pub enum StateHandle {
         /// CRC-32 of its bytes.
         crc32: u32,
     },
+    /// An incremental RocksDB checkpoint: the files of a RocksDB checkpoint
+    /// directory. SST files live under `shared/` and are reused by later
+    /// checkpoints for as long as the database keeps them; the rest
+    /// (`MANIFEST`, `CURRENT`, `OPTIONS`, the state descriptors) are this
+    /// checkpoint's own.
+    Rocksdb {
+        /// The files, by their name in the database directory.
+        files: Vec<DbFile>,
+    },
+}
+
+/// One file of an incremental RocksDB checkpoint.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DbFile {
+    /// Its name in the database directory.
+    pub name: String,
+    /// Where it is stored, relative to the job directory.
+    pub path: String,
+    /// Its length.
+    pub size: u64,
+    /// CRC-32 of its bytes.
+    pub crc32: u32,
 }
 
 impl StateHandle {
@@ -41,6 +63,17 @@ impl StateHandle {
         match self {
             StateHandle::Inline { data } => data.len() as u64,
             StateHandle::File { size, .. } => *size,
+            StateHandle::Rocksdb { files } => files.iter().map(|f| f.size).sum(),
+        }
+    }
+
+    /// Paths of the stored files this handle uses, relative to the job
+    /// directory.
+    pub fn paths(&self) -> Vec<&str> {
+        match self {
+            StateHandle::Inline { .. } => Vec::new(),
+            StateHandle::File { path, .. } => vec![path.as_str()],
+            StateHandle::Rocksdb { files } => files.iter().map(|f| f.path.as_str()).collect(),
         }
     }
 }
@@ -116,10 +149,7 @@ impl CheckpointMetadata {
 
     /// Files this checkpoint references, relative to the job directory.
     pub fn files(&self) -> impl Iterator<Item = &str> {
-        self.operators.values().flat_map(|o| &o.subtasks).filter_map(|h| match h {
-            StateHandle::File { path, .. } => Some(path.as_str()),
-            StateHandle::Inline { .. } => None,
-        })
+        self.operators.values().flat_map(|o| &o.subtasks).flat_map(StateHandle::paths)
     }
 
     /// Encodes: the header line, then JSON.

@@ -4,7 +4,7 @@
 //! read and checked here, before any task starts, so a damaged checkpoint
 //! is reported instead of failing tasks half-way.
 
-use super::metadata::{CheckpointMetadata, MetadataError};
+use super::metadata::{CheckpointMetadata, DbFile, MetadataError, StateHandle};
 use super::storage::{CheckpointStorage, StorageError};
 use crate::config::StorageSettings;
 use crate::state::snapshot::{SnapshotError, verify_snapshot};
@@ -51,19 +51,31 @@ pub enum RestoreError {
     BadUri(String),
 }
 
+/// One subtask's state in a checkpoint, as a restoring subtask gets it.
+#[derive(Debug, Clone)]
+pub enum RestoreSource {
+    /// A canonical snapshot, read and checked.
+    Snapshot(Bytes),
+    /// An incremental RocksDB checkpoint: files the subtask downloads.
+    Rocksdb(Vec<DbFile>),
+}
+
 /// A checkpoint read and checked, ready to hand to tasks.
 #[derive(Debug)]
 pub struct Restored {
     /// Its metadata.
     pub metadata: CheckpointMetadata,
-    /// Operator uid to the snapshot bytes of each of its subtasks.
-    pub states: HashMap<String, Arc<Vec<Bytes>>>,
+    /// Operator uid to the state of each of its subtasks.
+    pub states: HashMap<String, Arc<Vec<RestoreSource>>>,
     /// Where it was read from, for messages.
     pub location: String,
+    /// The storage it is in (incremental state is downloaded from there).
+    pub storage: Arc<CheckpointStorage>,
 }
 
-/// Reads checkpoint `id` whole and checks every part of it.
-pub fn load(storage: &CheckpointStorage, id: u64) -> Result<Restored, RestoreError> {
+/// Reads checkpoint `id` whole and checks every part of it (the files of
+/// incremental RocksDB state are checked when a subtask downloads them).
+pub fn load(storage: &Arc<CheckpointStorage>, id: u64) -> Result<Restored, RestoreError> {
     let location = format!("{}/chk-{id}", storage.display());
     let bytes = storage.read_metadata(id)?;
     let metadata = CheckpointMetadata::decode(&bytes)
@@ -72,21 +84,25 @@ pub fn load(storage: &CheckpointStorage, id: u64) -> Result<Restored, RestoreErr
     for (uid, op) in &metadata.operators {
         let mut subtasks = Vec::with_capacity(op.subtasks.len());
         for (i, handle) in op.subtasks.iter().enumerate() {
+            if let StateHandle::Rocksdb { files } = handle {
+                subtasks.push(RestoreSource::Rocksdb(files.clone()));
+                continue;
+            }
             let bytes = storage.read_state(handle)?;
             verify_snapshot(&bytes).map_err(|source| RestoreError::Snapshot {
                 location: format!("{location}: state of operator '{uid}' subtask {i}"),
                 source,
             })?;
-            subtasks.push(bytes);
+            subtasks.push(RestoreSource::Snapshot(bytes));
         }
         states.insert(uid.clone(), Arc::new(subtasks));
     }
-    Ok(Restored { metadata, states, location })
+    Ok(Restored { metadata, states, location, storage: storage.clone() })
 }
 
 /// The latest usable checkpoint of the job in `storage`, falling back past
 /// damaged ones (each with a warning). `Ok(None)` when there is none at all.
-pub fn load_latest(storage: &CheckpointStorage) -> Result<Option<Restored>, RestoreError> {
+pub fn load_latest(storage: &Arc<CheckpointStorage>) -> Result<Option<Restored>, RestoreError> {
     let ids = storage.list_checkpoints()?;
     let mut reasons = Vec::new();
     for &id in ids.iter().rev() {
@@ -121,10 +137,10 @@ pub fn parse_uri(uri: &str) -> Result<(String, String, u64), RestoreError> {
 
 /// Opens the storage a checkpoint URI points into, with the S3 options of
 /// `settings`.
-pub fn open_uri(uri: &str, settings: &StorageSettings) -> Result<(CheckpointStorage, String, u64), RestoreError> {
+pub fn open_uri(uri: &str, settings: &StorageSettings) -> Result<(Arc<CheckpointStorage>, String, u64), RestoreError> {
     let (dir, job, id) = parse_uri(uri)?;
     let settings = StorageSettings { dir: Some(dir), ..settings.clone() };
-    Ok((CheckpointStorage::open(&settings, &job)?, job, id))
+    Ok((Arc::new(CheckpointStorage::open(&settings, &job)?), job, id))
 }
 
 #[cfg(test)]

@@ -193,27 +193,54 @@ impl CheckpointStorage {
         Ok(StateHandle::File { path: relative, size, crc32 })
     }
 
-    /// Reads a state handle's bytes, checking size and checksum.
+    /// Reads a snapshot handle's bytes, checking size and checksum. An
+    /// incremental RocksDB handle is a set of files: read them with
+    /// [`CheckpointStorage::get_object`].
     pub fn read_state(&self, handle: &StateHandle) -> Result<Bytes, StorageError> {
         match handle {
             StateHandle::Inline { data } => Ok(Bytes::from(data.clone())),
-            StateHandle::File { path, size, crc32 } => {
-                let location = self.location(path);
-                let bytes = self
-                    .runtime
-                    .block_on(async { self.store.get(&self.path(path)).await?.bytes().await })
-                    .map_err(|source| StorageError::Io { op: "reading", location: location.clone(), source })?;
-                if bytes.len() as u64 != *size {
-                    return Err(StorageError::Corrupt {
-                        location,
-                        message: format!("{} bytes, _metadata says {size} (truncated?)", bytes.len()),
-                    });
-                }
-                if crc32fast::hash(&bytes) != *crc32 {
-                    return Err(StorageError::Corrupt { location, message: "checksum mismatch".into() });
-                }
-                Ok(bytes)
-            }
+            StateHandle::File { path, size, crc32 } => self.get_object(path, *size, *crc32),
+            StateHandle::Rocksdb { .. } => Err(StorageError::Corrupt {
+                location: self.display.clone(),
+                message: "an incremental RocksDB handle is not one snapshot file".into(),
+            }),
+        }
+    }
+
+    /// Stores `bytes` at `relative` (to the job directory); returns its size
+    /// and CRC-32.
+    pub fn put_object(&self, relative: &str, bytes: Vec<u8>) -> Result<(u64, u32), StorageError> {
+        let (size, crc) = (bytes.len() as u64, crc32fast::hash(&bytes));
+        self.runtime
+            .block_on(self.store.put(&self.path(relative), PutPayload::from(bytes)))
+            .map_err(|source| StorageError::Io { op: "writing", location: self.location(relative), source })?;
+        Ok((size, crc))
+    }
+
+    /// Reads `relative`, checking it has `size` bytes with CRC-32 `crc32`.
+    pub fn get_object(&self, relative: &str, size: u64, crc32: u32) -> Result<Bytes, StorageError> {
+        let location = self.location(relative);
+        let bytes = self
+            .runtime
+            .block_on(async { self.store.get(&self.path(relative)).await?.bytes().await })
+            .map_err(|source| StorageError::Io { op: "reading", location: location.clone(), source })?;
+        if bytes.len() as u64 != size {
+            return Err(StorageError::Corrupt {
+                location,
+                message: format!("{} bytes, _metadata says {size} (truncated?)", bytes.len()),
+            });
+        }
+        if crc32fast::hash(&bytes) != crc32 {
+            return Err(StorageError::Corrupt { location, message: "checksum mismatch".into() });
+        }
+        Ok(bytes)
+    }
+
+    /// Deletes `relative`; a missing object is not an error.
+    pub fn delete_object(&self, relative: &str) -> Result<(), StorageError> {
+        match self.runtime.block_on(self.store.delete(&self.path(relative))) {
+            Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
+            Err(source) => Err(StorageError::Io { op: "deleting", location: self.location(relative), source }),
         }
     }
 

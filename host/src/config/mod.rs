@@ -9,8 +9,8 @@ pub mod units;
 
 pub use job::{Format, InputSpec, JobSpec, OperatorSpec, Partition, SinkKind, SinkSpec, SourceKind, SourceSpec};
 pub use settings::{
-    BackendKind, CheckpointMode, CheckpointSettings, RestartStrategy, S3Settings, Settings, SettingsFile,
-    StorageSettings,
+    BackendKind, CheckpointMode, CheckpointSettings, RestartStrategy, RocksDbSettings, S3Settings, Settings,
+    SettingsFile, StorageSettings,
 };
 
 use std::path::{Path, PathBuf};

@@ -58,6 +58,23 @@ pub struct BackendTable {
     /// The backend name.
     #[serde(rename = "type")]
     pub kind: String,
+    /// `state.backend.incremental`: RocksDB checkpoints upload only new files.
+    pub incremental: Option<bool>,
+    /// `state.backend.rocksdb.*`.
+    #[serde(default)]
+    pub rocksdb: RocksDbSection,
+}
+
+/// `state.backend.rocksdb.*`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RocksDbSection {
+    /// Where subtasks keep their working databases.
+    pub localdir: Option<PathBuf>,
+    /// Block cache per subtask.
+    pub block_cache: Option<ByteSize>,
+    /// Memtables per subtask, all column families together.
+    pub write_buffers: Option<ByteSize>,
 }
 
 impl BackendSetting {
@@ -209,6 +226,8 @@ pub enum BackendKind {
 pub struct Settings {
     /// The state backend.
     pub backend: BackendKind,
+    /// RocksDB options (used when `backend` is RocksDB).
+    pub rocksdb: RocksDbSettings,
     /// Checkpointing, when an interval is set.
     pub checkpointing: Option<CheckpointSettings>,
     /// Where checkpoints are stored.
@@ -231,6 +250,19 @@ pub struct Settings {
     pub idle_timeout: Option<Duration>,
     /// Deprecation and other notes to log once the job starts.
     pub warnings: Vec<String>,
+}
+
+/// `state.backend.rocksdb.*`, resolved.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RocksDbSettings {
+    /// Parent of the subtasks' working directories.
+    pub localdir: PathBuf,
+    /// Block cache per subtask, in bytes.
+    pub block_cache: u64,
+    /// Memtables per subtask, in bytes.
+    pub write_buffers: u64,
+    /// Incremental checkpoints.
+    pub incremental: bool,
 }
 
 /// How barriers are aligned at operators with several inputs.
@@ -391,11 +423,21 @@ impl SettingsFile {
                 ));
             }
         };
-        if backend == BackendKind::RocksDb {
+        let (rocks, incremental) = match &self.state.backend {
+            Some(BackendSetting::Table(t)) => (t.rocksdb.clone(), t.incremental),
+            _ => (RocksDbSection::default(), None),
+        };
+        if incremental == Some(true) && backend != BackendKind::RocksDb {
             return Err(format!(
-                "{origin}: state.backend = \"rocksdb\" is not available in this version of Weir yet; use \"hashmap\""
+                "{origin}: state.backend.incremental = true needs state.backend.type = \"rocksdb\" (the hashmap backend takes full checkpoints)"
             ));
         }
+        let rocksdb = RocksDbSettings {
+            localdir: rocks.localdir.unwrap_or_else(|| std::env::temp_dir().join("weir-rocksdb")),
+            block_cache: rocks.block_cache.map(|b| b.0).unwrap_or(64 << 20),
+            write_buffers: rocks.write_buffers.map(|b| b.0).unwrap_or(64 << 20),
+            incremental: incremental.unwrap_or(false),
+        };
         let checkpointing = self.resolve_checkpointing(origin)?;
         let storage = self.resolve_storage(origin)?;
         let restart = self.resolve_restart(origin, checkpointing.is_some())?;
@@ -422,6 +464,7 @@ impl SettingsFile {
         };
         Ok(Settings {
             backend,
+            rocksdb,
             checkpointing,
             storage,
             restart,

@@ -12,7 +12,7 @@ use crate::checkpoint::protocol::{CheckpointId, Command, Protocol, ProtocolConfi
 use crate::checkpoint::storage::CheckpointStorage;
 use crate::config::CheckpointSettings;
 use crossbeam_channel::Sender;
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -41,9 +41,12 @@ pub struct Checkpoints {
     max_parallelism: u32,
     /// Highest id used or seen in storage: the next trigger takes the one after.
     highest_id: CheckpointId,
-    /// Completed by this run, oldest first (retention deletes only these:
-    /// a checkpoint restored from but not created is never deleted).
-    created: VecDeque<CheckpointId>,
+    /// Completed by this run, oldest first, with the shared files each
+    /// uses (retention deletes only these: a checkpoint restored from but
+    /// not created is never deleted).
+    created: VecDeque<(CheckpointId, Vec<String>)>,
+    /// Shared files of the checkpoint the run started from: never deleted.
+    pinned: HashSet<String>,
     /// Statistics.
     pub stats: CheckpointStats,
 }
@@ -59,6 +62,8 @@ pub struct Attempt<'a> {
     triggered: HashMap<CheckpointId, (Instant, i64)>,
     /// Files stored for checkpoints in flight, to delete if they abort.
     stored: HashMap<CheckpointId, Vec<String>>,
+    /// Shared files of checkpoints whose metadata was written.
+    shared_of: HashMap<CheckpointId, Vec<String>>,
     /// Set once a source finished: no more triggers.
     stopped: bool,
     started: Instant,
@@ -73,6 +78,7 @@ impl Checkpoints {
         job: &str,
         max_parallelism: u32,
         highest_id: CheckpointId,
+        pinned: HashSet<String>,
     ) -> Self {
         Checkpoints {
             settings,
@@ -81,6 +87,7 @@ impl Checkpoints {
             max_parallelism,
             highest_id,
             created: VecDeque::new(),
+            pinned,
             stats: CheckpointStats::default(),
         }
     }
@@ -92,7 +99,7 @@ impl Checkpoints {
 
     /// The latest checkpoint this run completed.
     pub fn latest_created(&self) -> Option<CheckpointId> {
-        self.created.back().copied()
+        self.created.back().map(|(id, _)| *id)
     }
 
     /// Starts an attempt over `tasks` (every task acknowledges every
@@ -119,18 +126,35 @@ impl Checkpoints {
             everyone,
             triggered: HashMap::new(),
             stored: HashMap::new(),
+            shared_of: HashMap::new(),
             stopped: false,
             started: Instant::now(),
             cp: self,
         }
     }
 
+    /// Deletes checkpoints beyond `retained`: the checkpoint first
+    /// (`_metadata` first), then the shared files no kept checkpoint uses,
+    /// so a deletion cut short leaves unused files, never a checkpoint
+    /// pointing at a missing one.
     fn retain(&mut self) {
         while self.created.len() > self.settings.retained as usize {
-            let old = self.created.pop_front().expect("longer than retained");
-            match self.storage.delete_checkpoint(old) {
-                Ok(()) => tracing::debug!(checkpoint = old, "deleted (beyond retained)"),
-                Err(e) => tracing::warn!(checkpoint = old, error = %e, "cannot delete an old checkpoint"),
+            let (old, shared) = self.created.pop_front().expect("longer than retained");
+            if let Err(e) = self.storage.delete_checkpoint(old) {
+                tracing::warn!(checkpoint = old, error = %e, "cannot delete an old checkpoint");
+                continue;
+            }
+            tracing::debug!(checkpoint = old, "deleted (beyond retained)");
+            let in_use: HashSet<&str> = self
+                .created
+                .iter()
+                .flat_map(|(_, files)| files.iter().map(String::as_str))
+                .chain(self.pinned.iter().map(String::as_str))
+                .collect();
+            for path in shared.iter().filter(|p| !in_use.contains(p.as_str())) {
+                if let Err(e) = self.storage.delete_object(path) {
+                    tracing::warn!(file = %path, error = %e, "cannot delete an unused shared file");
+                }
             }
         }
     }
@@ -167,9 +191,7 @@ impl Attempt<'_> {
     ) -> Result<(), String> {
         if let TaskSnapshot::Operator(handle) = &snapshot {
             self.cp.stats.sync_pauses.push(sync);
-            if let StateHandle::File { path, .. } = handle {
-                self.stored.entry(id).or_default().push(path.clone());
-            }
+            self.stored.entry(id).or_default().extend(handle.paths().iter().map(|p| p.to_string()));
         }
         let commands = self.protocol.on_ack(id, &task.to_string(), snapshot);
         self.execute(commands)
@@ -230,6 +252,7 @@ impl Attempt<'_> {
                     let metadata = self.metadata(id, handles, false);
                     let result = self.cp.storage.write_metadata(id, metadata.encode()).map_err(|e| e.to_string());
                     if result.is_ok() {
+                        self.shared_of.insert(id, shared_files(&metadata));
                         self.cp.stats.sizes.push(metadata.state_size());
                         self.cp.stats.durations.push(Duration::from_millis(metadata.duration_ms));
                         tracing::info!(
@@ -247,7 +270,8 @@ impl Attempt<'_> {
                     self.triggered.retain(|&c, _| c > id);
                     self.cp.stats.completed += 1;
                     self.cp.stats.latest = Some(id);
-                    self.cp.created.push_back(id);
+                    let shared = self.shared_of.remove(&id).unwrap_or_default();
+                    self.cp.created.push_back((id, shared));
                     for tx in &self.everyone {
                         let _ = tx.send(Control::Complete(id));
                     }
@@ -339,7 +363,7 @@ impl Attempt<'_> {
             match self.cp.storage.write_metadata(id, metadata.encode()) {
                 Ok(()) => {
                     tracing::info!(checkpoint = id, "final checkpoint complete");
-                    self.cp.created.push_back(id);
+                    self.cp.created.push_back((id, Vec::new()));
                     self.cp.stats.latest = Some(id);
                     for tx in &self.everyone {
                         let _ = tx.send(Control::Complete(id));
@@ -355,6 +379,11 @@ impl Attempt<'_> {
         }
         Err(format!("cannot write the final checkpoint {id}: {last}"))
     }
+}
+
+/// The shared files (incremental RocksDB state) `metadata` uses.
+pub fn shared_files(metadata: &CheckpointMetadata) -> Vec<String> {
+    metadata.files().filter(|p| p.starts_with("shared/")).map(str::to_string).collect()
 }
 
 /// "1.5 MiB".

@@ -5,7 +5,7 @@
 //! outcome.
 
 use super::batch::Message;
-use super::checkpoints::{CheckpointStats, Checkpoints, human_bytes};
+use super::checkpoints::{CheckpointStats, Checkpoints, human_bytes, shared_files};
 use super::events::{Control, Counters, TaskError, TaskEvent, TaskId};
 use super::inputs::Alignment;
 use super::progress::Progress;
@@ -205,7 +205,17 @@ pub fn run_job(job: &LoadedJob, start: &StartFrom) -> Result<JobReport, JobError
     }
     let highest = existing.last().copied().unwrap_or(0).max(initial.as_ref().map_or(0, |r| r.metadata.id));
     let mut checkpoints = match (&settings.checkpointing, &storage) {
-        (Some(c), Some(s)) => Some(Checkpoints::new(*c, s.clone(), &spec.name, spec.max_parallelism, highest)),
+        (Some(c), Some(s)) => {
+            let pinned = initial.as_ref().map(|r| shared_files(&r.metadata)).unwrap_or_default();
+            Some(Checkpoints::new(
+                *c,
+                s.clone(),
+                &spec.name,
+                spec.max_parallelism,
+                highest,
+                pinned.into_iter().collect(),
+            ))
+        }
         _ => None,
     };
 
@@ -446,10 +456,14 @@ fn run_attempt(
                 uploader: checkpoints.as_ref().map(|c| {
                     Uploader::new(task_id.clone(), c.storage().clone(), events_tx.clone(), spec.max_parallelism)
                 }),
-                restore: restored.as_ref().map(|(snapshots, same)| OperatorRestore {
-                    snapshots: snapshots.clone(),
+                restore: restored.as_ref().map(|(sources, same)| OperatorRestore {
+                    sources: sources.clone(),
                     operator_state_from: same.then_some(sub as usize),
+                    storage: restore.as_ref().expect("restored").storage.clone(),
+                    adopted: None,
                 }),
+                backend: settings.backend,
+                rocksdb: settings.rocksdb.clone(),
             };
             spawn(task_id, Box::new(move || task.run()), events_tx.clone());
         }

@@ -103,6 +103,16 @@ pub enum TaskError {
         /// The failure.
         failure: GuestFailure,
     },
+    /// A subtask's state backend could not start.
+    #[error("operator '{uid}' (subtask {subtask}): {message}")]
+    Backend {
+        /// Operator uid.
+        uid: Arc<str>,
+        /// Subtask index.
+        subtask: u32,
+        /// What failed.
+        message: String,
+    },
     /// A subtask's state could not be restored.
     #[error("operator '{uid}' (subtask {subtask}) cannot restore its state: {message}")]
     Restore {

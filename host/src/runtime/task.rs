@@ -5,12 +5,20 @@ use super::batch::Batch;
 use super::events::{Counters, TaskError, TaskEvent, TaskId};
 pub use super::inputs::{Inputs, Next};
 use super::router::{RouteError, Router};
-use crate::checkpoint::uploader::Uploader;
+use crate::checkpoint::metadata::DbFile;
+use crate::checkpoint::restore::RestoreSource;
+use crate::checkpoint::storage::CheckpointStorage;
+use crate::checkpoint::uploader::{DESCRIPTORS_FILE, Uploader};
+use crate::config::{BackendKind, RocksDbSettings};
 use crate::state::hashmap::HashMapBackend;
 use crate::state::key_group::KeyGroupRange;
+use crate::state::rocksdb::checkpoint_to_snapshot;
+use crate::state::rocksdb::{RocksDbBackend, RocksDbMemory};
+use crate::state::snapshot::decode_descriptors;
 use crate::state::snapshot::restore_snapshot;
 use crate::state::ttl::TtlBackend;
 use crate::state::{StateBackend, TimeDomain};
+use crate::state::{StateDescriptor, StateError};
 use crate::wasm::{GuestFailure, Limits, OperatorInfo, OperatorInstance, OperatorModule};
 use crossbeam_channel::Sender;
 use std::sync::Arc;
@@ -84,19 +92,108 @@ pub struct OperatorTask {
     pub uploader: Option<Uploader>,
     /// State to start from.
     pub restore: Option<OperatorRestore>,
+    /// Which backend keeps the state.
+    pub backend: BackendKind,
+    /// RocksDB options, for that backend.
+    pub rocksdb: RocksDbSettings,
 }
 
 /// What an operator subtask restores before `open`.
 pub struct OperatorRestore {
-    /// The snapshots of every subtask of the operator in the checkpoint:
-    /// each subtask takes the key groups it owns from all of them.
-    pub snapshots: Arc<Vec<bytes::Bytes>>,
-    /// Which snapshot's operator and broadcast state is this subtask's
-    /// (the same index, when the parallelism did not change).
+    /// The state of every subtask of the operator in the checkpoint: each
+    /// subtask takes the key groups it owns from all of them.
+    pub sources: Arc<Vec<RestoreSource>>,
+    /// Which source's operator and broadcast state is this subtask's (the
+    /// same index, when the parallelism did not change).
     pub operator_state_from: Option<usize>,
+    /// Where incremental state is downloaded from.
+    pub storage: Arc<CheckpointStorage>,
+    /// The source taken over whole as the RocksDB database, if any.
+    pub adopted: Option<usize>,
+}
+
+/// Why a backend could not be made: (while restoring?, what failed).
+type BackendFailure = (bool, String);
+
+/// Where restored RocksDB files of `source` are downloaded.
+fn download_dir(localdir: &std::path::Path, uid: &str, subtask: u32, source: usize) -> std::path::PathBuf {
+    localdir.join(format!("restore-{uid}-{subtask}-from-{source}-{}", std::process::id()))
+}
+
+/// Downloads an incremental checkpoint's files into `dir` (created, emptied
+/// first); returns the state descriptors stored with them.
+fn download(
+    storage: &CheckpointStorage,
+    files: &[DbFile],
+    dir: &std::path::Path,
+) -> Result<Vec<StateDescriptor>, String> {
+    let _ = std::fs::remove_dir_all(dir);
+    std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    let mut descriptors = None;
+    for f in files {
+        let bytes = storage.get_object(&f.path, f.size, f.crc32).map_err(|e| e.to_string())?;
+        if f.name == DESCRIPTORS_FILE {
+            let (_, d) = decode_descriptors(&bytes).map_err(|e| format!("{}: {e}", f.path))?;
+            descriptors = Some(d);
+        } else {
+            let to = dir.join(&f.name);
+            std::fs::write(&to, &bytes).map_err(|e| format!("cannot write {}: {e}", to.display()))?;
+        }
+    }
+    descriptors.ok_or_else(|| format!("the checkpoint lists no {DESCRIPTORS_FILE}"))
 }
 
 impl OperatorTask {
+    /// Creates the state backend, adopting the restored RocksDB files when
+    /// they are this subtask's own; also returns the files adopted (an
+    /// incremental uploader need not store them again). Errors say whether
+    /// restoring failed (true) or the backend itself.
+    fn backend(
+        &mut self,
+        range: KeyGroupRange,
+        clock: crate::state::ttl::Clock,
+    ) -> Result<(Box<dyn StateBackend>, Vec<DbFile>), BackendFailure> {
+        if self.backend == BackendKind::HashMap {
+            return Ok((
+                Box::new(TtlBackend::new(HashMapBackend::new(range), clock, self.max_parallelism)),
+                Vec::new(),
+            ));
+        }
+        let memory = RocksDbMemory {
+            block_cache: self.rocksdb.block_cache as usize,
+            write_buffers: self.rocksdb.write_buffers as usize,
+        };
+        let localdir = self.rocksdb.localdir.clone();
+        let name = format!("{}-{}", self.id.node, self.id.subtask);
+        let opened = |e: StateError| (false, format!("cannot open RocksDB under {}: {e}", localdir.display()));
+        // The subtask's own incremental state, at unchanged parallelism.
+        let own = self.restore.as_mut().and_then(|r| {
+            let i = r.operator_state_from?;
+            match r.sources.get(i)? {
+                RestoreSource::Rocksdb(files) => {
+                    r.adopted = Some(i);
+                    Some((r.storage.clone(), files.clone()))
+                }
+                RestoreSource::Snapshot(_) => None,
+            }
+        });
+        let Some((storage, files)) = own else {
+            let db = RocksDbBackend::open(&localdir, &name, range, memory).map_err(opened)?;
+            return Ok((Box::new(TtlBackend::new(db, clock, self.max_parallelism)), Vec::new()));
+        };
+        let dir = download_dir(&localdir, &self.id.node, self.id.subtask, self.id.subtask as usize);
+        let descriptors = download(&storage, &files, &dir).map_err(|e| (true, e))?;
+        let inner: Vec<_> = descriptors.iter().map(|d| StateDescriptor { ttl: None, ..d.clone() }).collect();
+        let db = RocksDbBackend::adopt(&localdir, &name, range, memory, &dir, inner).map_err(opened)?;
+        let mut backend = TtlBackend::new(db, clock, self.max_parallelism);
+        // Registered through the TTL layer in stored order, so its ids line
+        // up with the database's.
+        for d in descriptors {
+            backend.register(d).map_err(|e| (true, e.to_string()))?;
+        }
+        Ok((Box::new(backend), files))
+    }
+
     /// Runs the subtask to the end of its input.
     pub fn run(mut self) -> Result<Counters, TaskError> {
         let uid = self.id.node.clone();
@@ -104,18 +201,39 @@ impl OperatorTask {
         let range = KeyGroupRange::for_subtask(subtask, self.parallelism, self.max_parallelism);
         // State TTL is a layer over the backend, on processing time.
         let clock: crate::state::ttl::Clock = Arc::new(now_ms);
-        let mut backend: Box<dyn StateBackend> =
-            Box::new(TtlBackend::new(HashMapBackend::new(range), clock, self.max_parallelism));
+        let restore_error = |message: String| TaskError::Restore { uid: uid.clone(), subtask, message };
+        let (mut backend, known_files) = self.backend(range, clock).map_err(|(restore, message)| {
+            if restore { restore_error(message) } else { TaskError::Backend { uid: uid.clone(), subtask, message } }
+        })?;
+        if self.backend == BackendKind::RocksDb
+            && self.rocksdb.incremental
+            && let Some(uploader) = self.uploader.take()
+        {
+            self.uploader = Some(uploader.incremental(&known_files));
+        }
         if let Some(restore) = &self.restore {
-            for (i, bytes) in restore.snapshots.iter().enumerate() {
+            for (i, source) in restore.sources.iter().enumerate() {
+                if restore.adopted == Some(i) {
+                    continue;
+                }
+                // Same parallelism: only the same subtask's state overlaps.
+                if restore.operator_state_from.is_some_and(|own| own != i) {
+                    continue;
+                }
                 let with_operator_state = restore.operator_state_from == Some(i);
-                restore_snapshot(bytes, backend.as_mut(), range, self.max_parallelism, with_operator_state).map_err(
-                    |e| TaskError::Restore {
-                        uid: uid.clone(),
-                        subtask,
-                        message: format!("snapshot of subtask {i}: {e}"),
-                    },
-                )?;
+                let bytes = match source {
+                    RestoreSource::Snapshot(bytes) => bytes.clone(),
+                    RestoreSource::Rocksdb(files) => {
+                        let dir = download_dir(&self.rocksdb.localdir, &uid, subtask, i);
+                        let descriptors = download(&restore.storage, files, &dir)
+                            .map_err(|e| restore_error(format!("state of subtask {i}: {e}")))?;
+                        checkpoint_to_snapshot(&dir, descriptors, self.max_parallelism)
+                            .map_err(|e| restore_error(format!("state of subtask {i}: {e}")))?
+                            .into()
+                    }
+                };
+                restore_snapshot(&bytes, backend.as_mut(), range, self.max_parallelism, with_operator_state)
+                    .map_err(|e| restore_error(format!("snapshot of subtask {i}: {e}")))?;
             }
         }
         let mut instance =

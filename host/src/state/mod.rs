@@ -6,6 +6,7 @@
 
 pub mod hashmap;
 pub mod key_group;
+pub mod rocksdb;
 pub mod snapshot;
 pub mod ttl;
 
@@ -167,6 +168,9 @@ pub enum StateError {
         /// The option.
         what: &'static str,
     },
+    /// The backend's storage failed (RocksDB, the local disk).
+    #[error("state storage failed: {0}")]
+    Storage(String),
     /// A key outside this subtask's key groups reached the backend: an
     /// internal routing bug, never the guest's doing.
     #[error("key group {key_group} is outside this subtask's range {start}..{end}")]
@@ -422,6 +426,11 @@ pub trait FrozenState: Send {
     fn key_group(&mut self, key_group: u16, visit: &mut dyn FnMut(SnapshotEntry<'_>)) -> Result<(), StateError>;
     /// Hands every operator list item and broadcast entry to `visit`.
     fn operator_state(&mut self, visit: &mut dyn FnMut(SnapshotEntry<'_>)) -> Result<(), StateError>;
+    /// A directory holding the state as a RocksDB checkpoint, for backends
+    /// that can store their own files (incremental checkpoints).
+    fn native_checkpoint(&self) -> Option<&std::path::Path> {
+        None
+    }
 }
 
 /// Checks a state name: 1-128 letters, digits, `-`, `_`, `.`.

@@ -168,29 +168,13 @@ fn put_entry(out: &mut Vec<u8>, e: SnapshotEntry<'_>) {
     }
 }
 
-/// Writes a frozen subtask state of a job with `max_parallelism` key
-/// groups (the asynchronous part of a snapshot).
-pub fn write_snapshot(frozen: &mut dyn FrozenState, max_parallelism: u32) -> Result<Vec<u8>, SnapshotError> {
-    write_snapshot_sized(frozen, max_parallelism, 0)
-}
-
-/// As [`write_snapshot`], with room for `size_hint` bytes from the start
-/// (the previous snapshot's size: growing a large buffer by doubling costs
-/// copies and page faults).
-pub fn write_snapshot_sized(
-    frozen: &mut dyn FrozenState,
-    max_parallelism: u32,
-    size_hint: usize,
-) -> Result<Vec<u8>, SnapshotError> {
-    let range = frozen.range();
-    let mut out = Vec::with_capacity(size_hint);
-    out.extend_from_slice(MAGIC);
-    out.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
+/// The header payload: the job's key groups and every state's descriptor
+/// (also stored beside incremental RocksDB checkpoints).
+pub fn encode_descriptors(max_parallelism: u32, descriptors: &[StateDescriptor]) -> Vec<u8> {
     let mut header = Vec::new();
     put_varint(&mut header, u64::from(max_parallelism));
-    let descriptors = frozen.descriptors().to_vec();
     put_varint(&mut header, descriptors.len() as u64);
-    for d in &descriptors {
+    for d in descriptors {
         put_bytes(&mut header, d.name.as_bytes());
         header.push(kind_code(d.kind));
         header.extend_from_slice(&d.version.to_le_bytes());
@@ -209,6 +193,28 @@ pub fn write_snapshot_sized(
             Some(Redistribution::Union) => 2,
         });
     }
+    header
+}
+
+/// Writes a frozen subtask state of a job with `max_parallelism` key
+/// groups (the asynchronous part of a snapshot).
+pub fn write_snapshot(frozen: &mut dyn FrozenState, max_parallelism: u32) -> Result<Vec<u8>, SnapshotError> {
+    write_snapshot_sized(frozen, max_parallelism, 0)
+}
+
+/// As [`write_snapshot`], with room for `size_hint` bytes from the start
+/// (the previous snapshot's size: growing a large buffer by doubling costs
+/// copies and page faults).
+pub fn write_snapshot_sized(
+    frozen: &mut dyn FrozenState,
+    max_parallelism: u32,
+    size_hint: usize,
+) -> Result<Vec<u8>, SnapshotError> {
+    let range = frozen.range();
+    let mut out = Vec::with_capacity(size_hint);
+    out.extend_from_slice(MAGIC);
+    out.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
+    let header = encode_descriptors(max_parallelism, frozen.descriptors());
     put_section(&mut out, b"H", &header);
     // Sections are written in place (length patched afterwards), so the
     // entries are copied once, into `out`.
@@ -316,6 +322,42 @@ fn sections(bytes: &[u8]) -> Result<Vec<Section<'_>>, SnapshotError> {
     }
 }
 
+/// Reads what [`encode_descriptors`] wrote: (max_parallelism, descriptors).
+pub fn decode_descriptors(payload: &[u8]) -> Result<(u32, Vec<StateDescriptor>), SnapshotError> {
+    parse_descriptors(payload, 0)
+}
+
+fn parse_descriptors(payload: &[u8], base: usize) -> Result<(u32, Vec<StateDescriptor>), SnapshotError> {
+    let mut r = Reader { bytes: payload, at: 0, base };
+    let found = r.varint()? as u32;
+    let n = r.varint()?;
+    let mut descriptors = Vec::new();
+    for _ in 0..n {
+        let name = String::from_utf8(r.bytes()?.to_vec())
+            .map_err(|_| SnapshotError::Corrupt("state name is not UTF-8".into()))?;
+        let kind = kind_of(r.u8()?).ok_or_else(|| SnapshotError::Corrupt(format!("state '{name}': unknown kind")))?;
+        let version = u32::from_le_bytes(r.take(4)?.try_into().unwrap());
+        let encoding = String::from_utf8(r.bytes()?.to_vec())
+            .map_err(|_| SnapshotError::Corrupt("encoding is not UTF-8".into()))?;
+        let ttl = match r.u8()? {
+            0 => None,
+            _ => {
+                let ttl_ms = u64::from_le_bytes(r.take(8)?.try_into().unwrap());
+                let flags = r.u8()?;
+                Some(TtlConfig { ttl_ms, renew_on_read: flags & 1 != 0, return_expired: flags & 2 != 0 })
+            }
+        };
+        let redistribution = match r.u8()? {
+            0 => None,
+            1 => Some(Redistribution::EvenSplit),
+            2 => Some(Redistribution::Union),
+            x => return Err(SnapshotError::Corrupt(format!("state '{name}': unknown redistribution {x}"))),
+        };
+        descriptors.push(StateDescriptor { name, kind, version, encoding, ttl, redistribution });
+    }
+    Ok((found, descriptors))
+}
+
 /// Checks a snapshot's framing and every section's checksum without
 /// restoring it.
 pub fn verify_snapshot(bytes: &[u8]) -> Result<(), SnapshotError> {
@@ -353,35 +395,9 @@ pub fn restore_snapshot(
     let Some(header) = sections.first().filter(|s| s.tag == b'H') else {
         return Err(SnapshotError::Corrupt("no header section".into()));
     };
-    let mut r = Reader { bytes: header.payload, at: 0, base: header.offset };
-    let found = r.varint()? as u32;
+    let (found, descriptors) = parse_descriptors(header.payload, header.offset)?;
     if found != max_parallelism {
         return Err(SnapshotError::MaxParallelism { expected: max_parallelism, found });
-    }
-    let n = r.varint()?;
-    let mut descriptors = Vec::new();
-    for _ in 0..n {
-        let name = String::from_utf8(r.bytes()?.to_vec())
-            .map_err(|_| SnapshotError::Corrupt("state name is not UTF-8".into()))?;
-        let kind = kind_of(r.u8()?).ok_or_else(|| SnapshotError::Corrupt(format!("state '{name}': unknown kind")))?;
-        let version = u32::from_le_bytes(r.take(4)?.try_into().unwrap());
-        let encoding = String::from_utf8(r.bytes()?.to_vec())
-            .map_err(|_| SnapshotError::Corrupt("encoding is not UTF-8".into()))?;
-        let ttl = match r.u8()? {
-            0 => None,
-            _ => {
-                let ttl_ms = u64::from_le_bytes(r.take(8)?.try_into().unwrap());
-                let flags = r.u8()?;
-                Some(TtlConfig { ttl_ms, renew_on_read: flags & 1 != 0, return_expired: flags & 2 != 0 })
-            }
-        };
-        let redistribution = match r.u8()? {
-            0 => None,
-            1 => Some(Redistribution::EvenSplit),
-            2 => Some(Redistribution::Union),
-            x => return Err(SnapshotError::Corrupt(format!("state '{name}': unknown redistribution {x}"))),
-        };
-        descriptors.push(StateDescriptor { name, kind, version, encoding, ttl, redistribution });
     }
     // Check every entry parses before changing the backend.
     for s in &sections[1..] {

@@ -480,6 +480,10 @@ impl FrozenState for WithDescriptors {
     fn operator_state(&mut self, visit: &mut dyn FnMut(SnapshotEntry<'_>)) -> Result<(), StateError> {
         self.inner.operator_state(visit)
     }
+
+    fn native_checkpoint(&self) -> Option<&std::path::Path> {
+        self.inner.native_checkpoint()
+    }
 }
 
 #[cfg(test)]

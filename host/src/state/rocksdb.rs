@@ -1,0 +1,907 @@
+//! The RocksDB state backend (Flink's EmbeddedRocksDBStateBackend): one
+//! embedded RocksDB per operator subtask, in a working directory of its own
+//! under `state.backend.rocksdb.localdir`, removed when the subtask ends.
+//! State lives on local disk, so it can grow past memory.
+//!
+//! Layout: one column family per registered state (`state-<id>`) plus
+//! `timers`. Keys start with the key group, big-endian, so one key group is
+//! one contiguous range (a scan per key group for snapshots; a range delete
+//! to drop one):
+//! - value-like and list states: `kg(2) key`;
+//! - map states: `kg(2) len(key) as u32 BE, key, user key`, so one key's
+//!   map is contiguous and ordered by user key;
+//! - timers: `domain(1) time(8, sign-flipped BE) kg(2) key`, ordered as they
+//!   fire;
+//! - operator lists: one value under the empty key; broadcast maps: user
+//!   key to value.
+//!
+//! Lists are `len(u32 LE) bytes` repeated; appends are RocksDB merges, so
+//! adding to a list never reads it. Writes skip the write-ahead log:
+//! durability comes from checkpoints.
+//!
+//! Snapshots: `freeze` takes a RocksDB checkpoint (memtables flushed, SST
+//! files hard-linked into a directory beside the DB), cheap and independent
+//! of the state's size beyond the memtable; the background writer opens it
+//! read-only and writes the canonical snapshot format from it, key group by
+//! key group.
+
+use super::key_group::{KeyGroupRange, key_hash};
+use super::{
+    FrozenState, KeyRef, MapEntry, Shape, SnapshotEntry, StateBackend, StateDescriptor, StateError, StateId, StateKind,
+    TimeDomain, check_name,
+};
+use ::rocksdb::{
+    BlockBasedOptions, Cache, ColumnFamilyDescriptor, DB, Direction, IteratorMode, MergeOperands, Options, ReadOptions,
+    WriteBatch, WriteOptions,
+};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+const TIMERS: &str = "timers";
+
+/// Memory settings of one subtask's RocksDB.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RocksDbMemory {
+    /// Block cache shared by the column families.
+    pub block_cache: usize,
+    /// Memtables of all column families together.
+    pub write_buffers: usize,
+}
+
+impl Default for RocksDbMemory {
+    fn default() -> Self {
+        RocksDbMemory { block_cache: 64 << 20, write_buffers: 64 << 20 }
+    }
+}
+
+fn storage_error(e: ::rocksdb::Error) -> StateError {
+    StateError::Storage(e.to_string())
+}
+
+/// List values: `len(u32 LE) bytes`, repeated.
+fn encode_list(out: &mut Vec<u8>, values: &[&[u8]]) {
+    for v in values {
+        out.extend_from_slice(&(v.len() as u32).to_le_bytes());
+        out.extend_from_slice(v);
+    }
+}
+
+fn decode_list(mut b: &[u8]) -> Vec<&[u8]> {
+    let mut out = Vec::new();
+    while b.len() >= 4 {
+        let n = u32::from_le_bytes(b[..4].try_into().unwrap()) as usize;
+        let end = (4 + n).min(b.len());
+        out.push(&b[4..end]);
+        b = &b[end..];
+    }
+    out
+}
+
+/// The list merge: concatenation, which is associative.
+fn list_append(_key: &[u8], existing: Option<&[u8]>, operands: &MergeOperands) -> Option<Vec<u8>> {
+    let mut out = existing.map(<[u8]>::to_vec).unwrap_or_default();
+    for op in operands.iter() {
+        out.extend_from_slice(op);
+    }
+    Some(out)
+}
+
+fn keyed_key(kg: u16, key: &[u8]) -> Vec<u8> {
+    let mut k = Vec::with_capacity(2 + key.len());
+    k.extend_from_slice(&kg.to_be_bytes());
+    k.extend_from_slice(key);
+    k
+}
+
+fn map_prefix(kg: u16, key: &[u8]) -> Vec<u8> {
+    let mut k = Vec::with_capacity(6 + key.len());
+    k.extend_from_slice(&kg.to_be_bytes());
+    k.extend_from_slice(&(key.len() as u32).to_be_bytes());
+    k.extend_from_slice(key);
+    k
+}
+
+/// Splits a map key into (key group, key, user key).
+fn split_map_key(k: &[u8]) -> Option<(u16, &[u8], &[u8])> {
+    let kg = u16::from_be_bytes(k.get(..2)?.try_into().ok()?);
+    let n = u32::from_be_bytes(k.get(2..6)?.try_into().ok()?) as usize;
+    let key = k.get(6..6 + n)?;
+    Some((kg, key, &k[6 + n..]))
+}
+
+fn timer_key(d: TimeDomain, time: i64, kg: u16, key: &[u8]) -> Vec<u8> {
+    let mut k = Vec::with_capacity(11 + key.len());
+    k.push(domain_byte(d));
+    k.extend_from_slice(&((time as u64) ^ (1 << 63)).to_be_bytes());
+    k.extend_from_slice(&kg.to_be_bytes());
+    k.extend_from_slice(key);
+    k
+}
+
+fn split_timer_key(k: &[u8]) -> Option<(TimeDomain, i64, u16, &[u8])> {
+    let d = match *k.first()? {
+        0 => TimeDomain::EventTime,
+        _ => TimeDomain::ProcessingTime,
+    };
+    let time = (u64::from_be_bytes(k.get(1..9)?.try_into().ok()?) ^ (1 << 63)) as i64;
+    let kg = u16::from_be_bytes(k.get(9..11)?.try_into().ok()?);
+    Some((d, time, kg, &k[11..]))
+}
+
+fn domain_byte(d: TimeDomain) -> u8 {
+    match d {
+        TimeDomain::EventTime => 0,
+        TimeDomain::ProcessingTime => 1,
+    }
+}
+
+/// The smallest key after every key starting with `prefix`, if any.
+fn prefix_end(prefix: &[u8]) -> Option<Vec<u8>> {
+    let mut end = prefix.to_vec();
+    while let Some(last) = end.pop() {
+        if last < 0xff {
+            end.push(last + 1);
+            return Some(end);
+        }
+    }
+    None
+}
+
+fn cf_name(id: StateId) -> String {
+    format!("state-{id}")
+}
+
+fn cf_options(memory: &RocksDbMemory, cache: &Cache) -> Options {
+    let mut o = Options::default();
+    o.create_if_missing(true);
+    o.create_missing_column_families(true);
+    o.set_merge_operator_associative("weir-list-append", list_append);
+    o.set_compression_type(::rocksdb::DBCompressionType::Lz4);
+    o.set_db_write_buffer_size(memory.write_buffers);
+    let mut table = BlockBasedOptions::default();
+    table.set_block_cache(cache);
+    table.set_bloom_filter(10.0, false);
+    table.set_cache_index_and_filter_blocks(true);
+    o.set_block_based_table_factory(&table);
+    o
+}
+
+static NEXT_DIR: AtomicU64 = AtomicU64::new(0);
+
+/// A key and its value, copied out of the database.
+type Row = (Vec<u8>, Vec<u8>);
+/// A key and its value, read from a frozen checkpoint.
+type FrozenRow = (Box<[u8]>, Box<[u8]>);
+/// A timer of a frozen state, filed under its key group.
+type GroupTimer = (TimeDomain, i64, Vec<u8>);
+
+/// State of one operator subtask in an embedded RocksDB.
+pub struct RocksDbBackend {
+    db: Option<DB>,
+    path: PathBuf,
+    range: KeyGroupRange,
+    descriptors: Vec<StateDescriptor>,
+    options: Options,
+    write: WriteOptions,
+    timer_counts: [usize; 2],
+    /// Where `scan_keys` continues, per state (keys are the cursor).
+    scan_after: BTreeMap<StateId, Vec<u8>>,
+    /// Freezes taken, for unique checkpoint directory names.
+    freezes: u64,
+}
+
+impl RocksDbBackend {
+    /// Opens a fresh database for a subtask owning `range`, in a new
+    /// directory under `localdir` named after `name`.
+    pub fn open(localdir: &Path, name: &str, range: KeyGroupRange, memory: RocksDbMemory) -> Result<Self, StateError> {
+        let n = NEXT_DIR.fetch_add(1, Ordering::Relaxed);
+        let path = localdir.join(format!("{name}-{}-{n}", std::process::id()));
+        if path.exists() {
+            std::fs::remove_dir_all(&path).map_err(|e| StateError::Storage(format!("{}: {e}", path.display())))?;
+        }
+        std::fs::create_dir_all(&path).map_err(|e| StateError::Storage(format!("{}: {e}", path.display())))?;
+        let cache = Cache::new_lru_cache(memory.block_cache);
+        let options = cf_options(&memory, &cache);
+        let db =
+            DB::open_cf_descriptors(&options, path.join("db"), [ColumnFamilyDescriptor::new(TIMERS, options.clone())])
+                .map_err(storage_error)?;
+        let mut write = WriteOptions::default();
+        write.disable_wal(true);
+        Ok(RocksDbBackend {
+            db: Some(db),
+            path,
+            range,
+            descriptors: Vec::new(),
+            options,
+            write,
+            timer_counts: [0, 0],
+            scan_after: BTreeMap::new(),
+            freezes: 0,
+        })
+    }
+
+    /// Opens a database restored from an incremental checkpoint: the files
+    /// in `files` (a RocksDB checkpoint directory) become this subtask's
+    /// database, with the states `descriptors` describes.
+    pub fn adopt(
+        localdir: &Path,
+        name: &str,
+        range: KeyGroupRange,
+        memory: RocksDbMemory,
+        files: &Path,
+        descriptors: Vec<StateDescriptor>,
+    ) -> Result<Self, StateError> {
+        let mut b = Self::open(localdir, name, range, memory)?;
+        drop(b.db.take());
+        let db_dir = b.path.join("db");
+        std::fs::remove_dir_all(&db_dir).map_err(|e| StateError::Storage(format!("{}: {e}", db_dir.display())))?;
+        std::fs::rename(files, &db_dir).map_err(|e| StateError::Storage(format!("{}: {e}", files.display())))?;
+        let mut cfs = vec![ColumnFamilyDescriptor::new(TIMERS, b.options.clone())];
+        cfs.extend(
+            (0..descriptors.len()).map(|i| ColumnFamilyDescriptor::new(cf_name(i as StateId), b.options.clone())),
+        );
+        b.db = Some(DB::open_cf_descriptors(&b.options, &db_dir, cfs).map_err(storage_error)?);
+        b.descriptors = descriptors;
+        for (k, _) in b.scan(b.timers(), b"", b"", usize::MAX)? {
+            if let Some((d, ..)) = split_timer_key(&k) {
+                b.timer_counts[usize::from(domain_byte(d))] += 1;
+            }
+        }
+        Ok(b)
+    }
+
+    /// The working directory.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn db(&self) -> &DB {
+        self.db.as_ref().expect("open until dropped")
+    }
+
+    fn cf(&self, s: StateId) -> &::rocksdb::ColumnFamily {
+        self.db().cf_handle(&cf_name(s)).expect("registered state has a column family")
+    }
+
+    fn timers(&self) -> &::rocksdb::ColumnFamily {
+        self.db().cf_handle(TIMERS).expect("timers column family")
+    }
+
+    fn check(&self, k: &KeyRef<'_>) -> Result<(), StateError> {
+        if self.range.contains(k.key_group) {
+            Ok(())
+        } else {
+            Err(StateError::KeyGroupOutOfRange { key_group: k.key_group, start: self.range.start, end: self.range.end })
+        }
+    }
+
+    fn get(&self, s: StateId, key: &[u8]) -> Result<Option<Vec<u8>>, StateError> {
+        Ok(self.db().get_pinned_cf(self.cf(s), key).map_err(storage_error)?.map(|v| v.to_vec()))
+    }
+
+    fn put(&self, s: StateId, key: &[u8], value: &[u8]) -> Result<(), StateError> {
+        self.db().put_cf_opt(self.cf(s), key, value, &self.write).map_err(storage_error)
+    }
+
+    fn delete(&self, s: StateId, key: &[u8]) -> Result<(), StateError> {
+        self.db().delete_cf_opt(self.cf(s), key, &self.write).map_err(storage_error)
+    }
+
+    /// Entries of `cf` whose keys start with `prefix`, from `from` on.
+    fn scan(
+        &self,
+        cf: &::rocksdb::ColumnFamily,
+        prefix: &[u8],
+        from: &[u8],
+        max: usize,
+    ) -> Result<Vec<Row>, StateError> {
+        let mut ro = ReadOptions::default();
+        if let Some(end) = prefix_end(prefix) {
+            ro.set_iterate_upper_bound(end);
+        }
+        let mut out = Vec::new();
+        for item in self.db().iterator_cf_opt(cf, ro, IteratorMode::From(from, Direction::Forward)) {
+            let (k, v) = item.map_err(storage_error)?;
+            if !k.starts_with(prefix) || out.len() == max {
+                break;
+            }
+            out.push((k.to_vec(), v.to_vec()));
+        }
+        Ok(out)
+    }
+
+    fn map_key(k: &KeyRef<'_>, user_key: &[u8]) -> Vec<u8> {
+        let mut key = map_prefix(k.key_group, k.key);
+        key.extend_from_slice(user_key);
+        key
+    }
+
+    fn list(&self, s: StateId, k: &KeyRef<'_>) -> Result<Option<Vec<u8>>, StateError> {
+        self.check(k)?;
+        self.get(s, &keyed_key(k.key_group, k.key))
+    }
+}
+
+impl Drop for RocksDbBackend {
+    fn drop(&mut self) {
+        drop(self.db.take());
+        let _ = std::fs::remove_dir_all(&self.path);
+    }
+}
+
+fn page(items: Vec<&[u8]>, start: u32, max: u32) -> Vec<Vec<u8>> {
+    items.into_iter().skip(start as usize).take(max as usize).map(<[u8]>::to_vec).collect()
+}
+
+impl StateBackend for RocksDbBackend {
+    fn register(&mut self, d: StateDescriptor) -> Result<StateId, StateError> {
+        check_name(&d.name)?;
+        if let Some(i) = self.descriptors.iter().position(|e| e.name == d.name) {
+            let existing = &self.descriptors[i];
+            if existing.kind != d.kind {
+                return Err(StateError::KindMismatch {
+                    name: d.name,
+                    existing: existing.kind.name(),
+                    requested: d.kind.name(),
+                });
+            }
+            if existing.redistribution != d.redistribution {
+                return Err(StateError::KindMismatch {
+                    name: d.name,
+                    existing: "operator-list with another redistribution mode",
+                    requested: "operator-list",
+                });
+            }
+            return Ok(i as StateId);
+        }
+        if d.ttl.is_some() {
+            return Err(StateError::Unsupported { name: d.name, what: "state TTL" });
+        }
+        let id = self.descriptors.len() as StateId;
+        let options = self.options.clone();
+        self.db.as_mut().expect("open").create_cf(cf_name(id), &options).map_err(storage_error)?;
+        self.descriptors.push(d);
+        Ok(id)
+    }
+
+    fn descriptors(&self) -> &[StateDescriptor] {
+        &self.descriptors
+    }
+
+    fn value_get(&mut self, s: StateId, k: KeyRef<'_>) -> Result<Option<Vec<u8>>, StateError> {
+        self.check(&k)?;
+        self.get(s, &keyed_key(k.key_group, k.key))
+    }
+
+    fn value_get_many(
+        &mut self,
+        s: StateId,
+        keys: &[KeyRef<'_>],
+        out: &mut Vec<u8>,
+        spans: &mut Vec<(u32, u32, bool)>,
+    ) -> Result<(), StateError> {
+        for k in keys {
+            self.check(k)?;
+        }
+        let encoded: Vec<Vec<u8>> = keys.iter().map(|k| keyed_key(k.key_group, k.key)).collect();
+        let cf = self.cf(s);
+        for v in self.db().batched_multi_get_cf(cf, &encoded, false) {
+            let start = out.len();
+            let present = match v.map_err(storage_error)? {
+                Some(v) => {
+                    out.extend_from_slice(&v);
+                    true
+                }
+                None => false,
+            };
+            spans.push((start as u32, (out.len() - start) as u32, present));
+        }
+        Ok(())
+    }
+
+    fn value_set_many(&mut self, s: StateId, keys: &[KeyRef<'_>], values: &[Option<&[u8]>]) -> Result<(), StateError> {
+        let mut batch = WriteBatch::default();
+        let cf = self.cf(s);
+        for (k, v) in keys.iter().zip(values) {
+            self.check(k)?;
+            let key = keyed_key(k.key_group, k.key);
+            match v {
+                Some(v) => batch.put_cf(cf, key, v),
+                None => batch.delete_cf(cf, key),
+            }
+        }
+        self.db().write_opt(batch, &self.write).map_err(storage_error)
+    }
+
+    fn value_set(&mut self, s: StateId, k: KeyRef<'_>, value: &[u8]) -> Result<(), StateError> {
+        self.check(&k)?;
+        self.put(s, &keyed_key(k.key_group, k.key), value)
+    }
+
+    fn value_clear(&mut self, s: StateId, k: KeyRef<'_>) -> Result<(), StateError> {
+        self.check(&k)?;
+        self.delete(s, &keyed_key(k.key_group, k.key))
+    }
+
+    fn list_add(&mut self, s: StateId, k: KeyRef<'_>, values: &[&[u8]]) -> Result<(), StateError> {
+        self.check(&k)?;
+        if values.is_empty() {
+            return Ok(());
+        }
+        let mut encoded = Vec::new();
+        encode_list(&mut encoded, values);
+        self.db().merge_cf_opt(self.cf(s), keyed_key(k.key_group, k.key), encoded, &self.write).map_err(storage_error)
+    }
+
+    fn list_update(&mut self, s: StateId, k: KeyRef<'_>, values: Vec<Vec<u8>>) -> Result<(), StateError> {
+        self.check(&k)?;
+        let key = keyed_key(k.key_group, k.key);
+        if values.is_empty() {
+            return self.delete(s, &key);
+        }
+        let mut encoded = Vec::new();
+        encode_list(&mut encoded, &values.iter().map(Vec::as_slice).collect::<Vec<_>>());
+        self.put(s, &key, &encoded)
+    }
+
+    fn list_read(&mut self, s: StateId, k: KeyRef<'_>, start: u32, max: u32) -> Result<Vec<Vec<u8>>, StateError> {
+        Ok(self.list(s, &k)?.map(|l| page(decode_list(&l), start, max)).unwrap_or_default())
+    }
+
+    fn list_len(&mut self, s: StateId, k: KeyRef<'_>) -> Result<u32, StateError> {
+        Ok(self.list(s, &k)?.map(|l| decode_list(&l).len() as u32).unwrap_or(0))
+    }
+
+    fn list_clear(&mut self, s: StateId, k: KeyRef<'_>) -> Result<(), StateError> {
+        self.check(&k)?;
+        self.delete(s, &keyed_key(k.key_group, k.key))
+    }
+
+    fn map_get(&mut self, s: StateId, k: KeyRef<'_>, uk: &[u8]) -> Result<Option<Vec<u8>>, StateError> {
+        self.check(&k)?;
+        self.get(s, &Self::map_key(&k, uk))
+    }
+
+    fn map_put(&mut self, s: StateId, k: KeyRef<'_>, uk: &[u8], value: &[u8]) -> Result<(), StateError> {
+        self.check(&k)?;
+        self.put(s, &Self::map_key(&k, uk), value)
+    }
+
+    fn map_remove(&mut self, s: StateId, k: KeyRef<'_>, uk: &[u8]) -> Result<(), StateError> {
+        self.check(&k)?;
+        self.delete(s, &Self::map_key(&k, uk))
+    }
+
+    fn map_contains(&mut self, s: StateId, k: KeyRef<'_>, uk: &[u8]) -> Result<bool, StateError> {
+        Ok(self.map_get(s, k, uk)?.is_some())
+    }
+
+    fn map_is_empty(&mut self, s: StateId, k: KeyRef<'_>) -> Result<bool, StateError> {
+        self.check(&k)?;
+        let prefix = map_prefix(k.key_group, k.key);
+        Ok(self.scan(self.cf(s), &prefix, &prefix, 1)?.is_empty())
+    }
+
+    fn map_entries(
+        &mut self,
+        s: StateId,
+        k: KeyRef<'_>,
+        after: Option<&[u8]>,
+        max: u32,
+    ) -> Result<Vec<MapEntry>, StateError> {
+        self.check(&k)?;
+        let prefix = map_prefix(k.key_group, k.key);
+        let mut from = prefix.clone();
+        if let Some(a) = after {
+            // The first key after `prefix ++ a`: append a zero byte.
+            from.extend_from_slice(a);
+            from.push(0);
+        }
+        Ok(self
+            .scan(self.cf(s), &prefix, &from, max as usize)?
+            .into_iter()
+            .map(|(key, v)| (key[prefix.len()..].to_vec(), v))
+            .collect())
+    }
+
+    fn map_clear(&mut self, s: StateId, k: KeyRef<'_>) -> Result<(), StateError> {
+        self.check(&k)?;
+        let prefix = map_prefix(k.key_group, k.key);
+        match prefix_end(&prefix) {
+            Some(end) => {
+                let mut batch = WriteBatch::default();
+                batch.delete_range_cf(self.cf(s), &prefix, &end);
+                self.db().write_opt(batch, &self.write).map_err(storage_error)
+            }
+            None => {
+                for (key, _) in self.scan(self.cf(s), &prefix, &prefix, usize::MAX)? {
+                    self.delete(s, &key)?;
+                }
+                Ok(())
+            }
+        }
+    }
+
+    fn operator_list_add(&mut self, s: StateId, values: &[&[u8]]) -> Result<(), StateError> {
+        let mut encoded = Vec::new();
+        encode_list(&mut encoded, values);
+        self.db().merge_cf_opt(self.cf(s), b"", encoded, &self.write).map_err(storage_error)
+    }
+
+    fn operator_list_update(&mut self, s: StateId, values: Vec<Vec<u8>>) -> Result<(), StateError> {
+        let mut encoded = Vec::new();
+        encode_list(&mut encoded, &values.iter().map(Vec::as_slice).collect::<Vec<_>>());
+        self.put(s, b"", &encoded)
+    }
+
+    fn operator_list_read(&mut self, s: StateId, start: u32, max: u32) -> Result<Vec<Vec<u8>>, StateError> {
+        Ok(self.get(s, b"")?.map(|l| page(decode_list(&l), start, max)).unwrap_or_default())
+    }
+
+    fn operator_list_len(&mut self, s: StateId) -> Result<u32, StateError> {
+        Ok(self.get(s, b"")?.map(|l| decode_list(&l).len() as u32).unwrap_or(0))
+    }
+
+    fn broadcast_get(&mut self, s: StateId, uk: &[u8]) -> Result<Option<Vec<u8>>, StateError> {
+        self.get(s, uk)
+    }
+
+    fn broadcast_put(&mut self, s: StateId, uk: &[u8], value: &[u8]) -> Result<(), StateError> {
+        self.put(s, uk, value)
+    }
+
+    fn broadcast_remove(&mut self, s: StateId, uk: &[u8]) -> Result<(), StateError> {
+        self.delete(s, uk)
+    }
+
+    fn broadcast_entries(&mut self, s: StateId, after: Option<&[u8]>, max: u32) -> Result<Vec<MapEntry>, StateError> {
+        let mut from = Vec::new();
+        if let Some(a) = after {
+            from.extend_from_slice(a);
+            from.push(0);
+        }
+        self.scan(self.cf(s), b"", &from, max as usize)
+    }
+
+    fn broadcast_len(&mut self, s: StateId) -> Result<usize, StateError> {
+        Ok(self.scan(self.cf(s), b"", b"", usize::MAX)?.len())
+    }
+
+    fn broadcast_clear(&mut self, s: StateId) -> Result<(), StateError> {
+        for (key, _) in self.scan(self.cf(s), b"", b"", usize::MAX)? {
+            self.delete(s, &key)?;
+        }
+        Ok(())
+    }
+
+    fn timer_register(&mut self, d: TimeDomain, k: KeyRef<'_>, time: i64) -> Result<(), StateError> {
+        self.check(&k)?;
+        let key = timer_key(d, time, k.key_group, k.key);
+        let timers = self.timers();
+        if self.db().get_pinned_cf(timers, &key).map_err(storage_error)?.is_none() {
+            self.db().put_cf_opt(timers, &key, b"", &self.write).map_err(storage_error)?;
+            self.timer_counts[usize::from(domain_byte(d))] += 1;
+        }
+        Ok(())
+    }
+
+    fn timer_delete(&mut self, d: TimeDomain, k: KeyRef<'_>, time: i64) -> Result<(), StateError> {
+        self.check(&k)?;
+        let key = timer_key(d, time, k.key_group, k.key);
+        let timers = self.timers();
+        if self.db().get_pinned_cf(timers, &key).map_err(storage_error)?.is_some() {
+            self.db().delete_cf_opt(timers, &key, &self.write).map_err(storage_error)?;
+            self.timer_counts[usize::from(domain_byte(d))] -= 1;
+        }
+        Ok(())
+    }
+
+    fn timer_pop_due(&mut self, d: TimeDomain, up_to: i64) -> Option<(i64, Vec<u8>)> {
+        let prefix = [domain_byte(d)];
+        let (key, _) = self.scan(self.timers(), &prefix, &prefix, 1).ok()?.into_iter().next()?;
+        let (_, time, _, k) = split_timer_key(&key)?;
+        if time > up_to {
+            return None;
+        }
+        let k = k.to_vec();
+        self.db().delete_cf_opt(self.timers(), &key, &self.write).ok()?;
+        self.timer_counts[usize::from(domain_byte(d))] -= 1;
+        Some((time, k))
+    }
+
+    fn timer_next(&self, d: TimeDomain) -> Option<i64> {
+        let prefix = [domain_byte(d)];
+        let (key, _) = self.scan(self.timers(), &prefix, &prefix, 1).ok()?.into_iter().next()?;
+        split_timer_key(&key).map(|(_, t, _, _)| t)
+    }
+
+    fn timer_count(&self, d: TimeDomain) -> usize {
+        self.timer_counts[usize::from(domain_byte(d))]
+    }
+
+    fn scan_keys(&mut self, s: StateId, cursor: u64, max: u32) -> (Vec<(u16, Vec<u8>)>, Option<u64>) {
+        let from = if cursor == 0 { Vec::new() } else { self.scan_after.get(&s).cloned().unwrap_or_default() };
+        let is_map = self.descriptors[s as usize].kind == StateKind::Map;
+        let mut out: Vec<(u16, Vec<u8>)> = Vec::new();
+        let mut last = from.clone();
+        // One row per key, but a map has a row per entry: read more for maps.
+        let rows_wanted = if is_map { max as usize * 64 + 64 } else { max as usize + 2 };
+        let Ok(rows) = self.scan(self.cf(s), b"", &from, rows_wanted) else {
+            return (Vec::new(), None);
+        };
+        // A full read may have stopped inside the state: there is more.
+        let mut more = rows.len() == rows_wanted;
+        for (key, _) in rows {
+            if key == from && cursor != 0 {
+                continue;
+            }
+            let parsed = if is_map {
+                split_map_key(&key).map(|(kg, k, _)| (kg, k.to_vec()))
+            } else {
+                (key.len() >= 2).then(|| (u16::from_be_bytes([key[0], key[1]]), key[2..].to_vec()))
+            };
+            let Some(entry) = parsed else { continue };
+            if out.last() == Some(&entry) {
+                last = key;
+                continue;
+            }
+            if out.len() == max as usize {
+                more = true;
+                break;
+            }
+            out.push(entry);
+            last = key;
+        }
+        if more {
+            self.scan_after.insert(s, last);
+            (out, Some(1))
+        } else {
+            self.scan_after.remove(&s);
+            (out, None)
+        }
+    }
+
+    fn freeze(&mut self) -> Box<dyn FrozenState> {
+        self.freezes += 1;
+        let dir = self.path.join(format!("frozen-{}", self.freezes));
+        let taken = ::rocksdb::checkpoint::Checkpoint::new(self.db())
+            .and_then(|c| c.create_checkpoint(&dir))
+            .map_err(|e| e.to_string());
+        Box::new(FrozenRocksDb {
+            dir,
+            taken,
+            db: None,
+            range: self.range,
+            descriptors: self.descriptors.clone(),
+            timers_by_group: None,
+        })
+    }
+
+    fn restore_entry(&mut self, kg: u16, entry: SnapshotEntry<'_>) -> Result<(), StateError> {
+        let at = |key| KeyRef { key, hash: key_hash(key), key_group: kg };
+        match entry {
+            SnapshotEntry::Value { state, key, value } => self.value_set(state, at(key), value),
+            SnapshotEntry::ListItem { state, key, value } => self.list_add(state, at(key), &[value]),
+            SnapshotEntry::MapItem { state, key, user_key, value } => self.map_put(state, at(key), user_key, value),
+            SnapshotEntry::Timer { domain, time, key } => self.timer_register(domain, at(key), time),
+            SnapshotEntry::OperatorItem { state, value } => self.operator_list_add(state, &[value]),
+            SnapshotEntry::BroadcastItem { state, user_key, value } => self.broadcast_put(state, user_key, value),
+        }
+    }
+
+    fn key_count(&self, s: StateId) -> usize {
+        let is_map = self.descriptors[s as usize].kind == StateKind::Map;
+        let Ok(rows) = self.scan(self.cf(s), b"", b"", usize::MAX) else { return 0 };
+        if !is_map {
+            return rows.len();
+        }
+        let mut keys: Vec<(u16, Vec<u8>)> =
+            rows.iter().filter_map(|(k, _)| split_map_key(k).map(|(kg, key, _)| (kg, key.to_vec()))).collect();
+        keys.dedup();
+        keys.len()
+    }
+}
+
+/// A RocksDB checkpoint of the backend, read on the snapshot writer's
+/// thread; removed when dropped.
+struct FrozenRocksDb {
+    dir: PathBuf,
+    taken: Result<(), String>,
+    db: Option<DB>,
+    range: KeyGroupRange,
+    descriptors: Vec<StateDescriptor>,
+    timers_by_group: Option<BTreeMap<u16, Vec<GroupTimer>>>,
+}
+
+impl FrozenRocksDb {
+    fn open(&mut self) -> Result<&DB, StateError> {
+        if let Err(e) = &self.taken {
+            return Err(StateError::Storage(format!("taking a RocksDB checkpoint failed: {e}")));
+        }
+        if self.db.is_none() {
+            let mut names = vec![TIMERS.to_string()];
+            names.extend((0..self.descriptors.len()).map(|i| cf_name(i as StateId)));
+            let mut o = Options::default();
+            o.set_merge_operator_associative("weir-list-append", list_append);
+            let cfs = names.iter().map(|n| {
+                let mut c = Options::default();
+                c.set_merge_operator_associative("weir-list-append", list_append);
+                ColumnFamilyDescriptor::new(n, c)
+            });
+            self.db = Some(DB::open_cf_descriptors_read_only(&o, &self.dir, cfs, false).map_err(storage_error)?);
+        }
+        Ok(self.db.as_ref().expect("opened above"))
+    }
+}
+
+impl Drop for FrozenRocksDb {
+    fn drop(&mut self) {
+        drop(self.db.take());
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn rows(db: &DB, cf: &str, prefix: &[u8]) -> Result<Vec<FrozenRow>, StateError> {
+    let cf = db.cf_handle(cf).ok_or_else(|| StateError::Storage(format!("checkpoint lacks column family {cf}")))?;
+    let mut ro = ReadOptions::default();
+    if let Some(end) = prefix_end(prefix) {
+        ro.set_iterate_upper_bound(end);
+    }
+    let mut out = Vec::new();
+    for item in db.iterator_cf_opt(cf, ro, IteratorMode::From(prefix, Direction::Forward)) {
+        let (k, v) = item.map_err(storage_error)?;
+        if !k.starts_with(prefix) {
+            break;
+        }
+        out.push((k, v));
+    }
+    Ok(out)
+}
+
+impl FrozenState for FrozenRocksDb {
+    fn descriptors(&self) -> &[StateDescriptor] {
+        &self.descriptors
+    }
+
+    fn range(&self) -> KeyGroupRange {
+        self.range
+    }
+
+    fn key_group(&mut self, kg: u16, visit: &mut dyn FnMut(SnapshotEntry<'_>)) -> Result<(), StateError> {
+        let shapes: Vec<Shape> = self.descriptors.iter().map(|d| d.kind.shape()).collect();
+        let db = self.open()?;
+        let prefix = kg.to_be_bytes();
+        for (i, shape) in shapes.iter().enumerate() {
+            let state = i as StateId;
+            match shape {
+                Shape::Value => {
+                    for (k, v) in rows(db, &cf_name(state), &prefix)? {
+                        visit(SnapshotEntry::Value { state, key: &k[2..], value: &v });
+                    }
+                }
+                Shape::List => {
+                    for (k, v) in rows(db, &cf_name(state), &prefix)? {
+                        for item in decode_list(&v) {
+                            visit(SnapshotEntry::ListItem { state, key: &k[2..], value: item });
+                        }
+                    }
+                }
+                Shape::Map => {
+                    for (k, v) in rows(db, &cf_name(state), &prefix)? {
+                        if let Some((_, key, user_key)) = split_map_key(&k) {
+                            visit(SnapshotEntry::MapItem { state, key, user_key, value: &v });
+                        }
+                    }
+                }
+                Shape::OperatorList | Shape::BroadcastMap => {}
+            }
+        }
+        if self.timers_by_group.is_none() {
+            let mut m: BTreeMap<u16, Vec<GroupTimer>> = BTreeMap::new();
+            for (k, _) in rows(self.open()?, TIMERS, b"")? {
+                if let Some((d, time, tkg, key)) = split_timer_key(&k) {
+                    m.entry(tkg).or_default().push((d, time, key.to_vec()));
+                }
+            }
+            self.timers_by_group = Some(m);
+        }
+        let timers = self.timers_by_group.as_mut().and_then(|m| m.remove(&kg)).unwrap_or_default();
+        for (domain, time, key) in timers {
+            visit(SnapshotEntry::Timer { domain, time, key: &key });
+        }
+        Ok(())
+    }
+
+    fn native_checkpoint(&self) -> Option<&Path> {
+        self.taken.is_ok().then_some(self.dir.as_path())
+    }
+
+    fn operator_state(&mut self, visit: &mut dyn FnMut(SnapshotEntry<'_>)) -> Result<(), StateError> {
+        let shapes: Vec<Shape> = self.descriptors.iter().map(|d| d.kind.shape()).collect();
+        let db = self.open()?;
+        for (i, shape) in shapes.iter().enumerate() {
+            let state = i as StateId;
+            match shape {
+                Shape::OperatorList => {
+                    for (_, v) in rows(db, &cf_name(state), b"")? {
+                        for item in decode_list(&v) {
+                            visit(SnapshotEntry::OperatorItem { state, value: item });
+                        }
+                    }
+                }
+                Shape::BroadcastMap => {
+                    for (k, v) in rows(db, &cf_name(state), b"")? {
+                        visit(SnapshotEntry::BroadcastItem { state, user_key: &k, value: &v });
+                    }
+                }
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Reads a RocksDB checkpoint directory (an incremental checkpoint,
+/// downloaded) as a canonical snapshot, so any backend at any parallelism
+/// can restore the key groups it owns from it.
+pub fn checkpoint_to_snapshot(
+    dir: &Path,
+    descriptors: Vec<StateDescriptor>,
+    max_parallelism: u32,
+) -> Result<Vec<u8>, super::snapshot::SnapshotError> {
+    let mut frozen = FrozenRocksDb {
+        dir: dir.to_path_buf(),
+        taken: Ok(()),
+        db: None,
+        range: KeyGroupRange { start: 0, end: max_parallelism as u16 },
+        descriptors,
+        timers_by_group: None,
+    };
+    let bytes = super::snapshot::write_snapshot(&mut frozen, max_parallelism);
+    // Dropping removes the directory: it was a download.
+    bytes
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn passes_the_conformance_suite() {
+        let dir = tempfile::tempdir().unwrap();
+        let localdir = dir.path().to_path_buf();
+        super::super::conformance::run_all(&move |range| {
+            Box::new(RocksDbBackend::open(&localdir, "test", range, RocksDbMemory::default()).unwrap())
+        });
+    }
+
+    #[test]
+    fn the_working_directory_goes_away_with_the_backend() {
+        let dir = tempfile::tempdir().unwrap();
+        let b = RocksDbBackend::open(dir.path(), "op-0", KeyGroupRange { start: 0, end: 4 }, RocksDbMemory::default())
+            .unwrap();
+        let path = b.path().to_path_buf();
+        assert!(path.join("db").is_dir());
+        drop(b);
+        assert!(!path.exists());
+    }
+
+    #[test]
+    fn keys_and_timers_sort_as_documented() {
+        assert!(timer_key(TimeDomain::EventTime, -5, 0, b"a") < timer_key(TimeDomain::EventTime, 3, 0, b"a"));
+        assert!(timer_key(TimeDomain::EventTime, 3, 0, b"b") < timer_key(TimeDomain::EventTime, 3, 1, b"a"));
+        assert_eq!(
+            split_timer_key(&timer_key(TimeDomain::ProcessingTime, -7, 9, b"k")),
+            Some((TimeDomain::ProcessingTime, -7, 9, &b"k"[..]))
+        );
+        assert_eq!(prefix_end(&[1, 0xff]), Some(vec![2]));
+        assert_eq!(prefix_end(&[0xff, 0xff]), None);
+        let m = {
+            let mut k = map_prefix(3, b"key");
+            k.extend_from_slice(b"uk");
+            k
+        };
+        assert_eq!(split_map_key(&m), Some((3, &b"key"[..], &b"uk"[..])));
+    }
+}

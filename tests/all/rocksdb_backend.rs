@@ -1,0 +1,121 @@
+//! The RocksDB backend end to end: state several times its memory budget
+//! runs to completion with bounded memory, and gives the hashmap backend's
+//! results.
+
+use super::support::JobDir;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+use weir_tests::artifacts::WORD_COUNT_COUNTER;
+use weir_tests::host_binary;
+
+/// Generator (`keys` distinct keys, each seen once or twice) into the
+/// counter, on `backend` with 4 MiB of RocksDB cache and 4 MiB of memtables.
+fn write_job(dir: &JobDir, backend: &str, keys: u64) {
+    dir.write(
+        "job.toml",
+        format!(
+            r#"name = "big"
+parallelism = 1
+
+[state.backend]
+type = "{backend}"
+rocksdb.localdir = "{localdir}"
+rocksdb.block_cache = "4MiB"
+rocksdb.write_buffers = "4MiB"
+
+[[sources]]
+id = "gen"
+kind = "generator"
+count = {count}
+keys = {keys}
+seed = 3
+
+[[operators]]
+uid = "counter"
+module = "{WORD_COUNT_COUNTER}"
+input = "gen"
+partition = "key"
+
+[[sinks]]
+id = "out"
+kind = "discard"
+input = "counter"
+"#,
+            count = keys * 3 / 2,
+            localdir = dir.path().join("rocksdb").display(),
+        ),
+    );
+}
+
+/// Runs the job; returns (peak RSS in bytes, largest size of the RocksDB
+/// directory seen), sampled every 20 ms.
+fn run_sampled(dir: &JobDir) -> (u64, u64) {
+    let mut child = Command::new(host_binary())
+        .args(["run", "job.toml"])
+        .current_dir(dir.path())
+        .env("XDG_CACHE_HOME", dir.path().join(".cache"))
+        .env("RUST_LOG", "error")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let status = format!("/proc/{}/status", child.id());
+    let (mut peak, mut disk) = (0u64, 0u64);
+    loop {
+        if let Ok(text) = std::fs::read_to_string(&status) {
+            // VmHWM: the process's peak resident set so far.
+            if let Some(kb) = text.lines().find_map(|l| l.strip_prefix("VmHWM:")) {
+                peak = peak.max(kb.trim().trim_end_matches("kB").trim().parse::<u64>().unwrap_or(0) * 1024);
+            }
+        }
+        disk = disk.max(dir_size(&dir.path().join("rocksdb")));
+        if let Some(s) = child.try_wait().unwrap() {
+            let mut err = String::new();
+            use std::io::Read;
+            child.stderr.take().unwrap().read_to_string(&mut err).unwrap();
+            assert!(s.success(), "{err}");
+            return (peak, disk);
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn dir_size(p: &std::path::Path) -> u64 {
+    let Ok(entries) = std::fs::read_dir(p) else { return 0 };
+    entries
+        .filter_map(|e| e.ok())
+        .map(|e| match e.file_type() {
+            Ok(t) if t.is_dir() => dir_size(&e.path()),
+            _ => e.metadata().map(|m| m.len()).unwrap_or(0),
+        })
+        .sum()
+}
+
+#[test]
+fn state_several_times_the_memory_budget_runs_with_bounded_memory() {
+    const KEYS: u64 = 3_000_000;
+    let rocks = JobDir::new();
+    write_job(&rocks, "rocksdb", KEYS);
+    let (rocks_rss, rocks_disk) = run_sampled(&rocks);
+    let heap = JobDir::new();
+    write_job(&heap, "hashmap", KEYS);
+    let (heap_rss, _) = run_sampled(&heap);
+    eprintln!(
+        "peak RSS: rocksdb {} MiB (disk {} MiB), hashmap {} MiB",
+        rocks_rss >> 20,
+        rocks_disk >> 20,
+        heap_rss >> 20
+    );
+    // 8 MiB of RocksDB memory budget; the state is several times that.
+    assert!(rocks_disk > 5 * (8 << 20), "the state on disk grew past the budget: {} MiB", rocks_disk >> 20);
+    assert!(
+        rocks_rss + (64 << 20) < heap_rss,
+        "RocksDB keeps memory below the in-memory backend's: {} vs {} MiB",
+        rocks_rss >> 20,
+        heap_rss >> 20
+    );
+    assert!(
+        !rocks.path().join("rocksdb").read_dir().unwrap().any(|e| e.unwrap().path().is_dir()),
+        "working directories removed at the end"
+    );
+}

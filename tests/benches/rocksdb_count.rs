@@ -1,0 +1,115 @@
+//! Keyed count on the RocksDB backend: the generator into the word-count
+//! counter (a `ValueState<u64>` per key) and a discard sink at parallelism
+//! 1, run by the real `host` binary on `state.backend = "rocksdb"` and on
+//! `"hashmap"`, beside a native Rust loop doing one RocksDB get and one put
+//! per record with default options (write-ahead log off, as the backend
+//! runs), over the same key sequence, in the same run.
+//!
+//! Run: `cargo bench -p weir-tests --bench rocksdb_count`
+//! Sizes: `WEIR_BENCH_RECORDS` (default 5 M), `WEIR_BENCH_KEYS` (default
+//! 1 M, comma-separated for several). The markdown table goes to stdout,
+//! and to `WEIR_BENCH_OUT` if set.
+
+use std::path::Path;
+use std::time::Instant;
+use weir_host::connectors::generator::key_of;
+use weir_tests::artifacts::WORD_COUNT_COUNTER;
+
+const SEED: u64 = 1;
+
+/// One get and one put per record on a default RocksDB: records per second.
+fn native(dir: &Path, count: u64, keys: u64) -> f64 {
+    let db = rocksdb::DB::open_default(dir.join("native")).unwrap();
+    let mut write = rocksdb::WriteOptions::default();
+    write.disable_wal(true);
+    let started = Instant::now();
+    for i in 0..count {
+        let key = key_of(SEED, i, keys).to_string();
+        let n = match db.get(key.as_bytes()).unwrap() {
+            Some(v) => u64::from_le_bytes(v[..8].try_into().unwrap()),
+            None => 0,
+        };
+        db.put_opt(key.as_bytes(), (n + 1).to_le_bytes(), &write).unwrap();
+    }
+    count as f64 / started.elapsed().as_secs_f64()
+}
+
+fn weir(count: u64, keys: u64, backend: &str) -> f64 {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("job.toml"),
+        format!(
+            r#"name = "rocks-count"
+parallelism = 1
+
+[state.backend]
+type = "{backend}"
+rocksdb.localdir = "{localdir}"
+
+[wasm.cache]
+dir = "{cache}"
+
+[[sources]]
+id = "gen"
+kind = "generator"
+count = {count}
+keys = {keys}
+seed = {SEED}
+
+[[operators]]
+uid = "counter"
+module = "{WORD_COUNT_COUNTER}"
+input = "gen"
+partition = "key"
+
+[[sinks]]
+id = "out"
+kind = "discard"
+input = "counter"
+"#,
+            localdir = dir.path().join("rocksdb").display(),
+            cache = dir.path().join("cache").display()
+        ),
+    )
+    .unwrap();
+    let err = weir_tests::run_quiet(dir.path());
+    assert!(err.contains(&format!("counter                     1 {count:>14}")), "{err}");
+    count as f64 / weir_tests::elapsed_secs(&err)
+}
+
+fn main() {
+    if std::env::args().any(|a| a == "--list") {
+        println!("rocksdb_count: bench");
+        return;
+    }
+    let count: u64 = std::env::var("WEIR_BENCH_RECORDS").ok().and_then(|v| v.parse().ok()).unwrap_or(5_000_000);
+    let keys: Vec<u64> = std::env::var("WEIR_BENCH_KEYS")
+        .unwrap_or_else(|_| "1000000".into())
+        .split(',')
+        .map(|k| k.trim().replace('_', "").parse().expect("WEIR_BENCH_KEYS: numbers"))
+        .collect();
+    let mut table = String::from(
+        "| keys | native RocksDB get+put | Weir on RocksDB | **ratio Weir-RocksDB / native** | Weir on hashmap |\n|---|---|---|---|---|\n",
+    );
+    for k in keys {
+        let dir = tempfile::tempdir().unwrap();
+        eprintln!("{count} records over {k} keys");
+        let n = native(dir.path(), count, k);
+        eprintln!("  native get+put: {:.3} M/s", n / 1e6);
+        let r = weir(count, k, "rocksdb");
+        eprintln!("  weir on rocksdb: {:.3} M/s", r / 1e6);
+        let h = weir(count, k, "hashmap");
+        eprintln!("  weir on hashmap: {:.3} M/s", h / 1e6);
+        table.push_str(&format!(
+            "| {k} | {:.3} M rec/s | {:.3} M rec/s | **{:.2}** (target ≥ 1.25) | {:.2} M rec/s |\n",
+            n / 1e6,
+            r / 1e6,
+            r / n,
+            h / 1e6
+        ));
+    }
+    println!("{table}");
+    if let Ok(out) = std::env::var("WEIR_BENCH_OUT") {
+        std::fs::write(out, &table).unwrap();
+    }
+}
