@@ -75,6 +75,8 @@ pub struct RocksDbSection {
     pub block_cache: Option<ByteSize>,
     /// Memtables per subtask, all column families together.
     pub write_buffers: Option<ByteSize>,
+    /// Write-back cache of value states per subtask.
+    pub write_cache: Option<ByteSize>,
 }
 
 impl BackendSetting {
@@ -261,6 +263,8 @@ pub struct RocksDbSettings {
     pub block_cache: u64,
     /// Memtables per subtask, in bytes.
     pub write_buffers: u64,
+    /// Write-back cache of value states per subtask, in bytes.
+    pub write_cache: u64,
     /// Incremental checkpoints.
     pub incremental: bool,
 }
@@ -436,6 +440,7 @@ impl SettingsFile {
             localdir: rocks.localdir.unwrap_or_else(|| std::env::temp_dir().join("weir-rocksdb")),
             block_cache: rocks.block_cache.map(|b| b.0).unwrap_or(64 << 20),
             write_buffers: rocks.write_buffers.map(|b| b.0).unwrap_or(64 << 20),
+            write_cache: rocks.write_cache.map(|b| b.0).unwrap_or(64 << 20),
             incremental: incremental.unwrap_or(false),
         };
         let checkpointing = self.resolve_checkpointing(origin)?;

@@ -162,6 +162,7 @@ impl OperatorTask {
         let memory = RocksDbMemory {
             block_cache: self.rocksdb.block_cache as usize,
             write_buffers: self.rocksdb.write_buffers as usize,
+            write_cache: self.rocksdb.write_cache as usize,
         };
         let localdir = self.rocksdb.localdir.clone();
         let name = format!("{}-{}", self.id.node, self.id.subtask);
