@@ -5,48 +5,17 @@
 use super::support::JobDir;
 use std::process::{Command, Stdio};
 use std::time::Duration;
-use weir_tests::artifacts::WORD_COUNT_COUNTER;
 use weir_tests::host_binary;
 
 /// Generator (`keys` distinct keys, each seen once or twice) into the
 /// counter, on `backend` with 4 MiB each of block cache, memtables and
 /// write-back cache.
 fn write_job(dir: &JobDir, backend: &str, keys: u64) {
-    dir.write(
-        "job.toml",
-        format!(
-            r#"name = "big"
-parallelism = 1
-
-[state.backend]
-type = "{backend}"
-rocksdb.localdir = "{localdir}"
-rocksdb.block_cache = "4MiB"
-rocksdb.write_buffers = "4MiB"
-rocksdb.write_cache = "4MiB"
-
-[[sources]]
-id = "gen"
-kind = "generator"
-count = {count}
-keys = {keys}
-seed = 3
-
-[[operators]]
-uid = "counter"
-module = "{WORD_COUNT_COUNTER}"
-input = "gen"
-partition = "key"
-
-[[sinks]]
-id = "out"
-kind = "discard"
-input = "counter"
-"#,
-            count = keys * 3 / 2,
-            localdir = dir.path().join("rocksdb").display(),
-        ),
+    let settings = format!(
+        "[state.backend]\ntype = \"{backend}\"\nrocksdb.localdir = \"{}\"\nrocksdb.block_cache = \"4MiB\"\nrocksdb.write_buffers = \"4MiB\"\nrocksdb.write_cache = \"4MiB\"\n",
+        dir.path().join("rocksdb").display()
     );
+    dir.write("job.toml", weir_tests::counter_job("big", keys * 3 / 2, keys, 3, &settings));
 }
 
 /// Runs the job; returns (peak RSS in bytes, largest size of the RocksDB

@@ -20,7 +20,6 @@ use weir_host::state::hashmap::HashMapBackend;
 use weir_host::state::key_group::{KeyGroupRange, key_group_of_hash, key_hash};
 use weir_host::state::snapshot::{restore_snapshot, write_snapshot};
 use weir_host::state::{KeyRef, StateBackend, StateKind};
-use weir_tests::artifacts::WORD_COUNT_COUNTER;
 
 const MAX_PARALLELISM: u32 = 128;
 
@@ -33,38 +32,8 @@ fn write_job(dir: &Path, count: u64, keys: u64, checkpoints: bool) {
     } else {
         String::new()
     };
-    std::fs::write(
-        dir.join("job.toml"),
-        format!(
-            r#"name = "ckbench"
-parallelism = 1
-
-{checkpointing}
-[wasm.cache]
-dir = "{cache}"
-
-[[sources]]
-id = "gen"
-kind = "generator"
-count = {count}
-keys = {keys}
-seed = 1
-
-[[operators]]
-uid = "counter"
-module = "{WORD_COUNT_COUNTER}"
-input = "gen"
-partition = "key"
-
-[[sinks]]
-id = "out"
-kind = "discard"
-input = "counter"
-"#,
-            cache = dir.join("cache").display()
-        ),
-    )
-    .unwrap();
+    let settings = format!("{checkpointing}\n[wasm.cache]\ndir = \"{}\"\n", dir.join("cache").display());
+    std::fs::write(dir.join("job.toml"), weir_tests::counter_job("ckbench", count, keys, 1, &settings)).unwrap();
 }
 
 /// The job's rate and, with checkpoints, its summary's checkpoint line.

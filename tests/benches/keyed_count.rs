@@ -16,7 +16,6 @@ use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 use weir_host::connectors::generator::key_of;
-use weir_tests::artifacts::WORD_COUNT_COUNTER;
 
 const SEED: u64 = 1;
 
@@ -36,40 +35,9 @@ fn native(count: u64, keys: u64) -> f64 {
 }
 
 fn write_job(dir: &Path, count: u64, keys: u64, batch_size: usize) {
-    std::fs::write(
-        dir.join("job.toml"),
-        format!(
-            r#"name = "keyed-count"
-parallelism = 1
-
-[pipeline]
-batch_size = {batch_size}
-
-[wasm.cache]
-dir = "{cache}"
-
-[[sources]]
-id = "gen"
-kind = "generator"
-count = {count}
-keys = {keys}
-seed = {SEED}
-
-[[operators]]
-uid = "counter"
-module = "{WORD_COUNT_COUNTER}"
-input = "gen"
-partition = "key"
-
-[[sinks]]
-id = "out"
-kind = "discard"
-input = "counter"
-"#,
-            cache = dir.join("cache").display()
-        ),
-    )
-    .unwrap();
+    let settings =
+        format!("[pipeline]\nbatch_size = {batch_size}\n\n[wasm.cache]\ndir = \"{}\"\n", dir.join("cache").display());
+    std::fs::write(dir.join("job.toml"), weir_tests::counter_job("keyed-count", count, keys, SEED, &settings)).unwrap();
 }
 
 /// Records per second of the Weir job, run by the real `host` binary (its

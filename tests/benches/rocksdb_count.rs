@@ -13,7 +13,6 @@
 use std::path::Path;
 use std::time::Instant;
 use weir_host::connectors::generator::key_of;
-use weir_tests::artifacts::WORD_COUNT_COUNTER;
 
 const SEED: u64 = 1;
 
@@ -36,42 +35,13 @@ fn native(dir: &Path, count: u64, keys: u64) -> f64 {
 
 fn weir(count: u64, keys: u64, backend: &str) -> f64 {
     let dir = tempfile::tempdir().unwrap();
-    std::fs::write(
-        dir.path().join("job.toml"),
-        format!(
-            r#"name = "rocks-count"
-parallelism = 1
-
-[state.backend]
-type = "{backend}"
-rocksdb.localdir = "{localdir}"
-
-[wasm.cache]
-dir = "{cache}"
-
-[[sources]]
-id = "gen"
-kind = "generator"
-count = {count}
-keys = {keys}
-seed = {SEED}
-
-[[operators]]
-uid = "counter"
-module = "{WORD_COUNT_COUNTER}"
-input = "gen"
-partition = "key"
-
-[[sinks]]
-id = "out"
-kind = "discard"
-input = "counter"
-"#,
-            localdir = dir.path().join("rocksdb").display(),
-            cache = dir.path().join("cache").display()
-        ),
-    )
-    .unwrap();
+    let settings = format!(
+        "[state.backend]\ntype = \"{backend}\"\nrocksdb.localdir = \"{}\"\n\n[wasm.cache]\ndir = \"{}\"\n",
+        dir.path().join("rocksdb").display(),
+        dir.path().join("cache").display()
+    );
+    std::fs::write(dir.path().join("job.toml"), weir_tests::counter_job("rocks-count", count, keys, SEED, &settings))
+        .unwrap();
     let err = weir_tests::run_quiet(dir.path());
     assert!(err.contains(&format!("counter                     1 {count:>14}")), "{err}");
     count as f64 / weir_tests::elapsed_secs(&err)

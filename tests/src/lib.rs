@@ -195,3 +195,36 @@ impl Drop for S3Server {
         self.stop();
     }
 }
+
+/// The keyed-count job as a job file: the generator (`count` records over
+/// `keys` keys from `seed`) into the word-count counter (a `ValueState<u64>`
+/// per key) at parallelism 1, into a discard sink. `settings` (TOML tables
+/// such as `[checkpointing]`) go before the graph.
+pub fn counter_job(name: &str, count: u64, keys: u64, seed: u64, settings: &str) -> String {
+    format!(
+        r#"name = "{name}"
+parallelism = 1
+
+{settings}
+
+[[sources]]
+id = "gen"
+kind = "generator"
+count = {count}
+keys = {keys}
+seed = {seed}
+
+[[operators]]
+uid = "counter"
+module = "{counter}"
+input = "gen"
+partition = "key"
+
+[[sinks]]
+id = "out"
+kind = "discard"
+input = "counter"
+"#,
+        counter = artifacts::WORD_COUNT_COUNTER
+    )
+}

@@ -200,6 +200,16 @@ impl Attempt<'_> {
     /// A task declined checkpoint `id`.
     pub fn on_decline(&mut self, task: &TaskId, id: CheckpointId, reason: &str) -> Result<(), String> {
         let now = self.now_ms();
+        if self.stopped {
+            // The input is done and tasks are ending: the final checkpoint
+            // covers everything, so a checkpoint lost now is no failure.
+            if self.protocol.in_flight() == Some(id) {
+                self.protocol.cancel_in_flight(now);
+                tracing::debug!(checkpoint = id, task = %task, "abandoned while the job ends: {reason}");
+                self.discard(id);
+            }
+            return Ok(());
+        }
         let commands = self.protocol.on_decline(id, &task.to_string(), reason, now);
         self.execute(commands)
     }

@@ -18,7 +18,7 @@ use super::FrozenState;
 use super::key_group::KeyGroupRange;
 use super::{
     KeyRef, MapEntry, Shape, SnapshotEntry, StateBackend, StateDescriptor, StateError, StateId, StateKind, TimeDomain,
-    check_name,
+    check_registration,
 };
 use hashbrown::HashTable;
 use smallvec::SmallVec;
@@ -247,27 +247,8 @@ fn page<T: Clone>(items: &[T], start: u32, max: u32) -> Vec<T> {
 
 impl StateBackend for HashMapBackend {
     fn register(&mut self, d: StateDescriptor) -> Result<StateId, StateError> {
-        check_name(&d.name)?;
-        if let Some(i) = self.descriptors.iter().position(|e| e.name == d.name) {
-            let existing = &self.descriptors[i];
-            if existing.kind != d.kind {
-                return Err(StateError::KindMismatch {
-                    name: d.name,
-                    existing: existing.kind.name(),
-                    requested: d.kind.name(),
-                });
-            }
-            if existing.redistribution != d.redistribution {
-                return Err(StateError::KindMismatch {
-                    name: d.name,
-                    existing: "operator-list with another redistribution mode",
-                    requested: "operator-list",
-                });
-            }
-            return Ok(i as StateId);
-        }
-        if d.ttl.is_some() {
-            return Err(StateError::Unsupported { name: d.name, what: "state TTL" });
+        if let Some(id) = check_registration(&self.descriptors, &d)? {
+            return Ok(id);
         }
         let table = match d.kind.shape() {
             Shape::Value => Table::Value(Keyed::new(self.range)),
@@ -589,18 +570,6 @@ impl StateBackend for HashMapBackend {
             timers: self.timers.clone(),
             timers_by_group: None,
         })
-    }
-
-    fn restore_entry(&mut self, kg: u16, entry: SnapshotEntry<'_>) -> Result<(), StateError> {
-        let at = |key| KeyRef { key, hash: super::key_group::key_hash(key), key_group: kg };
-        match entry {
-            SnapshotEntry::Value { state, key, value } => self.value_set(state, at(key), value),
-            SnapshotEntry::ListItem { state, key, value } => self.list_add(state, at(key), &[value]),
-            SnapshotEntry::MapItem { state, key, user_key, value } => self.map_put(state, at(key), user_key, value),
-            SnapshotEntry::Timer { domain, time, key } => self.timer_register(domain, at(key), time),
-            SnapshotEntry::OperatorItem { state, value } => self.operator_list_add(state, &[value]),
-            SnapshotEntry::BroadcastItem { state, user_key, value } => self.broadcast_put(state, user_key, value),
-        }
     }
 
     fn key_count(&self, s: StateId) -> usize {

@@ -406,8 +406,20 @@ pub trait StateBackend: Send {
     /// copy-on-write).
     fn freeze(&mut self) -> Box<dyn FrozenState>;
     /// Restores one entry (of `key_group`, for keyed entries) written by a
-    /// snapshot; the states must be registered already.
-    fn restore_entry(&mut self, key_group: u16, entry: SnapshotEntry<'_>) -> Result<(), StateError>;
+    /// snapshot; the states must be registered already. By default through
+    /// the ordinary operations; a layer that transforms values (TTL) passes
+    /// entries through untouched instead.
+    fn restore_entry(&mut self, key_group: u16, entry: SnapshotEntry<'_>) -> Result<(), StateError> {
+        let at = |key| KeyRef { key, hash: key_group::key_hash(key), key_group };
+        match entry {
+            SnapshotEntry::Value { state, key, value } => self.value_set(state, at(key), value),
+            SnapshotEntry::ListItem { state, key, value } => self.list_add(state, at(key), &[value]),
+            SnapshotEntry::MapItem { state, key, user_key, value } => self.map_put(state, at(key), user_key, value),
+            SnapshotEntry::Timer { domain, time, key } => self.timer_register(domain, at(key), time),
+            SnapshotEntry::OperatorItem { state, value } => self.operator_list_add(state, &[value]),
+            SnapshotEntry::BroadcastItem { state, user_key, value } => self.broadcast_put(state, user_key, value),
+        }
+    }
 
     /// Number of keys that hold a value in a keyed state (for tests and
     /// inspection).
@@ -431,6 +443,36 @@ pub trait FrozenState: Send {
     fn native_checkpoint(&self) -> Option<&std::path::Path> {
         None
     }
+}
+
+/// The registration rules every backend shares: the name must be valid; a
+/// name registered before must come with the same kind and redistribution
+/// (then its id is returned); TTL is the TTL layer's, never a backend's.
+/// `Ok(None)`: a new state.
+pub fn check_registration(existing: &[StateDescriptor], d: &StateDescriptor) -> Result<Option<StateId>, StateError> {
+    check_name(&d.name)?;
+    if let Some(i) = existing.iter().position(|e| e.name == d.name) {
+        let e = &existing[i];
+        if e.kind != d.kind {
+            return Err(StateError::KindMismatch {
+                name: d.name.clone(),
+                existing: e.kind.name(),
+                requested: d.kind.name(),
+            });
+        }
+        if e.redistribution != d.redistribution {
+            return Err(StateError::KindMismatch {
+                name: d.name.clone(),
+                existing: "operator-list with another redistribution mode",
+                requested: "operator-list",
+            });
+        }
+        return Ok(Some(i as StateId));
+    }
+    if d.ttl.is_some() {
+        return Err(StateError::Unsupported { name: d.name.clone(), what: "state TTL" });
+    }
+    Ok(None)
 }
 
 /// Checks a state name: 1-128 letters, digits, `-`, `_`, `.`.

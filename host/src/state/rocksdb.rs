@@ -19,16 +19,24 @@
 //! adding to a list never reads it. Writes skip the write-ahead log:
 //! durability comes from checkpoints.
 //!
+//! Value-shaped states go through a bounded write-back cache ([`ValueCache`]):
+//! a read-modify-write per record then costs a hash lookup instead of a
+//! memtable search and insert.
+//!
+//! A process killed with `kill -9` cannot remove its directories; the next
+//! subtask of the same name removes those whose process is gone.
+//!
 //! Snapshots: `freeze` takes a RocksDB checkpoint (memtables flushed, SST
-//! files hard-linked into a directory beside the DB), cheap and independent
+//! files hard-linked into a directory `<working dir>.f<k>` beside the
+//! subtask's own, which the snapshot owns and removes), cheap and independent
 //! of the state's size beyond the memtable; the background writer opens it
 //! read-only and writes the canonical snapshot format from it, key group by
 //! key group.
 
-use super::key_group::{KeyGroupRange, key_hash};
+use super::key_group::KeyGroupRange;
 use super::{
     FrozenState, KeyRef, MapEntry, Shape, SnapshotEntry, StateBackend, StateDescriptor, StateError, StateId, StateKind,
-    TimeDomain, check_name,
+    TimeDomain, check_registration,
 };
 use ::rocksdb::{
     BlockBasedOptions, Cache, ColumnFamilyDescriptor, DB, Direction, IteratorMode, MergeOperands, Options, ReadOptions,
@@ -150,6 +158,23 @@ fn prefix_end(prefix: &[u8]) -> Option<Vec<u8>> {
     None
 }
 
+/// Removes working directories `<name>-<pid>-<n>` (and frozen checkpoints
+/// `<name>-<pid>-<n>.f<k>`) under `localdir` left by processes that no
+/// longer run (killed before they could clean up).
+fn remove_orphans(localdir: &Path, name: &str) {
+    let Ok(entries) = std::fs::read_dir(localdir) else { return };
+    for e in entries.flatten() {
+        let file_name = e.file_name().to_string_lossy().into_owned();
+        let mut parts = file_name.rsplitn(3, '-');
+        let (Some(_n), Some(pid), Some(rest)) = (parts.next(), parts.next(), parts.next()) else { continue };
+        let Ok(pid) = pid.parse::<u32>() else { continue };
+        if rest == name && pid != std::process::id() && !Path::new(&format!("/proc/{pid}")).exists() {
+            tracing::info!(dir = %e.path().display(), "removing the RocksDB directory of a process that is gone");
+            let _ = std::fs::remove_dir_all(e.path());
+        }
+    }
+}
+
 fn cf_name(id: StateId) -> String {
     format!("state-{id}")
 }
@@ -226,6 +251,7 @@ impl RocksDbBackend {
     /// Opens a fresh database for a subtask owning `range`, in a new
     /// directory under `localdir` named after `name`.
     pub fn open(localdir: &Path, name: &str, range: KeyGroupRange, memory: RocksDbMemory) -> Result<Self, StateError> {
+        remove_orphans(localdir, name);
         let n = NEXT_DIR.fetch_add(1, Ordering::Relaxed);
         let path = localdir.join(format!("{name}-{}-{n}", std::process::id()));
         if path.exists() {
@@ -430,27 +456,8 @@ fn page(items: Vec<&[u8]>, start: u32, max: u32) -> Vec<Vec<u8>> {
 
 impl StateBackend for RocksDbBackend {
     fn register(&mut self, d: StateDescriptor) -> Result<StateId, StateError> {
-        check_name(&d.name)?;
-        if let Some(i) = self.descriptors.iter().position(|e| e.name == d.name) {
-            let existing = &self.descriptors[i];
-            if existing.kind != d.kind {
-                return Err(StateError::KindMismatch {
-                    name: d.name,
-                    existing: existing.kind.name(),
-                    requested: d.kind.name(),
-                });
-            }
-            if existing.redistribution != d.redistribution {
-                return Err(StateError::KindMismatch {
-                    name: d.name,
-                    existing: "operator-list with another redistribution mode",
-                    requested: "operator-list",
-                });
-            }
-            return Ok(i as StateId);
-        }
-        if d.ttl.is_some() {
-            return Err(StateError::Unsupported { name: d.name, what: "state TTL" });
+        if let Some(id) = check_registration(&self.descriptors, &d)? {
+            return Ok(id);
         }
         let id = self.descriptors.len() as StateId;
         let options = self.options.clone();
@@ -777,7 +784,9 @@ impl StateBackend for RocksDbBackend {
 
     fn freeze(&mut self) -> Box<dyn FrozenState> {
         self.freezes += 1;
-        let dir = self.path.join(format!("frozen-{}", self.freezes));
+        // Beside the working directory, not in it: the snapshot may still be
+        // uploading when the subtask ends and removes its directory.
+        let dir = PathBuf::from(format!("{}.f{}", self.path.display(), self.freezes));
         // The cache's dirty values first: the checkpoint must hold them.
         let taken = self.write_back().map_err(|e| e.to_string()).and_then(|()| {
             ::rocksdb::checkpoint::Checkpoint::new(self.db())
@@ -792,18 +801,6 @@ impl StateBackend for RocksDbBackend {
             descriptors: self.descriptors.clone(),
             timers_by_group: None,
         })
-    }
-
-    fn restore_entry(&mut self, kg: u16, entry: SnapshotEntry<'_>) -> Result<(), StateError> {
-        let at = |key| KeyRef { key, hash: key_hash(key), key_group: kg };
-        match entry {
-            SnapshotEntry::Value { state, key, value } => self.value_set(state, at(key), value),
-            SnapshotEntry::ListItem { state, key, value } => self.list_add(state, at(key), &[value]),
-            SnapshotEntry::MapItem { state, key, user_key, value } => self.map_put(state, at(key), user_key, value),
-            SnapshotEntry::Timer { domain, time, key } => self.timer_register(domain, at(key), time),
-            SnapshotEntry::OperatorItem { state, value } => self.operator_list_add(state, &[value]),
-            SnapshotEntry::BroadcastItem { state, user_key, value } => self.broadcast_put(state, user_key, value),
-        }
     }
 
     fn key_count(&self, s: StateId) -> usize {
@@ -1024,7 +1021,7 @@ mod tests {
         let refs: Vec<KeyRef<'_>> = keys
             .iter()
             .map(|k| {
-                let hash = key_hash(k);
+                let hash = super::super::key_group::key_hash(k);
                 KeyRef { key: k, hash, key_group: super::super::key_group::key_group_of_hash(hash, 16) }
             })
             .collect();
@@ -1050,6 +1047,21 @@ mod tests {
         assert!(path.join("db").is_dir());
         drop(b);
         assert!(!path.exists());
+    }
+
+    #[test]
+    fn directories_of_dead_processes_are_removed() {
+        let dir = tempfile::tempdir().unwrap();
+        // A pid above Linux's maximum: no such process.
+        let orphan = dir.path().join("op-0-4194999-0");
+        let other_operator = dir.path().join("op-1-4194999-0");
+        std::fs::create_dir_all(&orphan).unwrap();
+        std::fs::create_dir_all(&other_operator).unwrap();
+        let b = RocksDbBackend::open(dir.path(), "op-0", KeyGroupRange { start: 0, end: 4 }, RocksDbMemory::default())
+            .unwrap();
+        assert!(!orphan.exists());
+        assert!(other_operator.exists(), "only directories of the same subtask name are touched");
+        assert!(b.path().exists());
     }
 
     #[test]
