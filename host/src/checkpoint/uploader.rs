@@ -1,8 +1,10 @@
 //! The asynchronous part of a subtask's snapshot: a background thread
-//! writes the frozen state in the snapshot format, stores it, and
-//! acknowledges the checkpoint to the coordinator with the state's handle
-//! (or declines it with the reason). The task thread goes on processing
-//! as soon as it has frozen its state and forwarded the barrier.
+//! writes the frozen state in the snapshot format and stores it, or, for
+//! incremental RocksDB checkpoints, stores the checkpoint's files that are
+//! not stored yet; then it acknowledges the checkpoint to the coordinator
+//! with the state's handle (or declines it with the reason). The task
+//! thread goes on processing as soon as it has frozen its state and
+//! forwarded the barrier.
 
 use super::metadata::{DbFile, StateHandle, TaskSnapshot};
 use super::protocol::CheckpointId;
