@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
-use weir_tests::{S3_BUCKET, S3Server, artifacts, host_binary};
+use weir_tests::{S3_BUCKET, S3Server, artifacts, host_binary, host_command};
 
 /// Deterministic words: `lines` lines of three words from a vocabulary of
 /// 40, plus `poison` once at line `poison_at`, if given.
@@ -160,12 +160,7 @@ fn committed(dir: &Path) -> String {
 fn spawn(dir: &JobDir, args: &[&str], env: &[(&'static str, String)]) -> Child {
     let mut all = vec!["run", "job.toml"];
     all.extend_from_slice(args);
-    Command::new(host_binary())
-        .args(&all)
-        .current_dir(dir.path())
-        .env("XDG_CACHE_HOME", dir.path().join(".cache"))
-        .env_remove("WEIR_CONFIG")
-        .env("RUST_LOG", "warn,weir_host=info")
+    host_command(dir.path(), &all)
         .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
@@ -273,26 +268,11 @@ fn retention_keeps_the_runs_latest_and_never_deletes_a_checkpoint_it_restored_fr
     let ck = format!("file://{}/ck", dir.path().display());
     let job = Job::new(checkpointing(&ck, "retained = 1"), 3000);
     let expected = write_job(&dir, &job, 9000, None);
-    let complete = |dir: &JobDir| -> Vec<u64> {
-        let mut ids: Vec<u64> = std::fs::read_dir(dir.path().join("ck/eo"))
-            .unwrap()
-            .filter_map(|e| e.unwrap().file_name().into_string().unwrap().strip_prefix("chk-")?.parse().ok())
-            .filter(|id| dir.path().join(format!("ck/eo/chk-{id}/_metadata")).is_file())
-            .collect();
-        ids.sort();
-        ids
-    };
-    let mut child = spawn(&dir, &[], &[]);
-    std::thread::sleep(Duration::from_millis(1000));
-    child.kill().unwrap();
-    child.wait().unwrap();
-    let first = complete(&dir);
+    kill_after(spawn(&dir, &[], &[]), 1000);
+    let first = completed_ids(&dir);
     assert_eq!(first.len(), 1, "retained = 1: {first:?}");
-    let mut child = spawn(&dir, &["--resume"], &[]);
-    std::thread::sleep(Duration::from_millis(1000));
-    child.kill().unwrap();
-    child.wait().unwrap();
-    let second = complete(&dir);
+    kill_after(spawn(&dir, &["--resume"], &[]), 1000);
+    let second = completed_ids(&dir);
     assert_eq!(second.len(), 2, "the restored-from checkpoint and the new run's latest: {second:?}");
     assert_eq!(second[0], first[0], "the checkpoint restored from is kept (no-claim)");
     assert!(second[1] > first[0], "ids continue after the restored one");
@@ -400,17 +380,27 @@ fn flip_byte(path: &Path, from_end: usize) {
 
 /// Runs the job for about a second, then kills it: several checkpoints.
 fn killed_run(dir: &JobDir) -> Vec<u64> {
-    let mut child = spawn(dir, &[], &[]);
-    std::thread::sleep(Duration::from_millis(1200));
+    kill_after(spawn(dir, &[], &[]), 1200);
+    let ids = completed_ids(dir);
+    assert!(ids.len() >= 3, "too few checkpoints to test fallback: {ids:?}");
+    ids
+}
+
+/// SIGKILLs `child` after `ms` milliseconds.
+fn kill_after(mut child: Child, ms: u64) {
+    std::thread::sleep(Duration::from_millis(ms));
     child.kill().unwrap();
     child.wait().unwrap();
+}
+
+/// Ids of the job's checkpoints with a `_metadata`, in order.
+fn completed_ids(dir: &JobDir) -> Vec<u64> {
     let mut ids: Vec<u64> = std::fs::read_dir(dir.path().join("ck/eo"))
         .unwrap()
         .filter_map(|e| e.unwrap().file_name().into_string().unwrap().strip_prefix("chk-")?.parse().ok())
         .filter(|id| dir.path().join(format!("ck/eo/chk-{id}/_metadata")).is_file())
         .collect();
     ids.sort();
-    assert!(ids.len() >= 3, "too few checkpoints to test fallback: {ids:?}");
     ids
 }
 
@@ -556,10 +546,7 @@ fn incremental_checkpoints_share_files_and_never_point_at_a_missing_one() {
     let mut job = Job::new(checkpointing(&ck, "retained = 3"), 3000);
     job.backend = "rocksdb-incremental";
     let expected = write_job(&dir, &job, 9000, None);
-    let mut child = spawn(&dir, &[], &[]);
-    std::thread::sleep(Duration::from_millis(1500));
-    child.kill().unwrap();
-    child.wait().unwrap();
+    kill_after(spawn(&dir, &[], &[]), 1500);
     // Every file a remaining checkpoint names exists; SST files are shared.
     let mut uses: BTreeMap<String, u32> = BTreeMap::new();
     let mut checkpoints = 0;

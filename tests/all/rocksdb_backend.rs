@@ -3,9 +3,9 @@
 //! results.
 
 use super::support::JobDir;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::Duration;
-use weir_tests::host_binary;
+use weir_tests::host_command;
 
 /// Generator (`keys` distinct keys, each seen once or twice) into the
 /// counter, on `backend` with 4 MiB each of block cache, memtables and
@@ -21,10 +21,7 @@ fn write_job(dir: &JobDir, backend: &str, keys: u64) {
 /// Runs the job; returns (peak RSS in bytes, largest size of the RocksDB
 /// directory seen), sampled every 20 ms.
 fn run_sampled(dir: &JobDir) -> (u64, u64) {
-    let mut child = Command::new(host_binary())
-        .args(["run", "job.toml"])
-        .current_dir(dir.path())
-        .env("XDG_CACHE_HOME", dir.path().join(".cache"))
+    let mut child = host_command(dir.path(), &["run", "job.toml"])
         .env("RUST_LOG", "error")
         .stdout(Stdio::null())
         .stderr(Stdio::piped())

@@ -34,14 +34,19 @@ pub fn host_binary() -> PathBuf {
 /// Runs `host` with `args` in `dir`, with an isolated module cache and no
 /// host settings file unless the args name one.
 pub fn run_host(dir: &Path, args: &[&str]) -> Output {
-    Command::new(host_binary())
-        .args(args)
+    host_command(dir, args).output().expect("run the host binary")
+}
+
+/// `host <args>` in `dir`, set up as [`run_host`] runs it, to start and
+/// watch (or kill) while it runs.
+pub fn host_command(dir: &Path, args: &[&str]) -> Command {
+    let mut c = Command::new(host_binary());
+    c.args(args)
         .current_dir(dir)
         .env("XDG_CACHE_HOME", dir.join(".cache"))
         .env_remove("WEIR_CONFIG")
-        .env("RUST_LOG", "warn,weir_host=info")
-        .output()
-        .expect("run the host binary")
+        .env("RUST_LOG", "warn,weir_host=info");
+    c
 }
 
 /// stderr as text.

@@ -179,17 +179,11 @@ impl CheckpointStorage {
         {
             return Err(StorageError::TooLargeForMemory { task: task.to_string(), size, limit });
         }
-        let crc32 = crc32fast::hash(&bytes);
         if size <= self.inline_threshold {
             return Ok(StateHandle::Inline { data: bytes });
         }
         let relative = format!("{}/{name}", checkpoint_dir_name(id));
-        let path = self.path(&relative);
-        self.runtime.block_on(self.store.put(&path, PutPayload::from(bytes))).map_err(|source| StorageError::Io {
-            op: "writing",
-            location: self.location(&relative),
-            source,
-        })?;
+        let (size, crc32) = self.put_object(&relative, bytes)?;
         Ok(StateHandle::File { path: relative, size, crc32 })
     }
 

@@ -18,7 +18,7 @@ use super::FrozenState;
 use super::key_group::KeyGroupRange;
 use super::{
     KeyRef, MapEntry, Shape, SnapshotEntry, StateBackend, StateDescriptor, StateError, StateId, StateKind, TimeDomain,
-    check_registration,
+    check_registration, push_value,
 };
 use hashbrown::HashTable;
 use smallvec::SmallVec;
@@ -294,15 +294,7 @@ impl StateBackend for HashMapBackend {
         let range = self.range;
         let table = self.values(s);
         for k in keys {
-            let start = out.len();
-            let present = match table.get(range, k)? {
-                Some(v) => {
-                    out.extend_from_slice(v);
-                    true
-                }
-                None => false,
-            };
-            spans.push((start as u32, (out.len() - start) as u32, present));
+            push_value(out, spans, table.get(range, k)?.map(|v| &v[..]));
         }
         Ok(())
     }

@@ -445,6 +445,17 @@ pub trait FrozenState: Send {
     }
 }
 
+/// Appends one value of a batch read to `out`, and its `(start, len,
+/// present)` to `spans`: the shape `value_get_many` answers in.
+#[inline]
+pub fn push_value(out: &mut Vec<u8>, spans: &mut Vec<(u32, u32, bool)>, value: Option<&[u8]>) {
+    let start = out.len();
+    if let Some(v) = value {
+        out.extend_from_slice(v);
+    }
+    spans.push((start as u32, (out.len() - start) as u32, value.is_some()));
+}
+
 /// The registration rules every backend shares: the name must be valid; a
 /// name registered before must come with the same kind and redistribution
 /// (then its id is returned); TTL is the TTL layer's, never a backend's.

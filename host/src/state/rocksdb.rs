@@ -36,7 +36,7 @@
 use super::key_group::KeyGroupRange;
 use super::{
     FrozenState, KeyRef, MapEntry, Shape, SnapshotEntry, StateBackend, StateDescriptor, StateError, StateId, StateKind,
-    TimeDomain, check_registration,
+    TimeDomain, check_registration, push_value,
 };
 use ::rocksdb::{
     BlockBasedOptions, Cache, ColumnFamilyDescriptor, DB, Direction, IteratorMode, MergeOperands, Options, ReadOptions,
@@ -493,30 +493,30 @@ impl StateBackend for RocksDbBackend {
         }
         let encoded: Vec<Vec<u8>> = keys.iter().map(|k| keyed_key(k.key_group, k.key)).collect();
         // Hits answer from the cache; misses go to RocksDB in one multi-get.
-        // The answers are taken before the misses enter the cache: an
+        // Misses enter the cache only once the answers are written: an
         // insert may write the cache back and empty it.
-        let mut values: Vec<Option<Option<Vec<u8>>>> =
-            encoded.iter().map(|k| self.cache.get(s, k).map(|c| c.value.clone())).collect();
-        let missing: Vec<usize> = (0..encoded.len()).filter(|&i| values[i].is_none()).collect();
+        let hits: Vec<Option<&Cached>> = encoded.iter().map(|k| self.cache.get(s, k)).collect();
+        let missing: Vec<usize> = (0..encoded.len()).filter(|&i| hits[i].is_none()).collect();
+        let mut fetched: Vec<Option<Vec<u8>>> = Vec::with_capacity(missing.len());
         if !missing.is_empty() {
-            let found = self.db().batched_multi_get_cf(self.cf(s), missing.iter().map(|&i| &encoded[i]), false);
-            for (&i, v) in missing.iter().zip(found) {
-                values[i] = Some(v.map_err(storage_error)?.map(|v| v.to_vec()));
-            }
-            for &i in &missing {
-                self.cache_insert(s, encoded[i].clone(), values[i].clone().flatten(), false)?;
+            for v in self.db().batched_multi_get_cf(self.cf(s), missing.iter().map(|&i| &encoded[i]), false) {
+                fetched.push(v.map_err(storage_error)?.map(|v| v.to_vec()));
             }
         }
-        for v in values {
-            let start = out.len();
-            let present = match v.flatten() {
-                Some(v) => {
-                    out.extend_from_slice(&v);
-                    true
-                }
-                None => false,
+        let mut next = fetched.iter();
+        for hit in &hits {
+            let value = match hit {
+                Some(c) => c.value.as_deref(),
+                None => next.next().and_then(Option::as_deref),
             };
-            spans.push((start as u32, (out.len() - start) as u32, present));
+            push_value(out, spans, value);
+        }
+        drop(hits);
+        let mut misses = missing.into_iter().zip(fetched).peekable();
+        for (i, key) in encoded.into_iter().enumerate() {
+            if let Some((_, v)) = misses.next_if(|(m, _)| *m == i) {
+                self.cache_insert(s, key, v, false)?;
+            }
         }
         Ok(())
     }

@@ -236,15 +236,8 @@ impl<B: StateBackend> StateBackend for TtlBackend<B> {
             return self.inner.value_get_many(s, keys, out, spans);
         }
         for &k in keys {
-            let start = out.len();
-            let present = match self.value_get(s, k)? {
-                Some(v) => {
-                    out.extend_from_slice(&v);
-                    true
-                }
-                None => false,
-            };
-            spans.push((start as u32, (out.len() - start) as u32, present));
+            let v = self.value_get(s, k)?;
+            super::push_value(out, spans, v.as_deref());
         }
         Ok(())
     }
