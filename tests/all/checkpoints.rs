@@ -547,7 +547,20 @@ fn incremental_checkpoints_share_files_and_never_point_at_a_missing_one() {
     job.backend = "rocksdb-incremental";
     let expected = write_job(&dir, &job, 9000, None);
     kill_after(spawn(&dir, &[], &[]), 1500);
-    // Every file a remaining checkpoint names exists; SST files are shared.
+    let (checkpoints, uses) = files_of_incremental_checkpoints(&dir);
+    assert!(checkpoints >= 2, "{checkpoints} checkpoints");
+    assert!(
+        uses.iter().any(|(p, n)| p.starts_with("shared/") && *n > 1),
+        "some SST file is used by more than one checkpoint: {uses:?}"
+    );
+    dir.succeeds(&["--resume"]);
+    assert_eq!(final_counts(&committed(dir.path())), expected);
+}
+
+/// Asserts that every file a checkpoint under `ck/eo` names exists with
+/// its size; returns how many checkpoints there are and how many of them
+/// use each file.
+fn files_of_incremental_checkpoints(dir: &JobDir) -> (u32, BTreeMap<String, u32>) {
     let mut uses: BTreeMap<String, u32> = BTreeMap::new();
     let mut checkpoints = 0;
     for e in std::fs::read_dir(dir.path().join("ck/eo")).unwrap() {
@@ -568,11 +581,45 @@ fn incremental_checkpoints_share_files_and_never_point_at_a_missing_one() {
             }
         }
     }
-    assert!(checkpoints >= 2, "{checkpoints} checkpoints");
-    assert!(
-        uses.iter().any(|(p, n)| p.starts_with("shared/") && *n > 1),
-        "some SST file is used by more than one checkpoint: {uses:?}"
-    );
+    (checkpoints, uses)
+}
+
+/// Crashes the incremental job at `point` (`WEIR_CRASH_AT`), then checks
+/// that no checkpoint left names a missing file and that `--resume` ends
+/// with exact output.
+fn crash_at(point: &str) {
+    let dir = JobDir::new();
+    let ck = format!("file://{}/ck", dir.path().display());
+    let mut job = Job::new(checkpointing(&ck, "retained = 1"), 3000);
+    job.backend = "rocksdb-incremental";
+    let expected = write_job(&dir, &job, 9000, None);
+    let out = host_command(dir.path(), &["run", "job.toml"]).env("WEIR_CRASH_AT", point).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "the run should have crashed at {point}:\n{err}");
+    let name = point.split(':').next().unwrap();
+    assert!(err.contains(&format!("crashing at {name}")), "{err}");
+    let (checkpoints, _) = files_of_incremental_checkpoints(&dir);
+    assert!(checkpoints >= 1, "a completed checkpoint survives the crash at {point}");
     dir.succeeds(&["--resume"]);
     assert_eq!(final_counts(&committed(dir.path())), expected);
+}
+
+#[test]
+fn a_crash_between_uploading_shared_files_and_the_metadata_loses_nothing() {
+    crash_at("upload.shared-file:6");
+}
+
+#[test]
+fn a_crash_after_the_metadata_before_tasks_hear_of_it_loses_nothing() {
+    crash_at("checkpoint.metadata-written:3");
+}
+
+#[test]
+fn a_crash_while_deleting_an_old_checkpoint_leaves_the_kept_ones_whole() {
+    crash_at("delete.metadata-deleted:2");
+}
+
+#[test]
+fn a_crash_while_deleting_unused_shared_files_leaves_the_kept_ones_whole() {
+    crash_at("retention.shared-file-deleted:2");
 }

@@ -131,6 +131,10 @@ pub struct CheckpointMetadata {
     /// Taken when the job finished: nothing is left to process; restoring
     /// it only publishes what sinks still had pending.
     pub finished: bool,
+    /// A savepoint: every state in the canonical format, every path
+    /// relative to the savepoint's own directory.
+    #[serde(default)]
+    pub savepoint: bool,
     /// Key groups of the job.
     pub max_parallelism: u32,
     /// Operator uid to its state.
@@ -236,6 +240,7 @@ mod tests {
             triggered_at_ms: 1_700_000_000_000,
             duration_ms: 12,
             finished: false,
+            savepoint: false,
             max_parallelism: 128,
             operators: [(
                 "counter".to_string(),

@@ -17,7 +17,10 @@
 //!   metadata was written; only then are sinks told (completing *n* subsumes
 //!   every lower id, so a sink that missed a notice commits on the next);
 //! - a checkpoint that is declined, times out or cannot be stored is
-//!   aborted; more than `tolerable_failures` in a row fail the job.
+//!   aborted; more than `tolerable_failures` in a row fail the job;
+//! - a savepoint asked for is the next checkpoint triggered, as soon as
+//!   none is in flight, whatever the interval; one that fails is reported
+//!   to whoever asked and never counts toward failing the job.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -44,6 +47,8 @@ pub enum Command<H> {
     Trigger {
         /// The checkpoint.
         id: CheckpointId,
+        /// It is a savepoint: stored canonically, where the request said.
+        savepoint: bool,
     },
     /// Every task acknowledged: write `_metadata` for `id` (last, create-only)
     /// listing these state handles, then report with
@@ -81,6 +86,7 @@ struct InFlight<H> {
     handles: BTreeMap<String, H>,
     /// Acknowledged by everyone; waiting for the metadata write.
     storing: bool,
+    savepoint: bool,
 }
 
 /// The coordinator's checkpoint protocol for one job.
@@ -94,6 +100,8 @@ pub struct Protocol<H> {
     last_end: Option<u64>,
     latest_completed: Option<CheckpointId>,
     failures_in_a_row: u32,
+    /// A savepoint was asked for and not triggered yet.
+    savepoint_requested: bool,
 }
 
 impl<H: Clone> Protocol<H> {
@@ -114,6 +122,7 @@ impl<H: Clone> Protocol<H> {
             last_end: None,
             latest_completed: restored_from,
             failures_in_a_row: 0,
+            savepoint_requested: false,
         }
     }
 
@@ -142,6 +151,12 @@ impl<H: Clone> Protocol<H> {
         self.in_flight.as_ref().is_some_and(|f| !f.storing && f.awaiting.contains(task))
     }
 
+    /// Asks for a savepoint: the next trigger, as soon as no checkpoint is
+    /// in flight.
+    pub fn request_savepoint(&mut self) {
+        self.savepoint_requested = true;
+    }
+
     /// The id the next trigger will take.
     pub fn next_id(&self) -> CheckpointId {
         self.next_id
@@ -158,9 +173,10 @@ impl<H: Clone> Protocol<H> {
             }
             return out;
         }
-        let interval_due = self.last_trigger.is_none_or(|t| now >= t + self.config.interval_ms);
-        let pause_done = self.last_end.is_none_or(|t| now >= t + self.config.min_pause_ms);
-        if interval_due && pause_done {
+        let interval_due = self.last_trigger.is_none_or(|t| now >= t.saturating_add(self.config.interval_ms));
+        let pause_done = self.last_end.is_none_or(|t| now >= t.saturating_add(self.config.min_pause_ms));
+        let savepoint = std::mem::take(&mut self.savepoint_requested);
+        if savepoint || (interval_due && pause_done) {
             let id = self.next_id;
             self.next_id += 1;
             self.last_trigger = Some(now);
@@ -170,8 +186,9 @@ impl<H: Clone> Protocol<H> {
                 awaiting: self.tasks.clone(),
                 handles: BTreeMap::new(),
                 storing: false,
+                savepoint,
             });
-            out.push(Command::Trigger { id });
+            out.push(Command::Trigger { id, savepoint });
         }
         out
     }
@@ -220,8 +237,11 @@ impl<H: Clone> Protocol<H> {
     }
 
     fn fail(&mut self, id: CheckpointId, reason: String, now: u64) -> Vec<Command<H>> {
-        self.in_flight = None;
+        let savepoint = self.in_flight.take().is_some_and(|f| f.savepoint);
         self.last_end = Some(now);
+        if savepoint {
+            return vec![Command::Abort { id, reason }];
+        }
         self.failures_in_a_row += 1;
         let mut out = vec![Command::Abort { id, reason: reason.clone() }];
         if self.failures_in_a_row > self.config.tolerable_failures {
@@ -258,7 +278,7 @@ mod tests {
     #[test]
     fn a_checkpoint_completes_only_after_every_ack_and_the_metadata() {
         let mut p = protocol();
-        assert_eq!(p.tick(0), vec![Command::Trigger { id: 1 }]);
+        assert_eq!(p.tick(0), vec![Command::Trigger { id: 1, savepoint: false }]);
         assert!(p.on_ack(1, "src#0", 1).is_empty());
         assert!(p.on_ack(1, "src#0", 1).is_empty(), "a repeated ack changes nothing");
         assert!(p.on_ack(1, "op#0", 2).is_empty());
@@ -275,16 +295,16 @@ mod tests {
     #[test]
     fn triggers_respect_interval_min_pause_and_one_in_flight() {
         let mut p = protocol();
-        assert_eq!(p.tick(0), vec![Command::Trigger { id: 1 }]);
+        assert_eq!(p.tick(0), vec![Command::Trigger { id: 1, savepoint: false }]);
         assert!(p.tick(2000).is_empty(), "one in flight at a time");
         ack_all(&mut p, 1);
         p.on_metadata_written(1, Ok(()), 2100);
         assert!(p.tick(2200).is_empty(), "min_pause after the end");
-        assert_eq!(p.tick(2400), vec![Command::Trigger { id: 2 }]);
+        assert_eq!(p.tick(2400), vec![Command::Trigger { id: 2, savepoint: false }]);
         ack_all(&mut p, 2);
         p.on_metadata_written(2, Ok(()), 2500);
         assert!(p.tick(3000).is_empty(), "interval after the previous trigger");
-        assert_eq!(p.tick(3400), vec![Command::Trigger { id: 3 }]);
+        assert_eq!(p.tick(3400), vec![Command::Trigger { id: 3, savepoint: false }]);
     }
 
     #[test]
@@ -294,7 +314,7 @@ mod tests {
         let out = p.on_decline(1, "op#1", "barrier alignment failed", 10);
         assert!(matches!(&out[..], [Command::Abort { id: 1, .. }]), "{out:?}");
         assert!(p.on_ack(1, "op#0", 2).is_empty(), "acks of an aborted checkpoint are ignored");
-        assert_eq!(p.tick(1000), vec![Command::Trigger { id: 2 }], "ids never repeat");
+        assert_eq!(p.tick(1000), vec![Command::Trigger { id: 2, savepoint: false }], "ids never repeat");
         // A second failure in a row exceeds tolerable_failures = 1.
         let out = p.tick(7000);
         assert!(matches!(&out[0], Command::Abort { id: 2, reason } if reason.contains("timed out")), "{out:?}");
@@ -320,6 +340,25 @@ mod tests {
     fn numbering_continues_after_a_restore() {
         let mut p: Protocol<u32> = Protocol::new(config(), ["a#0".to_string()], Some(41));
         assert_eq!(p.latest_completed(), Some(41));
-        assert_eq!(p.tick(0), vec![Command::Trigger { id: 42 }]);
+        assert_eq!(p.tick(0), vec![Command::Trigger { id: 42, savepoint: false }]);
+    }
+
+    #[test]
+    fn a_savepoint_goes_next_and_its_failure_does_not_count() {
+        let mut p = protocol();
+        assert_eq!(p.tick(0), vec![Command::Trigger { id: 1, savepoint: false }]);
+        p.request_savepoint();
+        assert_eq!(p.tick(10), vec![], "one checkpoint at a time");
+        ack_all(&mut p, 1);
+        assert_eq!(p.on_metadata_written(1, Ok(()), 20), vec![Command::NotifyComplete { id: 1 }]);
+        assert_eq!(p.tick(21), vec![Command::Trigger { id: 2, savepoint: true }], "before interval and pause");
+        // tolerable_failures = 1: two failed savepoints do not fail the job.
+        let abort = p.on_decline(2, "op#0", "disk full", 30);
+        assert!(matches!(abort.as_slice(), [Command::Abort { id: 2, .. }]), "{abort:?}");
+        p.request_savepoint();
+        assert_eq!(p.tick(31), vec![Command::Trigger { id: 3, savepoint: true }]);
+        let abort = p.on_decline(3, "op#0", "disk full", 40);
+        assert!(matches!(abort.as_slice(), [Command::Abort { id: 3, .. }]), "{abort:?}");
+        assert_eq!(p.tick(1100), vec![Command::Trigger { id: 4, savepoint: false }]);
     }
 }

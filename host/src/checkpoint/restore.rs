@@ -76,7 +76,7 @@ pub struct Restored {
 /// Reads checkpoint `id` whole and checks every part of it (the files of
 /// incremental RocksDB state are checked when a subtask downloads them).
 pub fn load(storage: &Arc<CheckpointStorage>, id: u64) -> Result<Restored, RestoreError> {
-    let location = format!("{}/chk-{id}", storage.display());
+    let location = storage.checkpoint_location(id);
     let bytes = storage.read_metadata(id)?;
     let metadata = CheckpointMetadata::decode(&bytes)
         .map_err(|source| RestoreError::Metadata { location: format!("{location}/_metadata"), source })?;

@@ -84,6 +84,9 @@ pub struct CheckpointStorage {
     /// Some(limit) when the store is host memory.
     memory_limit: Option<u64>,
     inline_threshold: u64,
+    /// A savepoint directory: one checkpoint, its files at the root, rather
+    /// than a job's `chk-<n>/` directories.
+    savepoint: bool,
     runtime: tokio::runtime::Runtime,
 }
 
@@ -102,12 +105,7 @@ impl CheckpointStorage {
     /// Opens the storage of job `job` as `settings` say: a `file://` or
     /// `s3://` directory, or host memory when none is set.
     pub fn open(settings: &StorageSettings, job: &str) -> Result<Self, StorageError> {
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .thread_name("weir-storage")
-            .enable_all()
-            .build()
-            .map_err(|e| StorageError::BadDir { dir: "(runtime)".into(), message: e.to_string() })?;
+        let runtime = runtime()?;
         let Some(dir) = settings.dir.as_deref() else {
             return Ok(CheckpointStorage {
                 store: Arc::new(object_store::memory::InMemory::new()),
@@ -115,37 +113,50 @@ impl CheckpointStorage {
                 display: format!("memory:/{job}"),
                 memory_limit: Some(settings.memory_max_state_size),
                 inline_threshold: settings.inline_threshold,
+                savepoint: false,
                 runtime,
             });
         };
-        let bad = |message: String| StorageError::BadDir { dir: dir.to_string(), message };
-        let (store, prefix): (Arc<dyn ObjectStore>, String) = if let Some(path) = dir.strip_prefix("file://") {
-            if !path.starts_with('/') {
-                return Err(bad("a file:// directory must be absolute, as in file:///var/lib/weir/checkpoints".into()));
-            }
-            std::fs::create_dir_all(path).map_err(|e| bad(format!("cannot create {path}: {e}")))?;
-            let local = object_store::local::LocalFileSystem::new_with_prefix(path)
-                .map_err(|e| bad(e.to_string()))?
-                .with_automatic_cleanup(true);
-            (Arc::new(local), String::new())
-        } else if let Some(rest) = dir.strip_prefix("s3://") {
-            let (bucket, prefix) = rest.split_once('/').unwrap_or((rest, ""));
-            if bucket.is_empty() {
-                return Err(bad("no bucket: write s3://bucket or s3://bucket/prefix".into()));
-            }
-            (Arc::new(s3_store(bucket, &settings.s3).map_err(|e| bad(e.to_string()))?), prefix.to_string())
-        } else {
-            return Err(bad("must start with file:// or s3://".into()));
-        };
-        let root = ObjectPath::from(prefix.trim_matches('/')).child(job);
+        let (store, root) = open_dir(dir, &settings.s3)?;
         Ok(CheckpointStorage {
             store,
-            root,
+            root: root.child(job),
             display: format!("{}/{job}", dir.trim_end_matches('/')),
             memory_limit: None,
             inline_threshold: settings.inline_threshold,
+            savepoint: false,
             runtime,
         })
+    }
+
+    /// Opens savepoint directory `uri` (`file://` or `s3://`, with the S3
+    /// options of `settings`): `_metadata` and state files at its root, so
+    /// the directory can be copied elsewhere whole and still be restored.
+    pub fn open_savepoint(settings: &StorageSettings, uri: &str) -> Result<Self, StorageError> {
+        let runtime = runtime()?;
+        let uri = uri.trim_end_matches('/');
+        let uri = uri.strip_suffix("/_metadata").unwrap_or(uri);
+        let (store, root) = open_dir(uri, &settings.s3)?;
+        Ok(CheckpointStorage {
+            store,
+            root,
+            display: uri.to_string(),
+            memory_limit: None,
+            inline_threshold: settings.inline_threshold,
+            savepoint: true,
+            runtime,
+        })
+    }
+
+    /// Where checkpoint `id` keeps its files, relative to the root, with a
+    /// trailing slash (nothing for a savepoint directory).
+    fn dir_of(&self, id: u64) -> String {
+        if self.savepoint { String::new() } else { format!("{}/", checkpoint_dir_name(id)) }
+    }
+
+    /// Where checkpoint `id` is, for messages and listings.
+    pub fn checkpoint_location(&self, id: u64) -> String {
+        if self.savepoint { self.display.clone() } else { format!("{}/{}", self.display, checkpoint_dir_name(id)) }
     }
 
     /// The job's directory, as the user would write it.
@@ -182,7 +193,7 @@ impl CheckpointStorage {
         if size <= self.inline_threshold {
             return Ok(StateHandle::Inline { data: bytes });
         }
-        let relative = format!("{}/{name}", checkpoint_dir_name(id));
+        let relative = format!("{}{name}", self.dir_of(id));
         let (size, crc32) = self.put_object(&relative, bytes)?;
         Ok(StateHandle::File { path: relative, size, crc32 })
     }
@@ -241,7 +252,7 @@ impl CheckpointStorage {
     /// Writes `_metadata` of checkpoint `id`, create-only: if it exists
     /// (another run committed this id), nothing is written.
     pub fn write_metadata(&self, id: u64, bytes: Vec<u8>) -> Result<(), StorageError> {
-        let relative = format!("{}/_metadata", checkpoint_dir_name(id));
+        let relative = format!("{}_metadata", self.dir_of(id));
         let path = self.path(&relative);
         let opts = PutOptions { mode: PutMode::Create, ..Default::default() };
         match self.runtime.block_on(self.store.put_opts(&path, PutPayload::from(bytes), opts)) {
@@ -255,7 +266,7 @@ impl CheckpointStorage {
 
     /// Reads `_metadata` of checkpoint `id`.
     pub fn read_metadata(&self, id: u64) -> Result<Bytes, StorageError> {
-        let relative = format!("{}/_metadata", checkpoint_dir_name(id));
+        let relative = format!("{}_metadata", self.dir_of(id));
         let path = self.path(&relative);
         self.runtime.block_on(async { self.store.get(&path).await?.bytes().await }).map_err(|source| StorageError::Io {
             op: "reading",
@@ -298,6 +309,7 @@ impl CheckpointStorage {
             Ok(()) | Err(object_store::Error::NotFound { .. }) => {}
             Err(e) => return Err(io(e)),
         }
+        crate::crash_point::crash_point("delete.metadata-deleted");
         let rest: Vec<_> = self.runtime.block_on(self.store.list(Some(&prefix)).try_collect::<Vec<_>>()).map_err(io)?;
         for o in rest {
             match self.runtime.block_on(self.store.delete(&o.location)) {
@@ -307,6 +319,40 @@ impl CheckpointStorage {
         }
         Ok(())
     }
+}
+
+fn runtime() -> Result<tokio::runtime::Runtime, StorageError> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .thread_name("weir-storage")
+        .enable_all()
+        .build()
+        .map_err(|e| StorageError::BadDir { dir: "(runtime)".into(), message: e.to_string() })
+}
+
+/// The store behind a `file://` or `s3://` directory, and the path of the
+/// directory in it (a local directory is created).
+fn open_dir(dir: &str, s3: &crate::config::S3Settings) -> Result<(Arc<dyn ObjectStore>, ObjectPath), StorageError> {
+    let bad = |message: String| StorageError::BadDir { dir: dir.to_string(), message };
+    let (store, prefix): (Arc<dyn ObjectStore>, String) = if let Some(path) = dir.strip_prefix("file://") {
+        if !path.starts_with('/') {
+            return Err(bad("a file:// directory must be absolute, as in file:///var/lib/weir/checkpoints".into()));
+        }
+        std::fs::create_dir_all(path).map_err(|e| bad(format!("cannot create {path}: {e}")))?;
+        let local = object_store::local::LocalFileSystem::new_with_prefix(path)
+            .map_err(|e| bad(e.to_string()))?
+            .with_automatic_cleanup(true);
+        (Arc::new(local), String::new())
+    } else if let Some(rest) = dir.strip_prefix("s3://") {
+        let (bucket, prefix) = rest.split_once('/').unwrap_or((rest, ""));
+        if bucket.is_empty() {
+            return Err(bad("no bucket: write s3://bucket or s3://bucket/prefix".into()));
+        }
+        (Arc::new(s3_store(bucket, s3).map_err(|e| bad(e.to_string()))?), prefix.to_string())
+    } else {
+        return Err(bad("must start with file:// or s3://".into()));
+    };
+    Ok((store, ObjectPath::from(prefix.trim_matches('/'))))
 }
 
 /// An S3 client for `bucket`: the standard AWS environment variables, then

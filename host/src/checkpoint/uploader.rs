@@ -140,6 +140,7 @@ fn upload_files(
         let f = DbFile { name: name.clone(), path, size, crc32 };
         if is_sst {
             now_shared.insert((name, size), f.clone());
+            crate::crash_point::crash_point("upload.shared-file");
         }
         files.push(f);
     }

@@ -155,6 +155,7 @@ impl Checkpoints {
                 if let Err(e) = self.storage.delete_object(path) {
                     tracing::warn!(file = %path, error = %e, "cannot delete an unused shared file");
                 }
+                crate::crash_point::crash_point("retention.shared-file-deleted");
             }
         }
     }
@@ -250,7 +251,7 @@ impl Attempt<'_> {
         let mut queue: VecDeque<_> = commands.into();
         while let Some(c) = queue.pop_front() {
             match c {
-                Command::Trigger { id } => {
+                Command::Trigger { id, savepoint: _ } => {
                     self.cp.highest_id = self.cp.highest_id.max(id);
                     self.triggered.insert(id, (Instant::now(), super::task::now_ms()));
                     tracing::debug!(checkpoint = id, "triggered");
@@ -262,6 +263,7 @@ impl Attempt<'_> {
                     let metadata = self.metadata(id, handles, false);
                     let result = self.cp.storage.write_metadata(id, metadata.encode()).map_err(|e| e.to_string());
                     if result.is_ok() {
+                        crate::crash_point::crash_point("checkpoint.metadata-written");
                         self.shared_of.insert(id, shared_files(&metadata));
                         self.cp.stats.sizes.push(metadata.state_size());
                         self.cp.stats.durations.push(Duration::from_millis(metadata.duration_ms));
@@ -349,6 +351,7 @@ impl Attempt<'_> {
             triggered_at_ms: at_ms,
             duration_ms: at.elapsed().as_millis() as u64,
             finished,
+            savepoint: false,
             max_parallelism: self.cp.max_parallelism,
             operators,
             sources,

@@ -393,6 +393,16 @@ pub trait StateBackend: Send {
         let _ = keys;
     }
 
+    /// Asks the backend to drop the expired values of the TTL state `state`
+    /// by itself, in the background, reading the TTL layer's expiry prefix
+    /// against `clock`. True if it will: the TTL layer then skips its
+    /// per-access clean-up for that state. The RocksDB backend does it in
+    /// compaction; the hashmap backend cannot (false).
+    fn expire_in_background(&mut self, state: StateId, clock: &ttl::Clock) -> bool {
+        let _ = (state, clock);
+        false
+    }
+
     /// Keyed states: up to `max` keys of `state` from position `cursor` (0
     /// is the start), with their key groups, and the position to continue
     /// from (none at the end). Keys written between calls may be missed or

@@ -26,6 +26,12 @@
 //! A process killed with `kill -9` cannot remove its directories; the next
 //! subtask of the same name removes those whose process is gone.
 //!
+//! TTL: the states of the TTL layer carry an expiry prefix in every stored
+//! value; a compaction filter on each state's column family drops expired
+//! values (and lists whose every element expired) as RocksDB compacts, so
+//! clean-up costs neither a scan nor work on the record path. A list with
+//! some elements expired is trimmed when it is next read.
+//!
 //! Snapshots: `freeze` takes a RocksDB checkpoint (memtables flushed, SST
 //! files hard-linked into a directory `<working dir>.f<k>` beside the
 //! subtask's own, which the snapshot owns and removes), cheap and independent
@@ -34,17 +40,19 @@
 //! key group.
 
 use super::key_group::KeyGroupRange;
+use super::ttl::{self, Clock};
 use super::{
     FrozenState, KeyRef, MapEntry, Shape, SnapshotEntry, StateBackend, StateDescriptor, StateError, StateId, StateKind,
     TimeDomain, check_registration, push_value,
 };
 use ::rocksdb::{
     BlockBasedOptions, Cache, ColumnFamilyDescriptor, DB, Direction, IteratorMode, MergeOperands, Options, ReadOptions,
-    WriteBatch, WriteOptions,
+    WriteBatch, WriteOptions, compaction_filter::Decision,
 };
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
 
 const TIMERS: &str = "timers";
 
@@ -189,8 +197,40 @@ fn cf_options(memory: &RocksDbMemory, cache: &Cache) -> Options {
     let mut table = BlockBasedOptions::default();
     table.set_block_cache(cache);
     table.set_bloom_filter(10.0, false);
+    // Index and filters live in the bounded block cache, so memory stays
+    // within `block_cache`. Partitioned, so a lookup loads one small filter
+    // partition rather than a whole SST file's filter: with whole filters a
+    // cache smaller than the filters re-read megabytes per get.
     table.set_cache_index_and_filter_blocks(true);
+    table.set_index_type(::rocksdb::BlockBasedIndexType::TwoLevelIndexSearch);
+    table.set_partition_filters(true);
+    table.set_pin_top_level_index_and_filter(true);
+    table.set_pin_l0_filter_and_index_blocks_in_cache(true);
     o.set_block_based_table_factory(&table);
+    o
+}
+
+/// The clock of one state's TTL clean-up: unset (nothing expires in
+/// compaction) until the TTL layer hands it over.
+type ExpiryClock = Arc<OnceLock<Clock>>;
+
+/// Options of a state's column family: `base` plus a compaction filter that
+/// drops what expired, once `clock` is set.
+fn state_cf_options(base: &Options, shape: Shape, clock: &ExpiryClock) -> Options {
+    let mut o = base.clone();
+    let clock = clock.clone();
+    o.set_compaction_filter("weir-ttl", move |_level: u32, _key: &[u8], value: &[u8]| {
+        let Some(now) = clock.get().map(|c| c()) else { return Decision::Keep };
+        let expired = |v: &[u8]| ttl::expires_at(v) <= now;
+        let drop = match shape {
+            Shape::Value | Shape::Map => expired(value),
+            // Trimming a list would need `Decision::Change`, which takes a
+            // `'static` slice; reads trim lists instead.
+            Shape::List => decode_list(value).into_iter().all(expired),
+            Shape::OperatorList | Shape::BroadcastMap => false,
+        };
+        if drop { Decision::Remove } else { Decision::Keep }
+    });
     o
 }
 
@@ -245,6 +285,8 @@ pub struct RocksDbBackend {
     /// Value-state write-back cache, and its byte budget.
     cache: ValueCache,
     cache_limit: usize,
+    /// Per state: the clock of its TTL compaction filter.
+    expiry: Vec<ExpiryClock>,
 }
 
 impl RocksDbBackend {
@@ -277,6 +319,7 @@ impl RocksDbBackend {
             freezes: 0,
             cache: ValueCache::default(),
             cache_limit: memory.write_cache,
+            expiry: Vec::new(),
         })
     }
 
@@ -297,9 +340,14 @@ impl RocksDbBackend {
         std::fs::remove_dir_all(&db_dir).map_err(|e| StateError::Storage(format!("{}: {e}", db_dir.display())))?;
         std::fs::rename(files, &db_dir).map_err(|e| StateError::Storage(format!("{}: {e}", files.display())))?;
         let mut cfs = vec![ColumnFamilyDescriptor::new(TIMERS, b.options.clone())];
-        cfs.extend(
-            (0..descriptors.len()).map(|i| ColumnFamilyDescriptor::new(cf_name(i as StateId), b.options.clone())),
-        );
+        for (i, d) in descriptors.iter().enumerate() {
+            let clock = ExpiryClock::default();
+            cfs.push(ColumnFamilyDescriptor::new(
+                cf_name(i as StateId),
+                state_cf_options(&b.options, d.kind.shape(), &clock),
+            ));
+            b.expiry.push(clock);
+        }
         b.db = Some(DB::open_cf_descriptors(&b.options, &db_dir, cfs).map_err(storage_error)?);
         b.descriptors = descriptors;
         for (k, _) in b.scan(b.timers(), b"", b"", usize::MAX)? {
@@ -460,10 +508,19 @@ impl StateBackend for RocksDbBackend {
             return Ok(id);
         }
         let id = self.descriptors.len() as StateId;
-        let options = self.options.clone();
+        let clock = ExpiryClock::default();
+        let options = state_cf_options(&self.options, d.kind.shape(), &clock);
         self.db.as_mut().expect("open").create_cf(cf_name(id), &options).map_err(storage_error)?;
         self.descriptors.push(d);
+        self.expiry.push(clock);
         Ok(id)
+    }
+
+    fn expire_in_background(&mut self, s: StateId, clock: &Clock) -> bool {
+        let Some(slot) = self.expiry.get(s as usize) else { return false };
+        // A re-registration keeps the first clock; both read the same time.
+        let _ = slot.set(clock.clone());
+        true
     }
 
     fn descriptors(&self) -> &[StateDescriptor] {
@@ -1036,6 +1093,68 @@ mod tests {
             }
         }
         assert_eq!(b.key_count(s), 500);
+    }
+
+    impl RocksDbBackend {
+        /// Every state's entries on disk, compacted twice (merged lists
+        /// reach the compaction filter as values only the second time).
+        fn compact_and_count(&mut self) -> Vec<usize> {
+            self.write_back().unwrap();
+            (0..self.descriptors.len() as StateId)
+                .map(|s| {
+                    for _ in 0..2 {
+                        self.db().flush_cf(self.cf(s)).unwrap();
+                        self.db().compact_range_cf(self.cf(s), None::<&[u8]>, None::<&[u8]>);
+                    }
+                    self.scan(self.cf(s), b"", b"", usize::MAX).unwrap().len()
+                })
+                .collect()
+        }
+    }
+
+    #[test]
+    fn compaction_drops_what_expired_without_any_access() {
+        use crate::state::TtlConfig;
+        use crate::state::ttl::TtlBackend;
+        use std::sync::atomic::AtomicI64;
+        let dir = tempfile::tempdir().unwrap();
+        let now = Arc::new(AtomicI64::new(1_000));
+        let clock_now = now.clone();
+        let clock: Clock = Arc::new(move || clock_now.load(Ordering::SeqCst));
+        let range = KeyGroupRange { start: 0, end: 16 };
+        let db = RocksDbBackend::open(dir.path(), "t", range, RocksDbMemory::default()).unwrap();
+        let mut b = TtlBackend::new(db, clock, 16);
+        let ttl = Some(TtlConfig { ttl_ms: 100, renew_on_read: false, return_expired: false });
+        let [value, list, map] = [StateKind::Value, StateKind::List, StateKind::Map]
+            .map(|kind| b.register(StateDescriptor { ttl, ..kind.descriptor(kind.name()) }).unwrap());
+        let plain = b.register(StateKind::Value.descriptor("no-ttl")).unwrap();
+        let keys: Vec<Vec<u8>> = (0..300).map(|i| format!("k{i}").into_bytes()).collect();
+        fn at(k: &[u8]) -> KeyRef<'_> {
+            let hash = super::super::key_group::key_hash(k);
+            KeyRef { key: k, hash, key_group: super::super::key_group::key_group_of_hash(hash, 16) }
+        }
+        for k in &keys {
+            b.value_set(value, at(k), b"v").unwrap();
+            b.list_add(list, at(k), &[b"old"]).unwrap();
+            b.map_put(map, at(k), b"uk", b"m").unwrap();
+            b.value_set(plain, at(k), b"kept").unwrap();
+        }
+        // Written later: 100 keys of each state still live when the rest
+        // expired, and 100 lists with one live element among expired ones.
+        now.store(1_050, Ordering::SeqCst);
+        for k in &keys[..100] {
+            b.value_set(value, at(k), b"v2").unwrap();
+            b.map_put(map, at(k), b"uk", b"m2").unwrap();
+            b.list_add(list, at(k), &[b"new"]).unwrap();
+        }
+        assert_eq!(b.inner().compact_and_count(), vec![300, 300, 300, 300], "nothing expired yet");
+        now.store(1_120, Ordering::SeqCst);
+        assert_eq!(b.inner().compact_and_count(), vec![100, 100, 100, 300], "expired entries gone, others kept");
+        assert_eq!(b.value_get(value, at(&keys[0])).unwrap().as_deref(), Some(&b"v2"[..]));
+        assert_eq!(b.list_read(list, at(&keys[0]), 0, 10).unwrap(), vec![b"new".to_vec()]);
+        assert_eq!(b.value_get(value, at(&keys[200])).unwrap(), None);
+        now.store(1_200, Ordering::SeqCst);
+        assert_eq!(b.inner().compact_and_count(), vec![0, 0, 0, 300]);
     }
 
     #[test]

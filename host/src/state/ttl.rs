@@ -43,6 +43,13 @@ fn unwrap(stored: &[u8]) -> (i64, &[u8]) {
     }
 }
 
+/// The expiry of a value stored by this layer (what a backend cleaning up
+/// on its own compares with the clock); `i64::MIN` for bytes too short to
+/// carry one.
+pub fn expires_at(stored: &[u8]) -> i64 {
+    unwrap(stored).0
+}
+
 /// A state backend with TTL for the states that ask for it.
 pub struct TtlBackend<B> {
     inner: B,
@@ -53,13 +60,29 @@ pub struct TtlBackend<B> {
     descriptors: Vec<StateDescriptor>,
     /// Where incremental clean-up continues, per state.
     cursors: Vec<u64>,
+    /// Per state: whether the inner backend drops expired values itself,
+    /// so accesses need not scan for them.
+    in_background: Vec<bool>,
 }
 
 impl<B: StateBackend> TtlBackend<B> {
     /// Wraps `inner`; `clock` gives processing time, `max_parallelism` the
     /// job's key groups (for keys found by clean-up scans).
     pub fn new(inner: B, clock: Clock, max_parallelism: u32) -> Self {
-        TtlBackend { inner, clock, max_parallelism, descriptors: Vec::new(), cursors: Vec::new() }
+        TtlBackend {
+            inner,
+            clock,
+            max_parallelism,
+            descriptors: Vec::new(),
+            cursors: Vec::new(),
+            in_background: Vec::new(),
+        }
+    }
+
+    /// The wrapped backend.
+    #[cfg(test)]
+    pub fn inner(&mut self) -> &mut B {
+        &mut self.inner
     }
 
     fn ttl(&self, s: StateId) -> Option<TtlConfig> {
@@ -72,6 +95,9 @@ impl<B: StateBackend> TtlBackend<B> {
 
     /// Checks the next few keys of `s` and removes what expired there.
     fn cleanup_step(&mut self, s: StateId, t: &TtlConfig) -> Result<(), StateError> {
+        if self.in_background[s as usize] {
+            return Ok(());
+        }
         let cursor = self.cursors[s as usize];
         let (keys, next) = self.inner.scan_keys(s, cursor, CLEANUP_KEYS_PER_ACCESS);
         self.cursors[s as usize] = next.unwrap_or(0);
@@ -207,8 +233,10 @@ impl<B: StateBackend> StateBackend for TtlBackend<B> {
         }
         let id = self.inner.register(StateDescriptor { ttl: None, ..d.clone() })?;
         if id as usize == self.descriptors.len() {
+            let background = d.ttl.is_some() && self.inner.expire_in_background(id, &self.clock);
             self.descriptors.push(d);
             self.cursors.push(0);
+            self.in_background.push(background);
         }
         Ok(id)
     }
