@@ -14,6 +14,7 @@
 pub mod checkpoint;
 pub mod config;
 pub mod connectors;
+pub mod control;
 pub mod crash_point;
 pub mod runtime;
 pub mod state;

@@ -7,6 +7,8 @@ use clap::{Parser, Subcommand};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use weir_host::config::{self, SettingsFile};
+use weir_host::control::SavepointRequest;
+use weir_host::control::client::Client;
 use weir_host::runtime::{JobReport, StartFrom, run_job};
 
 /// Weir runs stateful stream operators compiled to WebAssembly components.
@@ -42,8 +44,52 @@ enum Command {
         /// Start from this checkpoint: <dir>/<job>/chk-<n>, such as
         /// file:///var/lib/weir/checkpoints/wordcount/chk-12. The run never
         /// deletes it.
-        #[arg(long, value_name = "URI")]
+        #[arg(long, value_name = "URI", conflicts_with = "from_savepoint")]
         from_checkpoint: Option<String>,
+        /// Start from this savepoint: the directory `host savepoint`
+        /// printed, such as
+        /// file:///var/lib/weir/savepoints/savepoint-wordcount-1764428000000.
+        /// State is matched to operators by uid; any backend and parallelism.
+        #[arg(long, value_name = "URI", conflicts_with = "resume")]
+        from_savepoint: Option<String>,
+        /// With --from-checkpoint or --from-savepoint: drop the state of
+        /// operators the job no longer has (listed in the log) instead of
+        /// refusing to start.
+        #[arg(long)]
+        allow_non_restored_state: bool,
+    },
+    /// Show a running job: records in and out per operator, checkpoints.
+    Status {
+        /// The job's name, or its job file.
+        job: String,
+        /// Print the status as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Take a savepoint of a running job, and optionally stop it.
+    ///
+    /// Prints the savepoint's directory, to restore with
+    /// `host run job.toml --from-savepoint <dir>`.
+    Savepoint {
+        /// The job's name, or its job file.
+        job: String,
+        /// Stop the job once the savepoint completed (sinks publish what it
+        /// covers; nothing after it is published).
+        #[arg(long)]
+        stop: bool,
+        /// With --stop: advance event time to the end first, so every
+        /// event-time timer fires before the savepoint.
+        #[arg(long, requires = "stop")]
+        drain: bool,
+        /// Parent directory of the savepoint [default: the job's
+        /// state.savepoints.dir].
+        #[arg(long, value_name = "URI")]
+        dir: Option<String>,
+    },
+    /// Cancel a running job (no savepoint; its checkpoints stay).
+    Cancel {
+        /// The job's name, or its job file.
+        job: String,
     },
     /// List a job's completed checkpoints: id, time, size, duration.
     ///
@@ -63,15 +109,27 @@ fn main() -> ExitCode {
     init_logging();
     let cli = Cli::parse();
     let result = match cli.command {
-        Command::Run { job, config, parallelism, resume, from_checkpoint } => {
-            let start = match (resume, from_checkpoint) {
-                (_, Some(uri)) => StartFrom::Checkpoint(uri),
-                (true, None) => StartFrom::Latest,
-                (false, None) => StartFrom::Beginning,
+        Command::Run {
+            job,
+            config,
+            parallelism,
+            resume,
+            from_checkpoint,
+            from_savepoint,
+            allow_non_restored_state,
+        } => {
+            let start = match (resume, from_checkpoint, from_savepoint) {
+                (_, Some(uri), _) => StartFrom::Checkpoint { uri, allow_non_restored_state },
+                (_, _, Some(uri)) => StartFrom::Savepoint { uri, allow_non_restored_state },
+                (true, None, None) => StartFrom::Latest,
+                (false, None, None) => StartFrom::Beginning,
             };
             run(&job, config.as_deref(), parallelism, &start)
         }
         Command::Checkpoints { target, config } => list_checkpoints(&target, config.as_deref()),
+        Command::Status { job, json } => status(&job, json),
+        Command::Savepoint { job, stop, drain, dir } => savepoint(&job, SavepointRequest { dir, stop, drain }),
+        Command::Cancel { job } => cancel(&job),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -128,6 +186,73 @@ fn run(job_path: &Path, config_flag: Option<&Path>, parallelism: Option<u32>, st
     let report =
         run_job(&job, start).with_context(|| format!("job '{}' ({}) failed", job.spec.name, job_path.display()))?;
     print_summary(&report);
+    Ok(())
+}
+
+/// A job named on the command line: its name, or a job file whose `name`
+/// is read.
+fn job_name(arg: &str) -> anyhow::Result<String> {
+    let path = Path::new(arg);
+    if !path.is_file() {
+        return Ok(arg.to_string());
+    }
+    let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {arg}"))?;
+    let value: toml::Table = toml::from_str(&text).with_context(|| format!("{arg} is not valid TOML"))?;
+    value
+        .get("name")
+        .and_then(|n| n.as_str())
+        .map(str::to_string)
+        .with_context(|| format!("{arg} has no name = \"...\""))
+}
+
+/// `host status`.
+fn status(job: &str, json: bool) -> anyhow::Result<()> {
+    let s = Client::find(&job_name(job)?)?.status()?;
+    if json {
+        println!("{}", serde_json::to_string_pretty(&s)?);
+        return Ok(());
+    }
+    println!(
+        "job '{}' running (pid {}, attempt {}, up {:.1}s): {} records read, {} written",
+        s.job,
+        s.pid,
+        s.attempt,
+        s.uptime_ms as f64 / 1e3,
+        s.records_read,
+        s.records_written
+    );
+    if let Some(c) = &s.checkpoints {
+        println!("  {c}");
+    }
+    println!("  {:<10} {:<24} {:>4} {:>14} {:>14}", "role", "id", "par", "records in", "records out");
+    for n in &s.nodes {
+        println!("  {:<10} {:<24} {:>4} {:>14} {:>14}", n.role, n.id, n.parallelism, n.records_in, n.records_out);
+    }
+    Ok(())
+}
+
+/// `host savepoint`.
+fn savepoint(job: &str, request: SavepointRequest) -> anyhow::Result<()> {
+    let client = Client::find(&job_name(job)?)?;
+    let started = std::time::Instant::now();
+    let done = client.savepoint(&request).context("savepoint failed")?;
+    println!("{}", done.location);
+    eprintln!(
+        "savepoint {} of {} complete in {} ms (asked {} ms ago){}",
+        done.id,
+        weir_host::runtime::checkpoints::human_bytes(done.size),
+        done.duration_ms,
+        started.elapsed().as_millis(),
+        if done.stopped { "; the job stops" } else { "" }
+    );
+    Ok(())
+}
+
+/// `host cancel`.
+fn cancel(job: &str) -> anyhow::Result<()> {
+    let name = job_name(job)?;
+    Client::find(&name)?.cancel()?;
+    eprintln!("job '{name}' is being cancelled");
     Ok(())
 }
 
@@ -208,6 +333,12 @@ fn utc(ms: i64) -> String {
 }
 
 fn print_summary(report: &JobReport) {
+    if let Some(s) = &report.stopped_with {
+        eprintln!(
+            "job '{}' stopped with savepoint {} (id {}); continue it with --from-savepoint {}",
+            report.name, s.location, s.id, s.location
+        );
+    }
     if report.already_finished {
         eprintln!(
             "job '{}' had already finished ({}); nothing to run",

@@ -8,6 +8,7 @@ mod fraud_detection;
 mod guest_failures;
 mod progress;
 mod rocksdb_backend;
+mod savepoints;
 mod session_windows;
 mod state_kinds;
 mod support;

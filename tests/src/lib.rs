@@ -44,6 +44,9 @@ pub fn host_command(dir: &Path, args: &[&str]) -> Command {
     c.args(args)
         .current_dir(dir)
         .env("XDG_CACHE_HOME", dir.join(".cache"))
+        // Run files (the control endpoint's address) per test directory:
+        // tests run jobs of the same name side by side.
+        .env("WEIR_RUN_DIR", dir.join(".run"))
         .env_remove("WEIR_CONFIG")
         .env("RUST_LOG", "warn,weir_host=info");
     c
@@ -64,6 +67,7 @@ pub fn run_example(job: &Path, extra: &[&str]) -> Output {
         .args(&args)
         .current_dir(scratch.path())
         .env("XDG_CACHE_HOME", scratch.path().join(".cache"))
+        .env("WEIR_RUN_DIR", scratch.path().join(".run"))
         .env_remove("WEIR_CONFIG")
         .output()
         .expect("run the host binary")
@@ -86,6 +90,7 @@ pub fn run_quiet(dir: &Path) -> String {
         .args(["run", "job.toml"])
         .current_dir(dir)
         .env("RUST_LOG", "error")
+        .env("WEIR_RUN_DIR", dir.join(".run"))
         .env_remove("WEIR_CONFIG")
         .output()
         .expect("run the host binary");
@@ -142,7 +147,7 @@ impl S3Server {
         self.child = Some(child);
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
         loop {
-            if let Ok(status) = self.http("PUT", &format!("/{S3_BUCKET}")) {
+            if let Ok(status) = self.http("PUT", &format!("/{S3_BUCKET}"), b"") {
                 assert!(status == 200 || status == 409, "creating the bucket answered {status}");
                 return;
             }
@@ -175,16 +180,25 @@ impl S3Server {
         ]
     }
 
-    /// One bodiless request; the status code.
-    fn http(&self, method: &str, path: &str) -> std::io::Result<u16> {
+    /// Stores `bytes` as object `key` of [`S3_BUCKET`], as another tool
+    /// copying files into the bucket would.
+    pub fn put(&self, key: &str, bytes: &[u8]) {
+        let status = self.http("PUT", &format!("/{S3_BUCKET}/{key}"), bytes).unwrap();
+        assert_eq!(status, 200, "PUT {key}");
+    }
+
+    /// One request (moto does not check signatures); the status code.
+    fn http(&self, method: &str, path: &str, body: &[u8]) -> std::io::Result<u16> {
         use std::io::{Read, Write};
         let mut s = std::net::TcpStream::connect(("127.0.0.1", self.port))?;
         s.set_read_timeout(Some(std::time::Duration::from_secs(10)))?;
         write!(
             s,
-            "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
-            self.port
+            "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+            self.port,
+            body.len()
         )?;
+        s.write_all(body)?;
         let mut response = String::new();
         s.read_to_string(&mut response)?;
         response

@@ -49,6 +49,11 @@ pub enum RestoreError {
         "{0:?} does not name a checkpoint: use <dir>/<job>/chk-<n>, as in file:///var/lib/weir/checkpoints/wordcount/chk-12"
     )]
     BadUri(String),
+    /// The URI does not name a savepoint.
+    #[error(
+        "{0:?} is not a savepoint directory (one holding a savepoint's _metadata): use the location `host savepoint` printed, as in file:///var/lib/weir/savepoints/savepoint-wordcount-1764428000000"
+    )]
+    BadSavepointUri(String),
 }
 
 /// One subtask's state in a checkpoint, as a restoring subtask gets it.
@@ -98,6 +103,20 @@ pub fn load(storage: &Arc<CheckpointStorage>, id: u64) -> Result<Restored, Resto
         states.insert(uid.clone(), Arc::new(subtasks));
     }
     Ok(Restored { metadata, states, location, storage: storage.clone() })
+}
+
+/// Reads the savepoint in directory `uri` whole and checks every part of
+/// it, with the S3 options of `settings`.
+pub fn load_savepoint(uri: &str, settings: &StorageSettings) -> Result<Restored, RestoreError> {
+    if !(uri.starts_with("file://") || uri.starts_with("s3://")) {
+        return Err(RestoreError::BadSavepointUri(uri.to_string()));
+    }
+    let storage = Arc::new(CheckpointStorage::open_savepoint(settings, uri)?);
+    let restored = load(&storage, 0)?;
+    if !restored.metadata.savepoint {
+        return Err(RestoreError::BadSavepointUri(uri.to_string()));
+    }
+    Ok(restored)
 }
 
 /// The latest usable checkpoint of the job in `storage`, falling back past

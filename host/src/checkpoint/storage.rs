@@ -301,8 +301,8 @@ impl CheckpointStorage {
     /// never leaves something that looks complete.
     pub fn delete_checkpoint(&self, id: u64) -> Result<(), StorageError> {
         let dir = checkpoint_dir_name(id);
-        let prefix = self.path(&dir);
-        let location = self.location(&dir);
+        let prefix = if self.savepoint { self.root.clone() } else { self.path(&dir) };
+        let location = self.checkpoint_location(id);
         let io = |source| StorageError::Io { op: "deleting", location: location.clone(), source };
         let metadata = prefix.child("_metadata");
         match self.runtime.block_on(self.store.delete(&metadata)) {
@@ -383,7 +383,10 @@ fn s3_store(bucket: &str, s3: &crate::config::S3Settings) -> Result<object_store
             b = b.with_allow_http(true);
         }
     }
-    if s3.allow_http {
+    // Our client options replace those `from_env` read, AWS_ALLOW_HTTP
+    // among them: honour it here.
+    let env_http = std::env::var("AWS_ALLOW_HTTP").is_ok_and(|v| v.eq_ignore_ascii_case("true"));
+    if s3.allow_http || env_http {
         b = b.with_allow_http(true);
     }
     if let Some(r) = &s3.region {

@@ -8,6 +8,7 @@
 
 use super::metadata::{DbFile, StateHandle, TaskSnapshot};
 use super::protocol::CheckpointId;
+use super::savepoint::SavepointTargets;
 use super::storage::CheckpointStorage;
 use crate::runtime::events::{TaskEvent, TaskId};
 use crate::state::FrozenState;
@@ -30,6 +31,8 @@ pub struct Uploader {
     last_size: Arc<AtomicUsize>,
     /// Incremental: SST files already stored, by (name, size), with where.
     shared: Option<Arc<Mutex<SharedFiles>>>,
+    /// Savepoints in flight: their state goes there, canonically.
+    savepoints: Arc<SavepointTargets>,
 }
 
 /// SST files already stored, by (name, size).
@@ -41,8 +44,22 @@ pub const DESCRIPTORS_FILE: &str = "WEIR-DESCRIPTORS";
 
 impl Uploader {
     /// An uploader for subtask `task`.
-    pub fn new(task: TaskId, storage: Arc<CheckpointStorage>, events: Sender<TaskEvent>, max_parallelism: u32) -> Self {
-        Uploader { task, storage, events, max_parallelism, last_size: Arc::new(AtomicUsize::new(0)), shared: None }
+    pub fn new(
+        task: TaskId,
+        storage: Arc<CheckpointStorage>,
+        savepoints: Arc<SavepointTargets>,
+        events: Sender<TaskEvent>,
+        max_parallelism: u32,
+    ) -> Self {
+        Uploader {
+            task,
+            storage,
+            events,
+            max_parallelism,
+            last_size: Arc::new(AtomicUsize::new(0)),
+            shared: None,
+            savepoints,
+        }
     }
 
     /// Stores backends that can (RocksDB) incrementally: files already
@@ -55,14 +72,16 @@ impl Uploader {
     }
 
     /// Writes and stores `frozen` for checkpoint `id` on a background
-    /// thread; `sync` is the pause the task took for it.
+    /// thread; `sync` is the pause the task took for it. A savepoint's
+    /// state is always written canonically, into the savepoint's directory.
     pub fn upload(&self, id: CheckpointId, mut frozen: Box<dyn FrozenState>, sync: Duration) {
         let task = self.task.clone();
-        let storage = self.storage.clone();
+        let savepoint = self.savepoints.get(id);
+        let storage = savepoint.clone().unwrap_or_else(|| self.storage.clone());
         let events = self.events.clone();
         let max_parallelism = self.max_parallelism;
         let last_size = self.last_size.clone();
-        let shared = self.shared.clone();
+        let shared = self.shared.clone().filter(|_| savepoint.is_none());
         let spawned = std::thread::Builder::new().name(format!("weir-snap-{task}")).spawn(move || {
             if let (Some(shared), Some(dir)) = (shared, frozen.native_checkpoint()) {
                 let descriptors = encode_descriptors(max_parallelism, frozen.descriptors());

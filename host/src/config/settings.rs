@@ -38,6 +38,18 @@ pub struct StateSection {
     /// `state.checkpoints.*`.
     #[serde(default)]
     pub checkpoints: CheckpointsSection,
+    /// `state.savepoints.*`.
+    #[serde(default)]
+    pub savepoints: SavepointsSection,
+}
+
+/// `state.savepoints.*`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SavepointsSection {
+    /// Where `host savepoint` puts savepoints unless given `--dir`
+    /// (`file://...` or `s3://...`; S3 options from `state.checkpoints.s3`).
+    pub dir: Option<String>,
 }
 
 /// `state.backend`: a name, or a table whose `type` is the name (the table
@@ -234,6 +246,8 @@ pub struct Settings {
     pub checkpointing: Option<CheckpointSettings>,
     /// Where checkpoints are stored.
     pub storage: StorageSettings,
+    /// Default directory for savepoints.
+    pub savepoint_dir: Option<String>,
     /// What happens when a task fails.
     pub restart: RestartStrategy,
     /// Deadline per guest call.
@@ -369,6 +383,7 @@ impl SettingsFile {
         }
         pick(&mut self.state.backend, &over.state.backend);
         pick(&mut self.state.checkpoints.dir, &over.state.checkpoints.dir);
+        pick(&mut self.state.savepoints.dir, &over.state.savepoints.dir);
         pick(&mut self.state.checkpoints.inline_threshold, &over.state.checkpoints.inline_threshold);
         pick(&mut self.state.checkpoints.memory_max_state_size, &over.state.checkpoints.memory_max_state_size);
         let (s3, o3) = (&mut self.state.checkpoints.s3, &over.state.checkpoints.s3);
@@ -445,6 +460,14 @@ impl SettingsFile {
         };
         let checkpointing = self.resolve_checkpointing(origin)?;
         let storage = self.resolve_storage(origin)?;
+        let savepoint_dir = self.state.savepoints.dir.clone();
+        if let Some(dir) = &savepoint_dir
+            && !(dir.starts_with("file://") || dir.starts_with("s3://"))
+        {
+            return Err(format!(
+                "{origin}: state.savepoints.dir = \"{dir}\" must start with file:// (e.g. file:///var/lib/weir/savepoints) or s3:// (e.g. s3://bucket/savepoints)"
+            ));
+        }
         let restart = self.resolve_restart(origin, checkpointing.is_some())?;
         let batch_size = self.pipeline.batch_size.unwrap_or(DEFAULT_BATCH_SIZE);
         if batch_size == 0 {
@@ -472,6 +495,7 @@ impl SettingsFile {
             rocksdb,
             checkpointing,
             storage,
+            savepoint_dir,
             restart,
             call_timeout,
             memory_limit,

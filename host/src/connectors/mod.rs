@@ -150,7 +150,43 @@ impl SourceContext {
                 });
                 Ok(())
             }
-            Control::Complete(_) => Ok(()),
+            Control::Stop { id, drain } => self.stop(id, drain),
+            Control::Complete(_) | Control::Resume | Control::EndStopped => Ok(()),
+        }
+    }
+
+    /// Stop with savepoint `id`: nothing follows the barrier until the
+    /// coordinator says how the savepoint went. If it completed, the stream
+    /// ends here (without the end-of-input watermark unless `drain` sent it
+    /// before the barrier); if it failed, the source carries on as if
+    /// nothing happened, unless it drained, which cannot be undone.
+    fn stop(&mut self, id: u64, drain: bool) -> Result<(), TaskError> {
+        if drain {
+            self.router.watermark(i64::MAX).map_err(|e| route_error(&self.id, e))?;
+        }
+        self.router.barrier(id).map_err(|e| route_error(&self.id, e))?;
+        self.reporter.send(TaskEvent::Acknowledged {
+            task: self.reporter.id().clone(),
+            id,
+            snapshot: TaskSnapshot::Source(self.position),
+            sync: std::time::Duration::ZERO,
+        });
+        loop {
+            match self.control.recv() {
+                Ok(Control::Complete(c)) if c >= id => {
+                    self.router.end().map_err(|e| route_error(&self.id, e))?;
+                    self.counters.records_out = self.router.records_out();
+                    return Err(TaskError::Stopped(self.counters));
+                }
+                Ok(Control::Resume) if !drain => return Ok(()),
+                Ok(Control::Resume) => {
+                    return Err(self.error(format!(
+                        "stop --drain with savepoint {id} failed after event time was advanced to the end"
+                    )));
+                }
+                Ok(Control::Cancel) | Err(_) => return Err(TaskError::Cancelled),
+                Ok(_) => {}
+            }
         }
     }
 

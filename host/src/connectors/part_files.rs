@@ -28,7 +28,7 @@ pub struct PartFiles {
 }
 
 /// The name a pending file is published under.
-fn published_name(pending: &str) -> Option<String> {
+pub fn published_name(pending: &str) -> Option<String> {
     let tag = pending.strip_prefix(".part-")?.strip_suffix(".pending")?;
     Some(format!("part-{tag}"))
 }
@@ -121,7 +121,37 @@ impl PartFiles {
 
     /// Publishes every pending file: the checkpoint covering them completed.
     pub fn publish_all(&mut self) -> Result<(), String> {
+        self.publish(|_| true)
+    }
+
+    /// Publishes the files pending for checkpoints up to `id`: checkpoint
+    /// `id` completed, and files sealed at later barriers (or at the end)
+    /// wait for theirs.
+    pub fn publish_through(&mut self, id: u64) -> Result<(), String> {
+        self.publish(|name| {
+            let tag = name.strip_prefix(".part-").and_then(|n| n.strip_suffix(".pending"));
+            tag.and_then(|t| t.parse::<u64>().ok()).is_some_and(|t| t <= id)
+        })
+    }
+
+    /// Deletes every pending file and what is in progress: the job stopped
+    /// with a savepoint, and these records come after it.
+    pub fn discard_pending(&mut self) -> Result<(), String> {
+        if let Some((_, path)) = self.current.take() {
+            std::fs::remove_file(&path).map_err(|e| format!("cannot remove {}: {e}", path.display()))?;
+        }
         for name in std::mem::take(&mut self.pending) {
+            let path = self.dir.join(&name);
+            std::fs::remove_file(&path).map_err(|e| format!("cannot remove {}: {e}", path.display()))?;
+        }
+        Ok(())
+    }
+
+    fn publish(&mut self, due: impl Fn(&str) -> bool) -> Result<(), String> {
+        let (now, later): (Vec<String>, Vec<String>) =
+            std::mem::take(&mut self.pending).into_iter().partition(|n| due(n));
+        self.pending = later;
+        for name in now {
             let from = self.dir.join(&name);
             let to = self.dir.join(published_name(&name).ok_or_else(|| format!("{name} is not a pending part file"))?);
             if from.exists() {

@@ -99,10 +99,20 @@ impl Output {
         }
     }
 
-    /// A checkpoint completed: publish what it covers.
-    fn commit(&mut self) -> Result<(), String> {
+    /// Checkpoint `id` completed (`None`: the job's final one): publish
+    /// what it covers.
+    fn commit(&mut self, id: Option<u64>) -> Result<(), String> {
+        match (self, id) {
+            (Output::Parts(p), Some(id)) => p.publish_through(id),
+            (Output::Parts(p), None) => p.publish_all(),
+            _ => Ok(()),
+        }
+    }
+
+    /// The job stopped with a savepoint: drop what came after it.
+    fn discard(&mut self) -> Result<(), String> {
         match self {
-            Output::Parts(p) => p.publish_all(),
+            Output::Parts(p) => p.discard_pending(),
             _ => Ok(()),
         }
     }
@@ -134,6 +144,7 @@ impl SinkTask {
         let error = |message: String| TaskError::Sink { id: id.clone(), message };
         let mut out = Output::open(&self.kind, self.restore.as_ref()).map_err(error)?;
         let mut counters = Counters::default();
+        let mut last_barrier = 0;
         loop {
             match self.inputs.next_batch() {
                 Next::Batch { batch, .. } => {
@@ -147,6 +158,7 @@ impl SinkTask {
                     self.reporter.tick(counters);
                 }
                 Next::Barrier(cid) => {
+                    last_barrier = cid;
                     let started = Instant::now();
                     match out.checkpoint(&format!("{cid:010}")) {
                         Ok(state) => self.reporter.send(TaskEvent::Acknowledged {
@@ -158,7 +170,7 @@ impl SinkTask {
                         Err(reason) => return Err(error(reason)),
                     }
                 }
-                Next::Control(Control::Complete(_)) => out.commit().map_err(error)?,
+                Next::Control(Control::Complete(c)) => out.commit(Some(c)).map_err(error)?,
                 Next::Watermark(_) | Next::Timeout | Next::BarrierAborted(_) | Next::Control(_) => {}
                 Next::Ended => break,
                 Next::Disconnected => return Err(TaskError::Disconnected(id.clone())),
@@ -172,13 +184,20 @@ impl SinkTask {
             self.reporter.send(TaskEvent::SinkEnded { task: self.reporter.id().clone(), state, counters });
             loop {
                 match self.inputs.next_control() {
-                    Control::Complete(_) => break,
+                    // Only the final checkpoint, triggered after every
+                    // barrier this sink saw, covers the end.
+                    Control::Complete(c) if c > last_barrier => break,
+                    Control::Complete(c) => out.commit(Some(c)).map_err(error)?,
+                    Control::EndStopped => {
+                        out.discard().map_err(error)?;
+                        return Ok(counters);
+                    }
                     Control::Cancel => return Err(TaskError::Cancelled),
-                    Control::Trigger(_) => {}
+                    Control::Trigger(_) | Control::Stop { .. } | Control::Resume => {}
                 }
             }
         }
-        out.commit().map_err(error)?;
+        out.commit(None).map_err(error)?;
         Ok(counters)
     }
 }

@@ -1,7 +1,9 @@
 //! The coordinator's checkpoint edge: feeds task events and time into the
 //! pure [`Protocol`], carries out its commands (triggers to sources,
 //! `_metadata` writes, completion notices to every task), keeps completed
-//! checkpoints to `retained`, and writes the job's final checkpoint.
+//! checkpoints to `retained`, and writes the job's final checkpoint. Takes
+//! savepoints on request: the same protocol, with the state sent to the
+//! savepoint's own directory and the request answered when it completes.
 //!
 //! Lives across restarts of one `host run`: ids keep growing and retention
 //! keeps counting, while the [`Protocol`] is rebuilt for each attempt.
@@ -9,8 +11,10 @@
 use super::events::{Control, TaskId};
 use crate::checkpoint::metadata::{CheckpointMetadata, OperatorState, SinkState, StateHandle, TaskSnapshot};
 use crate::checkpoint::protocol::{CheckpointId, Command, Protocol, ProtocolConfig};
+use crate::checkpoint::savepoint::{SavepointTargets, new_savepoint_uri};
 use crate::checkpoint::storage::CheckpointStorage;
-use crate::config::CheckpointSettings;
+use crate::config::{CheckpointSettings, StorageSettings};
+use crate::control::{SavepointDone, SavepointRequest};
 use crossbeam_channel::Sender;
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::sync::Arc;
@@ -47,8 +51,22 @@ pub struct Checkpoints {
     created: VecDeque<(CheckpointId, Vec<String>)>,
     /// Shared files of the checkpoint the run started from: never deleted.
     pinned: HashSet<String>,
+    /// Savepoints in flight, which uploaders consult.
+    savepoints: Arc<SavepointTargets>,
     /// Statistics.
     pub stats: CheckpointStats,
+}
+
+/// Who is waiting for a savepoint's outcome.
+pub type SavepointReply = Sender<Result<SavepointDone, String>>;
+
+/// A savepoint asked for and not finished yet.
+struct PendingSavepoint {
+    request: SavepointRequest,
+    reply: SavepointReply,
+    storage: Arc<CheckpointStorage>,
+    /// Set once triggered.
+    id: Option<CheckpointId>,
 }
 
 /// One attempt's view: the protocol and the tasks to talk to.
@@ -67,6 +85,9 @@ pub struct Attempt<'a> {
     /// Set once a source finished: no more triggers.
     stopped: bool,
     started: Instant,
+    savepoint: Option<PendingSavepoint>,
+    /// The savepoint the job stopped with.
+    stopped_with: Option<SavepointDone>,
 }
 
 impl Checkpoints {
@@ -88,8 +109,14 @@ impl Checkpoints {
             highest_id,
             created: VecDeque::new(),
             pinned,
+            savepoints: Arc::default(),
             stats: CheckpointStats::default(),
         }
+    }
+
+    /// Savepoints in flight, for the uploaders.
+    pub fn savepoints(&self) -> &Arc<SavepointTargets> {
+        &self.savepoints
     }
 
     /// The storage.
@@ -129,6 +156,8 @@ impl Checkpoints {
             shared_of: HashMap::new(),
             stopped: false,
             started: Instant::now(),
+            savepoint: None,
+            stopped_with: None,
             cp: self,
         }
     }
@@ -177,6 +206,47 @@ impl Attempt<'_> {
         self.execute(commands)
     }
 
+    /// Asks for a savepoint into `request.dir` (else `default_dir`), with
+    /// the S3 options of `storage`; `reply` hears how it went.
+    pub fn request_savepoint(
+        &mut self,
+        request: SavepointRequest,
+        default_dir: Option<&str>,
+        storage: &StorageSettings,
+        reply: SavepointReply,
+    ) {
+        let refuse = |reply: &SavepointReply, why: String| {
+            let _ = reply.send(Err(why));
+        };
+        if self.stopped {
+            return refuse(&reply, "the job's input is exhausted and it is finishing".into());
+        }
+        if self.savepoint.is_some() {
+            return refuse(&reply, "a savepoint is already in progress".into());
+        }
+        let Some(dir) = request.dir.as_deref().or(default_dir) else {
+            return refuse(&reply, "no savepoint directory: pass --dir, or set state.savepoints.dir".into());
+        };
+        let uri = new_savepoint_uri(dir, &self.cp.job, super::task::now_ms());
+        let target = match CheckpointStorage::open_savepoint(storage, &uri) {
+            Ok(s) => Arc::new(s),
+            Err(e) => return refuse(&reply, e.to_string()),
+        };
+        tracing::info!(savepoint = %uri, stop = request.stop, drain = request.drain, "savepoint requested");
+        self.savepoint = Some(PendingSavepoint { request, reply, storage: target, id: None });
+        self.protocol.request_savepoint();
+    }
+
+    /// The savepoint the job stopped with, once it completed.
+    pub fn stopped_with(&self) -> Option<&SavepointDone> {
+        self.stopped_with.as_ref()
+    }
+
+    /// The pending savepoint if `id` is it.
+    fn savepoint_of(&self, id: CheckpointId) -> Option<&PendingSavepoint> {
+        self.savepoint.as_ref().filter(|p| p.id == Some(id))
+    }
+
     /// How long the coordinator may wait for events before calling `tick`.
     pub fn poll_interval(&self) -> Duration {
         (self.cp.settings.interval / 4).clamp(Duration::from_millis(2), Duration::from_millis(100))
@@ -208,6 +278,9 @@ impl Attempt<'_> {
                 self.protocol.cancel_in_flight(now);
                 tracing::debug!(checkpoint = id, task = %task, "abandoned while the job ends: {reason}");
                 self.discard(id);
+                if self.savepoint_of(id).is_some() {
+                    self.fail_savepoint(format!("declined by {task}: {reason}"));
+                }
             }
             return Ok(());
         }
@@ -225,6 +298,11 @@ impl Attempt<'_> {
                 tracing::debug!(checkpoint = id, "abandoned: a source finished before its barrier");
                 self.discard(id);
             }
+        }
+        // A savepoint not triggered, or abandoned above, cannot complete.
+        let in_flight = self.protocol.in_flight();
+        if self.savepoint.as_ref().is_some_and(|p| p.id.is_none() || p.id != in_flight) {
+            self.fail_savepoint("the job's input ended before the savepoint was taken".into());
         }
     }
 
@@ -251,13 +329,53 @@ impl Attempt<'_> {
         let mut queue: VecDeque<_> = commands.into();
         while let Some(c) = queue.pop_front() {
             match c {
-                Command::Trigger { id, savepoint: _ } => {
+                Command::Trigger { id, savepoint } => {
                     self.cp.highest_id = self.cp.highest_id.max(id);
                     self.triggered.insert(id, (Instant::now(), super::task::now_ms()));
-                    tracing::debug!(checkpoint = id, "triggered");
-                    for (_, tx) in &self.sources {
-                        let _ = tx.send(Control::Trigger(id));
+                    let mut control = Control::Trigger(id);
+                    if let Some(p) = self.savepoint.as_mut().filter(|_| savepoint) {
+                        p.id = Some(id);
+                        self.cp.savepoints.insert(id, p.storage.clone());
+                        if p.request.stop {
+                            control = Control::Stop { id, drain: p.request.drain };
+                        }
                     }
+                    tracing::debug!(checkpoint = id, savepoint, "triggered");
+                    for (_, tx) in &self.sources {
+                        let _ = tx.send(control);
+                    }
+                }
+                Command::WriteMetadata { id, handles } if self.savepoint_of(id).is_some() => {
+                    let mut metadata = self.metadata(id, handles, false);
+                    metadata.savepoint = true;
+                    let p = self.savepoint_of(id).expect("checked");
+                    let result = p.storage.write_metadata(id, metadata.encode()).map_err(|e| e.to_string());
+                    if result.is_ok() {
+                        let done = SavepointDone {
+                            id,
+                            location: p.storage.display().to_string(),
+                            size: metadata.state_size(),
+                            duration_ms: metadata.duration_ms,
+                            stopped: p.request.stop,
+                        };
+                        tracing::info!(
+                            savepoint = %done.location,
+                            size = %human_bytes(done.size),
+                            duration_ms = done.duration_ms,
+                            "savepoint complete"
+                        );
+                        if done.stopped {
+                            // Sources end on the completion notice: nothing
+                            // is triggered after the savepoint.
+                            self.stopped = true;
+                            self.stopped_with = Some(done.clone());
+                        }
+                        let p = self.savepoint.take().expect("checked");
+                        self.cp.savepoints.remove(id);
+                        let _ = p.reply.send(Ok(done));
+                    }
+                    let now = self.now_ms();
+                    queue.extend(self.protocol.on_metadata_written(id, result, now));
                 }
                 Command::WriteMetadata { id, handles } => {
                     let metadata = self.metadata(id, handles, false);
@@ -280,14 +398,21 @@ impl Attempt<'_> {
                 Command::NotifyComplete { id } => {
                     self.stored.retain(|&c, _| c > id);
                     self.triggered.retain(|&c, _| c > id);
-                    self.cp.stats.completed += 1;
-                    self.cp.stats.latest = Some(id);
-                    let shared = self.shared_of.remove(&id).unwrap_or_default();
-                    self.cp.created.push_back((id, shared));
+                    // A savepoint is not one of the job's checkpoints:
+                    // retention never deletes it.
+                    if let Some(shared) = self.shared_of.remove(&id) {
+                        self.cp.stats.completed += 1;
+                        self.cp.stats.latest = Some(id);
+                        self.cp.created.push_back((id, shared));
+                    }
                     for tx in &self.everyone {
                         let _ = tx.send(Control::Complete(id));
                     }
                     self.cp.retain();
+                }
+                Command::Abort { id, reason } if self.savepoint_of(id).is_some() => {
+                    self.discard(id);
+                    self.fail_savepoint(reason);
                 }
                 Command::Abort { id, reason } => {
                     self.cp.stats.failed += 1;
@@ -302,11 +427,28 @@ impl Attempt<'_> {
         Ok(())
     }
 
-    /// Deletes what this run stored for an abandoned checkpoint.
+    /// Answers the pending savepoint with `reason`; sources waiting on it
+    /// to stop carry on.
+    fn fail_savepoint(&mut self, reason: String) {
+        let Some(p) = self.savepoint.take() else { return };
+        tracing::warn!(savepoint = %p.storage.display(), "savepoint failed: {reason}");
+        if let Some(id) = p.id {
+            self.cp.savepoints.remove(id);
+            if p.request.stop {
+                for (_, tx) in &self.sources {
+                    let _ = tx.send(Control::Resume);
+                }
+            }
+        }
+        let _ = p.reply.send(Err(reason));
+    }
+
+    /// Deletes what this run stored for an abandoned checkpoint or savepoint.
     fn discard(&mut self, id: CheckpointId) {
         self.triggered.remove(&id);
+        let storage = self.savepoint_of(id).map_or_else(|| self.cp.storage.clone(), |p| p.storage.clone());
         if self.stored.remove(&id).is_some()
-            && let Err(e) = self.cp.storage.delete_checkpoint(id)
+            && let Err(e) = storage.delete_checkpoint(id)
         {
             tracing::debug!(checkpoint = id, error = %e, "cannot delete the files of a failed checkpoint");
         }

@@ -1,8 +1,8 @@
 //! The coordinator (the JobManager role): loads modules, builds the task
 //! graph, starts one thread per task, follows their events, drives
 //! checkpoints, cancels every task when one fails, restarts the job from
-//! its latest checkpoint as the restart strategy allows, and reports the
-//! outcome.
+//! its latest checkpoint as the restart strategy allows, answers the
+//! control API (status, savepoint, stop, cancel), and reports the outcome.
 
 use super::batch::Message;
 use super::checkpoints::{CheckpointStats, Checkpoints, human_bytes, shared_files};
@@ -18,6 +18,8 @@ use crate::checkpoint::uploader::Uploader;
 use crate::config::{CheckpointMode, LoadedJob, Partition, RestartStrategy, SinkKind, SourceKind};
 use crate::connectors::sink::SinkTask;
 use crate::connectors::{self, SourceContext};
+use crate::control::server::ControlServer;
+use crate::control::{NodeStatus, Request, SavepointDone, Status};
 use crate::wasm::engine::{EpochTicker, new_engine};
 use crate::wasm::{Limits, ModuleLoader, OperatorModule, WasmError};
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, bounded, unbounded};
@@ -53,6 +55,9 @@ pub enum JobError {
     /// Too many checkpoints failed in a row.
     #[error("{0}")]
     Checkpoints(String),
+    /// Cancelled through the control API (`host cancel`).
+    #[error("cancelled on request (host cancel)")]
+    Cancelled,
     /// The restart strategy gave up.
     #[error("{cause}\n(gave up after {restarts} restart(s), restart-strategy.attempts = {attempts})")]
     RestartsExhausted {
@@ -76,7 +81,29 @@ pub enum StartFrom {
     /// beginning if it has none.
     Latest,
     /// A given checkpoint (`--from-checkpoint <uri>`).
-    Checkpoint(String),
+    Checkpoint {
+        /// `<dir>/<job>/chk-<n>`.
+        uri: String,
+        /// State of operators the job no longer has is dropped, not refused.
+        allow_non_restored_state: bool,
+    },
+    /// A savepoint (`--from-savepoint <uri>`).
+    Savepoint {
+        /// The savepoint's directory.
+        uri: String,
+        /// State of operators the job no longer has is dropped, not refused.
+        allow_non_restored_state: bool,
+    },
+}
+
+impl StartFrom {
+    fn allows_non_restored_state(&self) -> bool {
+        matches!(
+            self,
+            StartFrom::Checkpoint { allow_non_restored_state: true, .. }
+                | StartFrom::Savepoint { allow_non_restored_state: true, .. }
+        )
+    }
 }
 
 /// Per-node outcome.
@@ -111,6 +138,8 @@ pub struct JobReport {
     pub checkpoints: CheckpointStats,
     /// The job had finished in an earlier run: nothing ran.
     pub already_finished: bool,
+    /// The job stopped with this savepoint (`host savepoint --stop`).
+    pub stopped_with: Option<SavepointDone>,
 }
 
 impl JobReport {
@@ -137,6 +166,10 @@ pub fn run_job(job: &LoadedJob, start: &StartFrom) -> Result<JobReport, JobError
     for w in &settings.warnings {
         tracing::warn!(job = %spec.name, "{w}");
     }
+    // First, so a second run of the same job is refused before it touches
+    // anything.
+    let (requests_tx, requests) = unbounded::<Request>();
+    let _control = ControlServer::start(&spec.name, requests_tx).map_err(|e| JobError::Start(e.to_string()))?;
 
     // Storage and the checkpoint to start from, before anything is compiled:
     // a bad directory or checkpoint is reported at once.
@@ -177,16 +210,23 @@ pub fn run_job(job: &LoadedJob, start: &StartFrom) -> Result<JobReport, JobError
                 }
             }
         }
-        StartFrom::Checkpoint(uri) => {
+        StartFrom::Checkpoint { uri, .. } => {
             let (from, job_name, id) = restore::open_uri(uri, &settings.storage)?;
             if job_name != spec.name {
                 tracing::warn!(checkpoint = %uri, "restoring a checkpoint of job '{job_name}' into job '{}'", spec.name);
             }
             Some(Arc::new(restore::load(&from, id)?))
         }
+        StartFrom::Savepoint { uri, .. } => {
+            let r = restore::load_savepoint(uri, &settings.storage)?;
+            if r.metadata.job != spec.name {
+                tracing::warn!(savepoint = %uri, "restoring a savepoint of job '{}' into job '{}'", r.metadata.job, spec.name);
+            }
+            Some(Arc::new(r))
+        }
     };
     if let Some(r) = &initial {
-        check_compatible(job, r)?;
+        check_compatible(job, r, start.allows_non_restored_state())?;
         tracing::info!(checkpoint = %r.location, size = %human_bytes(r.metadata.state_size()), "restoring");
         if r.metadata.finished {
             publish_finished(job, r)?;
@@ -200,6 +240,7 @@ pub fn run_job(job: &LoadedJob, start: &StartFrom) -> Result<JobReport, JobError
                 restored_from: Some(r.location.clone()),
                 checkpoints: CheckpointStats::default(),
                 already_finished: true,
+                stopped_with: None,
             });
         }
     }
@@ -231,7 +272,8 @@ pub fn run_job(job: &LoadedJob, start: &StartFrom) -> Result<JobReport, JobError
     let mut restore_from = initial.clone();
     let mut attempt = 0u32;
     loop {
-        let outcome = run_attempt(job, &modules, attempt, restore_from.clone(), checkpoints.as_mut(), started);
+        let outcome =
+            run_attempt(job, &modules, attempt, restore_from.clone(), checkpoints.as_mut(), started, &requests);
         let failure = match outcome {
             Ok(mut report) => {
                 report.restarts = attempt;
@@ -246,6 +288,9 @@ pub fn run_job(job: &LoadedJob, start: &StartFrom) -> Result<JobReport, JobError
         let RestartStrategy::FixedDelay { attempts, delay } = settings.restart else {
             return Err(failure);
         };
+        if matches!(failure, JobError::Cancelled) {
+            return Err(failure);
+        }
         if attempt >= attempts {
             return Err(JobError::RestartsExhausted { cause: Box::new(failure), restarts: attempt, attempts });
         }
@@ -267,7 +312,7 @@ pub fn run_job(job: &LoadedJob, start: &StartFrom) -> Result<JobReport, JobError
 }
 
 /// Refuses a checkpoint this job cannot take.
-fn check_compatible(job: &LoadedJob, r: &Restored) -> Result<(), JobError> {
+fn check_compatible(job: &LoadedJob, r: &Restored, allow_non_restored_state: bool) -> Result<(), JobError> {
     let m = &r.metadata;
     let spec = &job.spec;
     if m.max_parallelism != spec.max_parallelism {
@@ -276,12 +321,19 @@ fn check_compatible(job: &LoadedJob, r: &Restored) -> Result<(), JobError> {
             r.location, m.max_parallelism, spec.max_parallelism
         )));
     }
-    for uid in m.operators.keys() {
-        if !spec.operators.iter().any(|o| &o.uid == uid) {
+    let orphans: Vec<&String> =
+        m.operators.keys().filter(|uid| !spec.operators.iter().any(|o| &o.uid == *uid)).collect();
+    if !orphans.is_empty() {
+        let list = orphans.iter().map(|u| format!("'{u}'")).collect::<Vec<_>>().join(", ");
+        if !allow_non_restored_state {
             return Err(JobError::Start(format!(
-                "{} holds state of operator '{uid}', which the job no longer has (operators are matched by uid)",
+                "{} holds state of operator(s) {list}, which the job no longer has (operators are matched by uid): restore with --allow-non-restored-state to drop it",
                 r.location
             )));
+        }
+        for uid in orphans {
+            let size: u64 = m.operators[uid].subtasks.iter().map(|h| h.size()).sum();
+            tracing::warn!(operator = %uid, size = %human_bytes(size), "not restored: the job has no operator of this uid (--allow-non-restored-state)");
         }
     }
     for o in &spec.operators {
@@ -321,6 +373,7 @@ fn run_attempt(
     restore: Option<Arc<Restored>>,
     checkpoints: Option<&mut Checkpoints>,
     started: Instant,
+    requests: &Receiver<Request>,
 ) -> Result<JobReport, JobError> {
     let spec = &job.spec;
     let settings = &job.settings;
@@ -426,7 +479,7 @@ fn run_attempt(
             inputs: take_inputs(&s.id, 0, ctl_rx),
             reporter: Reporter::new(task_id.clone(), events_tx.clone(), settings.progress_interval),
             checkpointing: checkpoints.is_some(),
-            restore: restore.as_ref().and_then(|r| Some((r.metadata.id, r.metadata.sinks.get(&s.id)?.clone()))),
+            restore: restore.as_ref().and_then(|r| Some((r.metadata.id, sink_restore(r, &s.id, &s.kind)?))),
         };
         spawn(task_id, Box::new(move || task.run()), events_tx.clone());
     }
@@ -454,7 +507,13 @@ fn run_attempt(
                 reporter: Reporter::new(task_id.clone(), events_tx.clone(), settings.progress_interval),
                 attempt,
                 uploader: checkpoints.as_ref().map(|c| {
-                    Uploader::new(task_id.clone(), c.storage().clone(), events_tx.clone(), spec.max_parallelism)
+                    Uploader::new(
+                        task_id.clone(),
+                        c.storage().clone(),
+                        c.savepoints().clone(),
+                        events_tx.clone(),
+                        spec.max_parallelism,
+                    )
                 }),
                 restore: restored.as_ref().map(|(sources, same)| OperatorRestore {
                     sources: sources.clone(),
@@ -490,12 +549,23 @@ fn run_attempt(
         let kind = s.kind.clone();
         spawn(
             task_id,
-            Box::new(move || match kind {
-                SourceKind::File { path, format, key_field, timestamp_field } => {
-                    connectors::file_source::run(ctx, &path, format, key_field.as_deref(), timestamp_field.as_deref())
-                }
-                SourceKind::Generator { count, keys, seed, event_time_step_ms } => {
-                    connectors::generator::run(ctx, count, keys, seed, event_time_step_ms)
+            Box::new(move || {
+                let result = match kind {
+                    SourceKind::File { path, format, key_field, timestamp_field } => connectors::file_source::run(
+                        ctx,
+                        &path,
+                        format,
+                        key_field.as_deref(),
+                        timestamp_field.as_deref(),
+                    ),
+                    SourceKind::Generator { count, keys, seed, event_time_step_ms } => {
+                        connectors::generator::run(ctx, count, keys, seed, event_time_step_ms)
+                    }
+                };
+                // A stop with savepoint ends a source early, successfully.
+                match result {
+                    Err(TaskError::Stopped(counters)) => Ok(counters),
+                    other => other,
                 }
             }),
             events_tx.clone(),
@@ -539,7 +609,50 @@ fn run_attempt(
         None => settings.progress_interval,
     };
     while ended < total {
-        let event = events_rx.recv_timeout(wait);
+        let event = crossbeam_channel::select! {
+            recv(events_rx) -> e => e.map_err(|_| RecvTimeoutError::Disconnected),
+            recv(requests) -> r => {
+                match r {
+                    Ok(Request::Status(reply)) => {
+                        let (read, written) = totals(&latest);
+                        let _ = reply.send(Status {
+                            job: spec.name.clone(),
+                            pid: std::process::id(),
+                            attempt,
+                            uptime_ms: started.elapsed().as_millis() as u64,
+                            records_read: read,
+                            records_written: written,
+                            checkpoints: cp.as_ref().map(|a| a.status()),
+                            nodes: node_status(&nodes, &latest),
+                        });
+                    }
+                    Ok(Request::Cancel(reply)) => {
+                        if job_failure.is_none() {
+                            tracing::warn!(job = %spec.name, "cancelled on request");
+                            cancel_all(&controls);
+                            job_failure = Some(JobError::Cancelled);
+                        }
+                        let _ = reply.send(());
+                    }
+                    Ok(Request::Savepoint(request, reply)) => match cp.as_mut() {
+                        Some(a) if failure.is_none() && job_failure.is_none() => {
+                            a.request_savepoint(request, settings.savepoint_dir.as_deref(), &settings.storage, reply)
+                        }
+                        Some(_) => {
+                            let _ = reply.send(Err("the job is failing".into()));
+                        }
+                        None => {
+                            let _ = reply.send(Err(
+                                "savepoints need checkpointing: set [checkpointing] interval in the job file".into(),
+                            ));
+                        }
+                    },
+                    Err(_) => {}
+                }
+                Err(RecvTimeoutError::Timeout)
+            }
+            default(wait) => Err(RecvTimeoutError::Timeout),
+        };
         let failing = failure.is_some() || job_failure.is_some();
         let mut checkpoint_result = Ok(());
         match event {
@@ -605,7 +718,15 @@ fn run_attempt(
                 && !a.in_flight()
             {
                 final_written = true;
-                checkpoint_result = a.finish(std::mem::take(&mut sinks_ended)).map(|_| ());
+                if a.stopped_with().is_some() {
+                    // Stopped with a savepoint: not the end of the input,
+                    // so no final checkpoint; sinks drop what followed it.
+                    for c in &controls {
+                        let _ = c.send(Control::EndStopped);
+                    }
+                } else {
+                    checkpoint_result = a.finish(std::mem::take(&mut sinks_ended)).map(|_| ());
+                }
             }
             if let Err(reason) = checkpoint_result {
                 tracing::error!(job = %spec.name, "{reason}");
@@ -621,6 +742,8 @@ fn run_attempt(
         }
     }
     progress.finish();
+    let stopped_with = cp.as_ref().and_then(|a| a.stopped_with().cloned());
+    drop(cp);
     for (id, t) in threads {
         if t.join().is_err() {
             tracing::error!(task = %id, "task thread panicked outside its body");
@@ -653,6 +776,56 @@ fn run_attempt(
         restored_from: None,
         checkpoints: CheckpointStats::default(),
         already_finished: false,
+        stopped_with,
     };
     Ok(report)
+}
+
+/// What sink `id` restores from `r`. A savepoint can be restored by a job
+/// writing elsewhere (it was copied, or the job moved): pending files of
+/// the savepoint that are not in the sink's directory belonged to the run
+/// that took it, which published them there; they are left out, with a
+/// warning. A checkpoint missing them is damaged, and the sink says so.
+fn sink_restore(r: &Restored, id: &str, kind: &SinkKind) -> Option<SinkState> {
+    let state = r.metadata.sinks.get(id)?.clone();
+    let (SinkKind::TransactionalFile(dir), SinkState::Parts { pending }, true) = (kind, &state, r.metadata.savepoint)
+    else {
+        return Some(state);
+    };
+    let (here, elsewhere): (Vec<String>, Vec<String>) = pending.iter().cloned().partition(|name| {
+        let published = connectors::part_files::published_name(name);
+        dir.join(name).exists() || published.is_some_and(|p| dir.join(p).exists())
+    });
+    if !elsewhere.is_empty() {
+        tracing::warn!(
+            sink = %id,
+            dir = %dir.display(),
+            files = ?elsewhere,
+            "the savepoint's pending output is not in this sink's directory (it belongs to the run that took the savepoint); not published here"
+        );
+    }
+    Some(SinkState::Parts { pending: here })
+}
+
+/// Per node, its counters summed over subtasks, for `host status`.
+fn node_status(nodes: &[Node], latest: &HashMap<TaskId, Counters>) -> Vec<NodeStatus> {
+    nodes
+        .iter()
+        .map(|n| {
+            let (mut records_in, mut records_out) = (0, 0);
+            for (t, c) in latest {
+                if t.node == n.id {
+                    records_in += c.records_in;
+                    records_out += c.records_out;
+                }
+            }
+            NodeStatus {
+                role: n.role.to_string(),
+                id: n.id.to_string(),
+                parallelism: n.parallelism,
+                records_in,
+                records_out,
+            }
+        })
+        .collect()
 }

@@ -83,6 +83,21 @@ pub enum Control {
     /// Checkpoint `id` is complete, and with it every lower id: sinks
     /// publish what they prepared up to it.
     Complete(CheckpointId),
+    /// Sources: stop with savepoint `id`. Advance event time to the end
+    /// first if `drain` (so every event-time timer fires before the
+    /// savepoint), send barrier `id`, then wait: on `Complete(id)` end the
+    /// stream, on `Resume` (the savepoint failed) go on.
+    Stop {
+        /// The savepoint.
+        id: CheckpointId,
+        /// Advance event time to the end first.
+        drain: bool,
+    },
+    /// Sources: the savepoint of a `Stop` failed; carry on.
+    Resume,
+    /// Sinks: the job stopped with a savepoint; end without publishing what
+    /// came after it (a restore from the savepoint produces it again).
+    EndStopped,
 }
 
 /// Why a task stopped without finishing.
@@ -158,6 +173,10 @@ pub enum TaskError {
     /// Stopped by the coordinator.
     #[error("cancelled")]
     Cancelled,
+    /// A source stopped with a savepoint (not a failure: the source ends
+    /// with these counters).
+    #[error("stopped with a savepoint")]
+    Stopped(Counters),
 }
 
 impl TaskError {

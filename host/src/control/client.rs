@@ -1,0 +1,109 @@
+//! The control API's client, for the `host status`, `host savepoint` and
+//! `host cancel` commands: finds a running job through its run file and
+//! makes one request.
+
+use super::server::alive;
+use super::{RunFile, SavepointDone, SavepointRequest, Status, run_file_path};
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use thiserror::Error;
+
+/// Why a request to a running job failed.
+#[derive(Debug, Error)]
+#[non_exhaustive]
+pub enum ClientError {
+    /// No process runs the job.
+    #[error("job '{job}' is not running on this machine (no live run file {file})")]
+    NotRunning {
+        /// Job name.
+        job: String,
+        /// Where its run file would be.
+        file: String,
+    },
+    /// The connection.
+    #[error("job '{job}': {message}")]
+    Io {
+        /// Job name.
+        job: String,
+        /// What failed.
+        message: String,
+    },
+    /// The job answered with an error.
+    #[error("job '{job}': {message}")]
+    Refused {
+        /// Job name.
+        job: String,
+        /// The job's reason.
+        message: String,
+    },
+}
+
+/// A running job, found by name.
+pub struct Client {
+    run: RunFile,
+}
+
+impl Client {
+    /// Finds the running job `job`.
+    pub fn find(job: &str) -> Result<Self, ClientError> {
+        let file = run_file_path(job);
+        let not_running = || ClientError::NotRunning { job: job.to_string(), file: file.display().to_string() };
+        let text = std::fs::read_to_string(&file).map_err(|_| not_running())?;
+        let run: RunFile = serde_json::from_str(&text).map_err(|_| not_running())?;
+        if !alive(run.pid) {
+            return Err(not_running());
+        }
+        Ok(Client { run })
+    }
+
+    /// The job's status.
+    pub fn status(&self) -> Result<Status, ClientError> {
+        self.call("GET", "/v1/status", None)
+    }
+
+    /// Takes a savepoint; returns once it completed (or failed).
+    pub fn savepoint(&self, request: &SavepointRequest) -> Result<SavepointDone, ClientError> {
+        self.call("POST", "/v1/savepoint", Some(serde_json::to_vec(request).expect("serializes")))
+    }
+
+    /// Cancels the job.
+    pub fn cancel(&self) -> Result<(), ClientError> {
+        self.call::<serde_json::Value>("POST", "/v1/cancel", Some(b"{}".to_vec())).map(|_| ())
+    }
+
+    fn call<T: serde::de::DeserializeOwned>(
+        &self,
+        method: &str,
+        path: &str,
+        body: Option<Vec<u8>>,
+    ) -> Result<T, ClientError> {
+        let job = &self.run.job;
+        let io = |message: String| ClientError::Io { job: job.clone(), message };
+        let mut stream =
+            TcpStream::connect(("127.0.0.1", self.run.port)).map_err(|e| io(format!("cannot connect: {e}")))?;
+        let body = body.unwrap_or_default();
+        let head = format!(
+            "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+            self.run.token,
+            body.len()
+        );
+        stream
+            .write_all(head.as_bytes())
+            .and_then(|_| stream.write_all(&body))
+            .map_err(|e| io(format!("cannot send: {e}")))?;
+        let mut response = Vec::new();
+        stream.read_to_end(&mut response).map_err(|e| io(format!("no answer: {e}")))?;
+        let split = response.windows(4).position(|w| w == b"\r\n\r\n").ok_or_else(|| io("bad answer".into()))?;
+        let head = String::from_utf8_lossy(&response[..split]);
+        let status: u16 = head.split_whitespace().nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
+        let body = &response[split + 4..];
+        if status != 200 {
+            let message = serde_json::from_slice::<serde_json::Value>(body)
+                .ok()
+                .and_then(|v| v["error"].as_str().map(str::to_string))
+                .unwrap_or_else(|| format!("HTTP {status}"));
+            return Err(ClientError::Refused { job: job.clone(), message });
+        }
+        serde_json::from_slice(body).map_err(|e| io(format!("bad answer: {e}")))
+    }
+}

@@ -1,0 +1,131 @@
+//! The control API of a running job: a small HTTP/1.1 server on loopback
+//! ([`server`]) that the `host status`, `host savepoint` and `host cancel`
+//! commands talk to ([`client`]), and the run file through which they find
+//! it. The coordinator answers the requests; this module only carries them.
+//!
+//! Endpoints (JSON bodies, `Authorization: Bearer <token>` from the run
+//! file, which only the user who started the job can read):
+//! - `GET /v1/status`: a [`Status`];
+//! - `POST /v1/savepoint` with a [`SavepointRequest`]: waits for the
+//!   savepoint and answers a [`SavepointDone`];
+//! - `POST /v1/cancel`: cancels the job.
+//!
+//! Errors come back as `{"error": "..."}` with a 4xx or 5xx status.
+
+pub mod client;
+pub mod server;
+
+use serde::{Deserialize, Serialize};
+use std::path::PathBuf;
+
+/// Where a running job's control endpoint is: written at start to
+/// `<run dir>/<job>.json` (mode 0600), removed at the end.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RunFile {
+    /// The job's name.
+    pub job: String,
+    /// The host process.
+    pub pid: u32,
+    /// The loopback port.
+    pub port: u16,
+    /// The bearer token requests must carry.
+    pub token: String,
+}
+
+/// The directory of run files: `$WEIR_RUN_DIR`, else
+/// `$XDG_RUNTIME_DIR/weir`, else `$XDG_CACHE_HOME/weir/run` (or
+/// `~/.cache/weir/run`), else `<tmp>/weir-run`.
+pub fn run_dir() -> PathBuf {
+    let env = |k: &str| std::env::var_os(k).filter(|v| !v.is_empty()).map(PathBuf::from);
+    if let Some(d) = env("WEIR_RUN_DIR") {
+        return d;
+    }
+    if let Some(d) = env("XDG_RUNTIME_DIR") {
+        return d.join("weir");
+    }
+    if let Some(d) = env("XDG_CACHE_HOME").or_else(|| env("HOME").map(|h| h.join(".cache"))) {
+        return d.join("weir").join("run");
+    }
+    std::env::temp_dir().join("weir-run")
+}
+
+/// The run file of job `job`.
+pub fn run_file_path(job: &str) -> PathBuf {
+    run_dir().join(format!("{job}.json"))
+}
+
+/// A request for a savepoint.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct SavepointRequest {
+    /// Parent directory (`file://` or `s3://`); the job's
+    /// `state.savepoints.dir` if none.
+    pub dir: Option<String>,
+    /// Stop the job once the savepoint completed.
+    pub stop: bool,
+    /// With `stop`: advance event time to the end first, firing every
+    /// event-time timer, as Flink's `stop --drain`.
+    pub drain: bool,
+}
+
+/// A completed savepoint.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SavepointDone {
+    /// Its checkpoint id.
+    pub id: u64,
+    /// Its directory, to give to `host run --from-savepoint`.
+    pub location: String,
+    /// Bytes of state.
+    pub size: u64,
+    /// Trigger to completion, in milliseconds.
+    pub duration_ms: u64,
+    /// The job stopped with it.
+    pub stopped: bool,
+}
+
+/// A running job's state, as `host status` shows it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Status {
+    /// Job name.
+    pub job: String,
+    /// Host process id.
+    pub pid: u32,
+    /// Restarts so far (0 on the first attempt).
+    pub attempt: u32,
+    /// Time since the run started, in milliseconds.
+    pub uptime_ms: u64,
+    /// Records read by the sources.
+    pub records_read: u64,
+    /// Records written by the sinks.
+    pub records_written: u64,
+    /// The checkpoint line of the progress display (none without
+    /// checkpointing).
+    pub checkpoints: Option<String>,
+    /// Per node: role, id, parallelism, records in and out.
+    pub nodes: Vec<NodeStatus>,
+}
+
+/// One node of a running job.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct NodeStatus {
+    /// "source", "operator" or "sink".
+    pub role: String,
+    /// Source id, operator uid or sink id.
+    pub id: String,
+    /// Subtasks.
+    pub parallelism: u32,
+    /// Records in, summed over subtasks.
+    pub records_in: u64,
+    /// Records out, summed over subtasks.
+    pub records_out: u64,
+}
+
+/// A request the coordinator answers.
+#[derive(Debug)]
+pub enum Request {
+    /// `GET /v1/status`.
+    Status(crossbeam_channel::Sender<Status>),
+    /// `POST /v1/savepoint`.
+    Savepoint(SavepointRequest, crossbeam_channel::Sender<Result<SavepointDone, String>>),
+    /// `POST /v1/cancel`.
+    Cancel(crossbeam_channel::Sender<()>),
+}

@@ -1,0 +1,292 @@
+//! Savepoints end to end, through the control API of a running `host`:
+//! `host savepoint` (with and without `--stop`), `host status`,
+//! `host cancel`, and `host run --from-savepoint` into another backend and
+//! parallelism, from file:// and from a copy on S3. Counts are checked
+//! against the generator's stream computed directly, and output lines are
+//! counted, so a lost or repeated record fails the test.
+
+use super::support::{JobDir, counts_by_key, final_counts};
+use std::collections::BTreeMap;
+use std::process::{Child, Output, Stdio};
+use std::time::{Duration, Instant};
+use weir_host::connectors::generator::key_of;
+use weir_tests::{S3_BUCKET, S3Server, artifacts, host_command};
+
+const RECORDS: u64 = 60_000;
+const KEYS: u64 = 500;
+const SEED: u64 = 7;
+
+/// The counter job: the generator (paced, so it runs for a few seconds)
+/// into the counter at parallelism `p` on `backend`, into a transactional
+/// file sink; checkpoints every 200 ms; savepoints under `sp/`.
+fn write_job(dir: &JobDir, p: u32, backend: &str, rate: u32) {
+    let root = dir.path().display();
+    dir.write(
+        "job.toml",
+        format!(
+            r#"name = "sp"
+parallelism = {p}
+state.backend = "{backend}"
+
+[checkpointing]
+interval = "200ms"
+
+[state.checkpoints]
+dir = "file://{root}/ck"
+
+[state.savepoints]
+dir = "file://{root}/sp"
+
+[[sources]]
+id = "gen"
+kind = "generator"
+count = {RECORDS}
+keys = {KEYS}
+seed = {SEED}
+records_per_second = {rate}
+
+[[operators]]
+uid = "counter"
+module = "{counter}"
+input = "gen"
+partition = "key"
+
+[[sinks]]
+id = "out"
+kind = "transactional-file"
+input = "counter"
+dir = "out"
+"#,
+            counter = artifacts::WORD_COUNT_COUNTER
+        ),
+    );
+}
+
+/// Each key's count over the whole stream.
+fn expected() -> BTreeMap<String, u64> {
+    let mut m = BTreeMap::new();
+    for i in 0..RECORDS {
+        *m.entry(key_of(SEED, i, KEYS).to_string()).or_default() += 1;
+    }
+    m
+}
+
+/// Every published output line.
+fn published(dir: &JobDir) -> String {
+    let mut names: Vec<_> = std::fs::read_dir(dir.path().join("out"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .filter(|n| n.starts_with("part-"))
+        .collect();
+    names.sort();
+    names.iter().map(|n| std::fs::read_to_string(dir.path().join("out").join(n)).unwrap()).collect()
+}
+
+fn start(dir: &JobDir, args: &[&str]) -> Child {
+    let mut all = vec!["run", "job.toml"];
+    all.extend_from_slice(args);
+    host_command(dir.path(), &all).stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap()
+}
+
+fn host(dir: &JobDir, args: &[&str]) -> Output {
+    host_command(dir.path(), args).output().unwrap()
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+/// Waits for the job's control endpoint and some output.
+fn wait_running(dir: &JobDir) {
+    let until = Instant::now() + Duration::from_secs(30);
+    while Instant::now() < until {
+        let out = host(dir, &["status", "sp", "--json"]);
+        if out.status.success() {
+            let s: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+            if s["records_written"].as_u64().unwrap_or(0) > 0 {
+                return;
+            }
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    panic!("the job never showed progress");
+}
+
+fn finish(mut child: Child) -> (bool, String) {
+    let status = child.wait().unwrap();
+    let mut err = String::new();
+    use std::io::Read;
+    child.stderr.take().unwrap().read_to_string(&mut err).unwrap();
+    (status.success(), err)
+}
+
+#[test]
+fn stop_with_savepoint_at_parallelism_2_then_restore_at_3_on_rocksdb_is_exact() {
+    let dir = JobDir::new();
+    write_job(&dir, 2, "hashmap", 15_000);
+    let child = start(&dir, &[]);
+    wait_running(&dir);
+    let status = host(&dir, &["status", "job.toml"]);
+    assert!(status.status.success(), "{}", text(&status.stderr));
+    let shown = text(&status.stdout);
+    assert!(shown.contains("job 'sp' running") && shown.contains("counter"), "{shown}");
+
+    let out = host(&dir, &["savepoint", "sp", "--stop"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let location = text(&out.stdout).trim().to_string();
+    assert!(location.starts_with(&format!("file://{}/sp/savepoint-sp-", dir.path().display())), "{location}");
+    let (ok, err) = finish(child);
+    assert!(ok, "{err}");
+    assert!(err.contains(&format!("stopped with savepoint {location}")), "{err}");
+    let before = published(&dir);
+    let lines_before = before.lines().count() as u64;
+    assert!(lines_before > 0 && lines_before < RECORDS, "stopped part-way: {lines_before} lines");
+    let meta = std::fs::read_to_string(format!("{}/_metadata", location.trim_start_matches("file://"))).unwrap();
+    assert!(meta.contains("\"savepoint\": true"), "{meta}");
+    assert!(!host(&dir, &["status", "sp"]).status.success(), "the stopped job is gone");
+
+    // Another backend, another parallelism.
+    write_job(&dir, 3, "rocksdb", 1_000_000);
+    let err = dir.succeeds(&["--from-savepoint", &location]);
+    assert!(err.contains("restoring"), "{err}");
+    let all = published(&dir);
+    assert_eq!(all.lines().count() as u64, RECORDS, "one output line per record, none lost or repeated");
+    assert_eq!(final_counts(&all), expected());
+}
+
+#[test]
+fn a_savepoint_leaves_the_job_running_and_restores_elsewhere_from_s3() {
+    let dir = JobDir::new();
+    write_job(&dir, 2, "rocksdb", 20_000);
+    let child = start(&dir, &[]);
+    wait_running(&dir);
+    let out = host(&dir, &["savepoint", "job.toml"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let location = text(&out.stdout).trim().to_string();
+    let (ok, err) = finish(child);
+    assert!(ok, "the job goes on to the end after a savepoint: {err}");
+    assert!(!err.contains("stopped with savepoint"), "{err}");
+    assert_eq!(final_counts(&published(&dir)), expected());
+
+    // Copy the savepoint directory into a bucket and restore a fresh job
+    // from there: paths inside are relative.
+    let s3 = S3Server::start();
+    let local = std::path::PathBuf::from(location.trim_start_matches("file://"));
+    let name = local.file_name().unwrap().to_str().unwrap().to_string();
+    for e in std::fs::read_dir(&local).unwrap() {
+        let e = e.unwrap();
+        s3.put(&format!("copied/{name}/{}", e.file_name().to_str().unwrap()), &std::fs::read(e.path()).unwrap());
+    }
+    let fresh = JobDir::new();
+    write_job(&fresh, 1, "hashmap", 1_000_000);
+    let uri = format!("s3://{S3_BUCKET}/copied/{name}");
+    let mut cmd = host_command(fresh.path(), &["run", "job.toml", "--from-savepoint", &uri]);
+    let out = cmd.envs(s3.env()).output().unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    // The restored job publishes exactly the records after the savepoint's
+    // source position, each key counting on from where the savepoint left
+    // it to its total.
+    let meta = std::fs::read_to_string(local.join("_metadata")).unwrap();
+    let json: serde_json::Value = serde_json::from_str(meta.split_once('\n').unwrap().1).unwrap();
+    let position = json["sources"]["gen"].as_u64().unwrap();
+    assert!(position > 0 && position < RECORDS, "taken mid-stream: {position}");
+    let want = expected();
+    let mut lines = 0;
+    for (k, updates) in counts_by_key(&published(&fresh)) {
+        let first = updates[0];
+        assert_eq!(updates, (first..=want[&k]).collect::<Vec<_>>(), "key {k}");
+        lines += updates.len() as u64;
+    }
+    assert_eq!(lines, RECORDS - position);
+}
+
+#[test]
+fn cancel_ends_the_job_without_restarting_it() {
+    let dir = JobDir::new();
+    write_job(&dir, 1, "hashmap", 5_000);
+    let child = start(&dir, &[]);
+    wait_running(&dir);
+    let out = host(&dir, &["cancel", "sp"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let (ok, err) = finish(child);
+    assert!(!ok, "a cancelled job exits non-zero");
+    assert!(err.contains("cancelled on request"), "{err}");
+    assert!(!err.contains("restart 1"), "no restart after a cancel: {err}");
+    // Its checkpoints stay: the job can be resumed.
+    write_job(&dir, 1, "hashmap", 1_000_000);
+    dir.succeeds(&["--resume"]);
+    assert_eq!(final_counts(&published(&dir)), expected());
+}
+
+#[test]
+fn control_errors_name_the_job_and_what_to_do() {
+    let dir = JobDir::new();
+    let out = host(&dir, &["status", "nosuchjob"]);
+    assert!(!out.status.success());
+    assert!(text(&out.stderr).contains("job 'nosuchjob' is not running"), "{}", text(&out.stderr));
+
+    write_job(&dir, 1, "hashmap", 5_000);
+    let child = start(&dir, &[]);
+    wait_running(&dir);
+    // A second run of the same job is refused while the first runs.
+    let (ok, err) = dir.run(&["--resume"]);
+    assert!(!ok && err.contains("job 'sp' is already running"), "{err}");
+    // A savepoint into a directory that is not a URI.
+    let out = host(&dir, &["savepoint", "sp", "--dir", "/tmp/plain"]);
+    assert!(!out.status.success());
+    assert!(text(&out.stderr).contains("must start with file:// or s3://"), "{}", text(&out.stderr));
+    host(&dir, &["cancel", "sp"]);
+    finish(child);
+}
+
+#[test]
+fn restoring_checks_operators_and_the_savepoint_itself() {
+    let dir = JobDir::new();
+    write_job(&dir, 1, "hashmap", 10_000);
+    let child = start(&dir, &[]);
+    wait_running(&dir);
+    let out = host(&dir, &["savepoint", "sp", "--stop"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let location = text(&out.stdout).trim().to_string();
+    assert!(finish(child).0);
+
+    // The operator's uid changed: refused, then dropped on request.
+    let job = dir.read("job.toml");
+    dir.write(
+        "job.toml",
+        job.replace("uid = \"counter\"", "uid = \"counter-v2\"")
+            .replace("input = \"counter\"", "input = \"counter-v2\""),
+    );
+    let (ok, err) = dir.run(&["--from-savepoint", &location]);
+    assert!(!ok && err.contains("'counter'") && err.contains("--allow-non-restored-state"), "{err}");
+    let (ok, err) = dir.run(&["--from-savepoint", &location, "--allow-non-restored-state"]);
+    assert!(ok, "{err}");
+    assert!(err.contains("not restored") && err.contains("counter"), "{err}");
+
+    // A checkpoint is not a savepoint.
+    let chk = std::fs::read_dir(dir.path().join("ck/sp"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.join("_metadata").is_file())
+        .expect("a checkpoint");
+    let (ok, err) = dir.run(&["--from-savepoint", &format!("file://{}", chk.display())]);
+    assert!(!ok && err.contains("is not a savepoint directory"), "{err}");
+
+    // Damage: a flipped byte in _metadata, then a truncated state file.
+    let path = std::path::PathBuf::from(location.trim_start_matches("file://"));
+    let meta = path.join("_metadata");
+    let original = std::fs::read(&meta).unwrap();
+    let mut bad = original.clone();
+    let at = bad.len() - 10;
+    bad[at] ^= 0x55;
+    std::fs::write(&meta, &bad).unwrap();
+    let (ok, err) = dir.run(&["--from-savepoint", &location]);
+    assert!(!ok && err.contains("_metadata"), "{err}");
+    assert_eq!(std::fs::read(&meta).unwrap(), bad, "nothing overwritten");
+    std::fs::write(&meta, &original).unwrap();
+    let version = String::from_utf8_lossy(&original).replacen("WEIRMETA 1", "WEIRMETA 9", 1);
+    std::fs::write(&meta, version.as_bytes()).unwrap();
+    let (ok, err) = dir.run(&["--from-savepoint", &location]);
+    assert!(!ok && err.contains("_metadata"), "{err}");
+    std::fs::write(&meta, &original).unwrap();
+}
