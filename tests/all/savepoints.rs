@@ -152,6 +152,35 @@ fn stop_with_savepoint_at_parallelism_2_then_restore_at_3_on_rocksdb_is_exact() 
     let all = published(&dir);
     assert_eq!(all.lines().count() as u64, RECORDS, "one output line per record, none lost or repeated");
     assert_eq!(final_counts(&all), expected());
+
+    // Parallelism 1 with 64 key groups instead of 128: keys are re-hashed.
+    let fresh = JobDir::new();
+    write_job(&fresh, 1, "hashmap", 1_000_000);
+    let job = fresh.read("job.toml").replacen("parallelism = 1", "parallelism = 1\nmax_parallelism = 64", 1);
+    fresh.write("job.toml", job);
+    let err = fresh.succeeds(&["--from-savepoint", &location]);
+    assert!(err.contains("re-hashed"), "{err}");
+    assert_continues_from(&location, &fresh);
+}
+
+/// Asserts that `fresh`, restored from the savepoint at `location` into
+/// an empty output directory, published exactly the records after the
+/// savepoint's source position, each key counting on from where the
+/// savepoint left it to its total.
+fn assert_continues_from(location: &str, fresh: &JobDir) {
+    let local = std::path::PathBuf::from(location.trim_start_matches("file://"));
+    let meta = std::fs::read_to_string(local.join("_metadata")).unwrap();
+    let json: serde_json::Value = serde_json::from_str(meta.split_once('\n').unwrap().1).unwrap();
+    let position = json["sources"]["gen"].as_u64().unwrap();
+    assert!(position > 0 && position < RECORDS, "taken mid-stream: {position}");
+    let want = expected();
+    let mut lines = 0;
+    for (k, updates) in counts_by_key(&published(fresh)) {
+        let first = updates[0];
+        assert_eq!(updates, (first..=want[&k]).collect::<Vec<_>>(), "key {k}");
+        lines += updates.len() as u64;
+    }
+    assert_eq!(lines, RECORDS - position);
 }
 
 #[test]
@@ -183,21 +212,7 @@ fn a_savepoint_leaves_the_job_running_and_restores_elsewhere_from_s3() {
     let mut cmd = host_command(fresh.path(), &["run", "job.toml", "--from-savepoint", &uri]);
     let out = cmd.envs(s3.env()).output().unwrap();
     assert!(out.status.success(), "{}", text(&out.stderr));
-    // The restored job publishes exactly the records after the savepoint's
-    // source position, each key counting on from where the savepoint left
-    // it to its total.
-    let meta = std::fs::read_to_string(local.join("_metadata")).unwrap();
-    let json: serde_json::Value = serde_json::from_str(meta.split_once('\n').unwrap().1).unwrap();
-    let position = json["sources"]["gen"].as_u64().unwrap();
-    assert!(position > 0 && position < RECORDS, "taken mid-stream: {position}");
-    let want = expected();
-    let mut lines = 0;
-    for (k, updates) in counts_by_key(&published(&fresh)) {
-        let first = updates[0];
-        assert_eq!(updates, (first..=want[&k]).collect::<Vec<_>>(), "key {k}");
-        lines += updates.len() as u64;
-    }
-    assert_eq!(lines, RECORDS - position);
+    assert_continues_from(&location, &fresh);
 }
 
 #[test]

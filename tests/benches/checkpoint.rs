@@ -18,7 +18,7 @@ use weir_host::checkpoint::storage::CheckpointStorage;
 use weir_host::config::{S3Settings, StorageSettings};
 use weir_host::state::hashmap::HashMapBackend;
 use weir_host::state::key_group::{KeyGroupRange, key_group_of_hash, key_hash};
-use weir_host::state::snapshot::{restore_snapshot, write_snapshot};
+use weir_host::state::snapshot::{OperatorShare, restore_snapshot, write_snapshot};
 use weir_host::state::{KeyRef, StateBackend, StateKind};
 
 const MAX_PARALLELISM: u32 = 128;
@@ -99,7 +99,7 @@ fn in_process(keys: u64) -> InProcess {
     let t = Instant::now();
     let read = storage.read_state(&handle).unwrap();
     let mut restored = HashMapBackend::new(range);
-    restore_snapshot(&read, &mut restored, range, MAX_PARALLELISM, true).unwrap();
+    restore_snapshot(&read, &mut restored, range, MAX_PARALLELISM, OperatorShare::All).unwrap();
     let restore = t.elapsed();
     assert_eq!(restored.key_count(0), keys as usize);
     InProcess {

@@ -14,7 +14,7 @@ use std::path::Path;
 use std::time::Instant;
 use weir_host::state::key_group::{KeyGroupRange, key_group_of_hash, key_hash};
 use weir_host::state::rocksdb::{RocksDbBackend, RocksDbMemory};
-use weir_host::state::snapshot::{restore_snapshot, write_snapshot};
+use weir_host::state::snapshot::{OperatorShare, restore_snapshot, write_snapshot};
 use weir_host::state::{KeyRef, StateBackend, StateKind};
 
 const MAX_PARALLELISM: u32 = 128;
@@ -93,7 +93,7 @@ fn main() {
     assert_eq!(adopted.key_count(0), n as usize);
     let t = Instant::now();
     let mut replayed = RocksDbBackend::open(tmp.path(), "replayed", range, RocksDbMemory::default()).unwrap();
-    restore_snapshot(&canonical, &mut replayed, range, MAX_PARALLELISM, true).unwrap();
+    restore_snapshot(&canonical, &mut replayed, range, MAX_PARALLELISM, OperatorShare::All).unwrap();
     let replay_time = t.elapsed();
     let mib = |b: u64| b as f64 / (1 << 20) as f64;
     println!(

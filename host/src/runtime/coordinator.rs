@@ -316,10 +316,12 @@ fn check_compatible(job: &LoadedJob, r: &Restored, allow_non_restored_state: boo
     let m = &r.metadata;
     let spec = &job.spec;
     if m.max_parallelism != spec.max_parallelism {
-        return Err(JobError::Start(format!(
-            "{} was taken with max_parallelism = {}, the job has {}: keep max_parallelism to restore a checkpoint",
-            r.location, m.max_parallelism, spec.max_parallelism
-        )));
+        tracing::info!(
+            "{} was taken with max_parallelism = {}, the job has {}: every key is re-hashed into the new key groups",
+            r.location,
+            m.max_parallelism,
+            spec.max_parallelism
+        );
     }
     let orphans: Vec<&String> =
         m.operators.keys().filter(|uid| !spec.operators.iter().any(|o| &o.uid == *uid)).collect();
@@ -342,7 +344,7 @@ fn check_compatible(job: &LoadedJob, r: &Restored, allow_non_restored_state: boo
         {
             tracing::warn!(
                 operator = %o.uid,
-                "parallelism changed from {} to {}: keyed state is redistributed by key group; operator and broadcast state are not carried over",
+                "parallelism changed from {} to {}: keyed state is redistributed by key group, operator lists are dealt out anew (union lists to every subtask), broadcast state is copied",
                 state.parallelism,
                 o.parallelism
             );
@@ -488,7 +490,8 @@ fn run_attempt(
         let restored = restore.as_ref().and_then(|r| {
             let snapshots = r.states.get(&o.uid)?.clone();
             let same_parallelism = r.metadata.operators.get(&o.uid)?.parallelism == o.parallelism;
-            Some((snapshots, same_parallelism))
+            let same_key_groups = r.metadata.max_parallelism == spec.max_parallelism;
+            Some((snapshots, same_parallelism, same_key_groups))
         });
         for sub in 0..o.parallelism {
             let (ctl_tx, ctl_rx) = unbounded();
@@ -515,9 +518,10 @@ fn run_attempt(
                         spec.max_parallelism,
                     )
                 }),
-                restore: restored.as_ref().map(|(sources, same)| OperatorRestore {
+                restore: restored.as_ref().map(|(sources, same_parallelism, same_key_groups)| OperatorRestore {
                     sources: sources.clone(),
-                    operator_state_from: same.then_some(sub as usize),
+                    operator_state_from: (*same_parallelism && *same_key_groups).then_some(sub as usize),
+                    rescaled: !same_parallelism,
                     storage: restore.as_ref().expect("restored").storage.clone(),
                     adopted: None,
                 }),

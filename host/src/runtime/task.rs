@@ -15,7 +15,7 @@ use crate::state::key_group::KeyGroupRange;
 use crate::state::rocksdb::checkpoint_to_snapshot;
 use crate::state::rocksdb::{RocksDbBackend, RocksDbMemory};
 use crate::state::snapshot::decode_descriptors;
-use crate::state::snapshot::restore_snapshot;
+use crate::state::snapshot::{OperatorShare, restore_snapshot};
 use crate::state::ttl::TtlBackend;
 use crate::state::{StateBackend, TimeDomain};
 use crate::state::{StateDescriptor, StateError};
@@ -103,9 +103,13 @@ pub struct OperatorRestore {
     /// The state of every subtask of the operator in the checkpoint: each
     /// subtask takes the key groups it owns from all of them.
     pub sources: Arc<Vec<RestoreSource>>,
-    /// Which source's operator and broadcast state is this subtask's (the
-    /// same index, when the parallelism did not change).
+    /// The source that is this subtask's own (the same index), when
+    /// neither parallelism nor max parallelism changed: its key groups are
+    /// exactly this subtask's, so no other source is read.
     pub operator_state_from: Option<usize>,
+    /// The parallelism changed: operator and broadcast state are dealt out
+    /// anew ([`OperatorShare::Rescaled`]).
+    pub rescaled: bool,
     /// Where incremental state is downloaded from.
     pub storage: Arc<CheckpointStorage>,
     /// The source taken over whole as the RocksDB database, if any.
@@ -221,7 +225,13 @@ impl OperatorTask {
                 if restore.operator_state_from.is_some_and(|own| own != i) {
                     continue;
                 }
-                let with_operator_state = restore.operator_state_from == Some(i);
+                let share = if restore.rescaled {
+                    OperatorShare::Rescaled { from: i as u32, to: subtask, parallelism: self.parallelism }
+                } else if i == subtask as usize {
+                    OperatorShare::All
+                } else {
+                    OperatorShare::Nothing
+                };
                 let bytes = match source {
                     RestoreSource::Snapshot(bytes) => bytes.clone(),
                     RestoreSource::Rocksdb(files) => {
@@ -233,7 +243,7 @@ impl OperatorTask {
                             .into()
                     }
                 };
-                restore_snapshot(&bytes, backend.as_mut(), range, self.max_parallelism, with_operator_state)
+                restore_snapshot(&bytes, backend.as_mut(), range, self.max_parallelism, share)
                     .map_err(|e| restore_error(format!("snapshot of subtask {i}: {e}")))?;
             }
         }

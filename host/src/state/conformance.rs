@@ -248,14 +248,14 @@ fn filled(factory: Factory<'_>, keys: &[Vec<u8>]) -> Box<dyn StateBackend> {
 }
 
 fn snapshots_round_trip_and_split_by_key_group(factory: Factory<'_>) {
-    use super::snapshot::{restore_snapshot, write_snapshot};
+    use super::snapshot::{OperatorShare, restore_snapshot, write_snapshot};
     let keys: Vec<Vec<u8>> = (0..200).map(|i| format!("key{i}").into_bytes()).collect();
     let mut original = filled(factory, &keys);
     let bytes = write_snapshot(original.freeze().as_mut(), MAX_PARALLELISM).unwrap();
 
     // The same range: everything comes back.
     let mut copy = factory(full());
-    let summary = restore_snapshot(&bytes, copy.as_mut(), full(), MAX_PARALLELISM, true).unwrap();
+    let summary = restore_snapshot(&bytes, copy.as_mut(), full(), MAX_PARALLELISM, OperatorShare::All).unwrap();
     assert_eq!(summary.skipped_key_groups, 0);
     assert_eq!(copy.descriptors(), original.descriptors());
     for (i, k) in keys.iter().enumerate() {
@@ -272,7 +272,7 @@ fn snapshots_round_trip_and_split_by_key_group(factory: Factory<'_>) {
     let mut parts: Vec<Box<dyn StateBackend>> = halves.iter().map(|&r| factory(r)).collect();
     let mut restored_groups = 0;
     for (part, range) in parts.iter_mut().zip(halves) {
-        let s = restore_snapshot(&bytes, part.as_mut(), range, MAX_PARALLELISM, true).unwrap();
+        let s = restore_snapshot(&bytes, part.as_mut(), range, MAX_PARALLELISM, OperatorShare::All).unwrap();
         restored_groups += s.key_groups;
         assert!(s.skipped_key_groups > 0);
     }
@@ -286,7 +286,7 @@ fn snapshots_round_trip_and_split_by_key_group(factory: Factory<'_>) {
 }
 
 fn a_frozen_state_ignores_later_writes(factory: Factory<'_>) {
-    use super::snapshot::{restore_snapshot, write_snapshot};
+    use super::snapshot::{OperatorShare, restore_snapshot, write_snapshot};
     let keys: Vec<Vec<u8>> = (0..50).map(|i| format!("key{i}").into_bytes()).collect();
     let mut live = filled(factory, &keys);
     let mut frozen = live.freeze();
@@ -302,7 +302,7 @@ fn a_frozen_state_ignores_later_writes(factory: Factory<'_>) {
     live.broadcast_clear(4).unwrap();
     let bytes = write_snapshot(frozen.as_mut(), MAX_PARALLELISM).unwrap();
     let mut copy = factory(full());
-    restore_snapshot(&bytes, copy.as_mut(), full(), MAX_PARALLELISM, true).unwrap();
+    restore_snapshot(&bytes, copy.as_mut(), full(), MAX_PARALLELISM, OperatorShare::All).unwrap();
     for (i, k) in keys.iter().enumerate() {
         assert_eq!(copy.value_get(0, key(k)).unwrap(), Some(format!("value-{i}").into_bytes()));
         assert_eq!(copy.list_len(1, key(k)).unwrap(), 2);

@@ -9,7 +9,7 @@
 //! section's CRC-32) before anything is restored: a damaged snapshot is
 //! reported and leaves the backend untouched.
 
-use super::key_group::KeyGroupRange;
+use super::key_group::{KeyGroupRange, key_group_of_hash, key_hash};
 use super::{
     FrozenState, Redistribution, SnapshotEntry, StateBackend, StateDescriptor, StateError, StateKind, TimeDomain,
     TtlConfig,
@@ -40,14 +40,6 @@ pub enum SnapshotError {
     /// The bytes parse but make no sense.
     #[error("snapshot is corrupt: {0}")]
     Corrupt(String),
-    /// The snapshot was taken with another number of key groups.
-    #[error("snapshot has max_parallelism {found}, the job has {expected}")]
-    MaxParallelism {
-        /// The job's.
-        expected: u32,
-        /// The snapshot's.
-        found: u32,
-    },
     /// The backend refused a state or an entry.
     #[error(transparent)]
     State(#[from] StateError),
@@ -379,26 +371,51 @@ pub struct RestoreSummary {
     pub skipped_key_groups: u32,
 }
 
+/// Which operator and broadcast state a restoring subtask takes from one
+/// subtask's snapshot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OperatorShare {
+    /// None of it.
+    Nothing,
+    /// All of it: the same subtask, at the same parallelism.
+    All,
+    /// Its share after a change of parallelism: the snapshot is of old
+    /// subtask `from`, the restoring subtask is `to` of `parallelism`.
+    /// Even-split lists are dealt out in turn (element `j` of old subtask
+    /// `from` goes to new subtask `(from + j) % parallelism`), union lists
+    /// go to everyone, and broadcast state (the same on every subtask) is
+    /// taken from old subtask 0.
+    Rescaled {
+        /// The snapshot's subtask.
+        from: u32,
+        /// The restoring subtask.
+        to: u32,
+        /// The new parallelism.
+        parallelism: u32,
+    },
+}
+
 /// Restores a snapshot into `backend`, which owns `range` of
 /// `max_parallelism` key groups: registers the snapshot's states, then
-/// restores the key groups in `range`, and the operator and broadcast state
-/// if `with_operator_state`. The whole file is checked first; on any error
-/// nothing has been restored.
+/// restores the key groups in `range`, and operator and broadcast state as
+/// `share` says. A snapshot taken with another number of key groups is
+/// re-hashed: every keyed entry goes to the key group its key has now, so
+/// max parallelism can change across a restore. The whole file is checked
+/// first; on any error nothing has been restored.
 pub fn restore_snapshot(
     bytes: &[u8],
     backend: &mut dyn StateBackend,
     range: KeyGroupRange,
     max_parallelism: u32,
-    with_operator_state: bool,
+    share: OperatorShare,
 ) -> Result<RestoreSummary, SnapshotError> {
     let sections = sections(bytes)?;
     let Some(header) = sections.first().filter(|s| s.tag == b'H') else {
         return Err(SnapshotError::Corrupt("no header section".into()));
     };
     let (found, descriptors) = parse_descriptors(header.payload, header.offset)?;
-    if found != max_parallelism {
-        return Err(SnapshotError::MaxParallelism { expected: max_parallelism, found });
-    }
+    let rehash = found != max_parallelism;
+    let union: Vec<bool> = descriptors.iter().map(|d| d.redistribution == Some(Redistribution::Union)).collect();
     // Check every entry parses before changing the backend.
     for s in &sections[1..] {
         let mut r = Reader { bytes: s.payload, at: 0, base: s.offset };
@@ -408,12 +425,14 @@ pub fn restore_snapshot(
     }
     let ids: Vec<u32> = descriptors.into_iter().map(|d| backend.register(d)).collect::<Result<_, _>>()?;
     let mut summary = RestoreSummary::default();
+    // Per state: operator-list elements seen so far (for even splits).
+    let mut dealt = vec![0u32; ids.len()];
     for s in &sections[1..] {
-        if s.tag == b'K' && !range.contains(s.key_group) {
+        if s.tag == b'K' && !rehash && !range.contains(s.key_group) {
             summary.skipped_key_groups += 1;
             continue;
         }
-        if s.tag == b'O' && !with_operator_state {
+        if s.tag == b'O' && share == OperatorShare::Nothing {
             continue;
         }
         if s.tag == b'K' {
@@ -421,12 +440,44 @@ pub fn restore_snapshot(
         }
         let mut r = Reader { bytes: s.payload, at: 0, base: s.offset };
         while !r.done() {
-            let e = remap(read_entry(&mut r, ids.len())?, &ids);
-            backend.restore_entry(s.key_group, e)?;
+            let entry = read_entry(&mut r, ids.len())?;
+            let mut key_group = s.key_group;
+            if s.tag == b'K' && rehash {
+                key_group = key_group_of_hash(key_hash(entry_key(&entry)), max_parallelism);
+                if !range.contains(key_group) {
+                    continue;
+                }
+            }
+            if let OperatorShare::Rescaled { from, to, parallelism } = share {
+                let keep = match entry {
+                    SnapshotEntry::OperatorItem { state, .. } if !union[state as usize] => {
+                        let j = dealt[state as usize];
+                        dealt[state as usize] += 1;
+                        (from + j) % parallelism == to
+                    }
+                    SnapshotEntry::BroadcastItem { .. } => from == 0,
+                    _ => true,
+                };
+                if !keep {
+                    continue;
+                }
+            }
+            backend.restore_entry(key_group, remap(entry, &ids))?;
             summary.entries += 1;
         }
     }
     Ok(summary)
+}
+
+/// The key of a keyed entry.
+fn entry_key<'a>(e: &SnapshotEntry<'a>) -> &'a [u8] {
+    match *e {
+        SnapshotEntry::Value { key, .. }
+        | SnapshotEntry::ListItem { key, .. }
+        | SnapshotEntry::MapItem { key, .. }
+        | SnapshotEntry::Timer { key, .. } => key,
+        SnapshotEntry::OperatorItem { .. } | SnapshotEntry::BroadcastItem { .. } => &[],
+    }
 }
 
 fn read_entry<'a>(r: &mut Reader<'a>, states: usize) -> Result<SnapshotEntry<'a>, SnapshotError> {
@@ -478,7 +529,6 @@ mod tests {
     use super::*;
     use crate::state::KeyRef;
     use crate::state::hashmap::HashMapBackend;
-    use crate::state::key_group::{key_group_of_hash, key_hash};
 
     fn snapshot() -> Vec<u8> {
         let range = KeyGroupRange { start: 0, end: 8 };
@@ -495,7 +545,7 @@ mod tests {
     fn restore(bytes: &[u8]) -> (Result<RestoreSummary, SnapshotError>, HashMapBackend) {
         let range = KeyGroupRange { start: 0, end: 8 };
         let mut b = HashMapBackend::new(range);
-        (restore_snapshot(bytes, &mut b, range, 8, true), b)
+        (restore_snapshot(bytes, &mut b, range, 8, OperatorShare::All), b)
     }
 
     #[test]
@@ -523,9 +573,64 @@ mod tests {
         let mut v2 = good.clone();
         v2[8] = 2;
         assert!(matches!(restore(&v2).0, Err(SnapshotError::UnsupportedVersion(2))));
-        let mut b = HashMapBackend::new(KeyGroupRange { start: 0, end: 16 });
-        let err = restore_snapshot(&good, &mut b, KeyGroupRange { start: 0, end: 16 }, 16, true).unwrap_err();
-        assert!(matches!(err, SnapshotError::MaxParallelism { expected: 16, found: 8 }), "{err}");
+    }
+
+    #[test]
+    fn another_max_parallelism_rehashes_every_key() {
+        let good = snapshot();
+        // 8 key groups written, 32 read, split over two subtasks.
+        let mut total = 0;
+        for range in [KeyGroupRange { start: 0, end: 16 }, KeyGroupRange { start: 16, end: 32 }] {
+            let mut b = HashMapBackend::new(range);
+            let summary = restore_snapshot(&good, &mut b, range, 32, OperatorShare::All).unwrap();
+            assert_eq!(b.key_count(0), summary.entries as usize);
+            for i in 0..50 {
+                let k = format!("k{i}").into_bytes();
+                let hash = key_hash(&k);
+                let kg = key_group_of_hash(hash, 32);
+                if range.contains(kg) {
+                    let v = b.value_get(0, KeyRef { key: &k, hash, key_group: kg }).unwrap();
+                    assert_eq!(v.as_deref(), Some(&b"1"[..]), "key k{i} in key group {kg}");
+                }
+            }
+            total += summary.entries;
+        }
+        assert_eq!(total, 50, "every key restored exactly once");
+    }
+
+    #[test]
+    fn operator_lists_are_dealt_out_and_broadcast_state_copied_on_rescale() {
+        use crate::state::Redistribution;
+        let range = KeyGroupRange { start: 0, end: 8 };
+        let mut snaps = Vec::new();
+        for old in 0..2u32 {
+            let mut b = HashMapBackend::new(range);
+            let split = b.register(StateKind::OperatorList.descriptor("split")).unwrap();
+            let mut d = StateKind::OperatorList.descriptor("union");
+            d.redistribution = Some(Redistribution::Union);
+            let union = b.register(d).unwrap();
+            let rules = b.register(StateKind::BroadcastMap.descriptor("rules")).unwrap();
+            let items: Vec<Vec<u8>> = (0..5).map(|j| format!("{old}-{j}").into_bytes()).collect();
+            let refs: Vec<&[u8]> = items.iter().map(Vec::as_slice).collect();
+            b.operator_list_add(split, &refs).unwrap();
+            b.operator_list_add(union, &refs[..1]).unwrap();
+            b.broadcast_put(rules, b"r", b"same").unwrap();
+            snaps.push(write_snapshot(b.freeze().as_mut(), 8).unwrap());
+        }
+        let mut split_total = 0;
+        for to in 0..3u32 {
+            let mut b = HashMapBackend::new(range);
+            for (from, bytes) in snaps.iter().enumerate() {
+                let share = OperatorShare::Rescaled { from: from as u32, to, parallelism: 3 };
+                restore_snapshot(bytes, &mut b, range, 8, share).unwrap();
+            }
+            let split = b.operator_list_read(0, 0, 100).unwrap();
+            assert!((3..=4).contains(&split.len()), "10 elements over 3 subtasks: {split:?}");
+            split_total += split.len();
+            assert_eq!(b.operator_list_len(1).unwrap(), 2, "union lists go to everyone");
+            assert_eq!(b.broadcast_len(2).unwrap(), 1, "broadcast state once, from old subtask 0");
+        }
+        assert_eq!(split_total, 10);
     }
 
     #[test]
