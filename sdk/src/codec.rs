@@ -120,3 +120,22 @@ pub(crate) fn encode<T: Serialize + ?Sized>(state: &str, value: &T) -> Result<Ve
 pub(crate) fn decode<T: DeserializeOwned>(state: &str, bytes: &[u8]) -> Result<T> {
     postcard::from_bytes(bytes).map_err(|e| Error::codec(state, "decode", e))
 }
+
+/// Converts one stored value from an old type to the current one, in the
+/// SDK's encoding: the body of an [`crate::Operator::migrate_value`].
+///
+/// ```ignore
+/// fn migrate_value(state: &str, from_version: u32, value: Vec<u8>) -> Result<Vec<u8>> {
+///     match (state, from_version) {
+///         ("count", 1) => convert_value(state, &value, |n: u64| Tally { count: n, restored: true }),
+///         _ => Err(Error::msg(format!("state '{state}': unknown version {from_version}"))),
+///     }
+/// }
+/// ```
+pub fn convert_value<Old: DeserializeOwned, New: Serialize>(
+    state: &str,
+    value: &[u8],
+    f: impl FnOnce(Old) -> New,
+) -> Result<Vec<u8>> {
+    encode(state, &f(decode(state, value)?))
+}

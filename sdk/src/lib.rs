@@ -67,7 +67,7 @@ pub mod bindings {
 
 pub use bindings::weir::operator::types::{OperatorInfo, Redistribution, TimeDomain, TtlUpdate, TtlVisibility};
 pub use broadcast::BroadcastMapState;
-pub use codec::{Descriptor, Ttl};
+pub use codec::{Descriptor, Ttl, convert_value};
 pub use context::Element;
 pub use context::{Context, OpenContext, Timer};
 pub use error::{Error, Result};

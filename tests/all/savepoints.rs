@@ -305,3 +305,54 @@ fn restoring_checks_operators_and_the_savepoint_itself() {
     assert!(!ok && err.contains("_metadata"), "{err}");
     std::fs::write(&meta, &original).unwrap();
 }
+
+#[test]
+fn a_new_module_version_migrates_the_restored_values_and_a_changed_kind_is_refused() {
+    let dir = JobDir::new();
+    write_job(&dir, 2, "hashmap", 15_000);
+    let child = start(&dir, &[]);
+    wait_running(&dir);
+    let out = host(&dir, &["savepoint", "sp", "--stop"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let location = text(&out.stdout).trim().to_string();
+    assert!(finish(child).0);
+    let v1 = dir.read("job.toml");
+
+    // Version 2 declares `count` as a map: refused, naming operator and state.
+    dir.write("job.toml", v1.replace(artifacts::WORD_COUNT_COUNTER, artifacts::COUNT_AS_MAP));
+    let (ok, err) = dir.run(&["--from-savepoint", &location]);
+    assert!(!ok, "{err}");
+    assert!(err.contains("operator 'counter'") && err.contains("'count'") && err.contains("map"), "{err}");
+
+    // Version 2 keeps a Tally (state version 2) and writes `word=count`:
+    // every u64 count of the savepoint goes through its migrate-value (on
+    // RocksDB, whose restored values sit in its write-back cache).
+    let v2 = v1.replace(artifacts::WORD_COUNT_COUNTER, artifacts::WORD_COUNT_COUNTER_V2);
+    dir.write("job.toml", v2.replace("state.backend = \"hashmap\"", "state.backend = \"rocksdb\""));
+    let err = dir.succeeds(&["--from-savepoint", &location]);
+    assert!(err.contains("state migrated"), "{err}");
+    let all = published(&dir);
+    assert!(all.lines().any(|l| l.contains('=')) && all.lines().any(|l| l.contains(' ')), "both formats");
+    assert_eq!(all.lines().count() as u64, RECORDS, "one output line per record");
+    // Each word counts on across the versions: 1..=n over both formats.
+    assert_eq!(final_counts(&all.replace('=', " ")), expected());
+
+    // Back to version 1 from a version-2 savepoint: it has no migration
+    // from version 2, and says so.
+    let dir2 = JobDir::new();
+    write_job(&dir2, 1, "hashmap", 15_000);
+    dir2.write(
+        "job.toml",
+        dir2.read("job.toml").replace(artifacts::WORD_COUNT_COUNTER, artifacts::WORD_COUNT_COUNTER_V2),
+    );
+    let child = start(&dir2, &[]);
+    wait_running(&dir2);
+    let out = host(&dir2, &["savepoint", "sp", "--stop"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let location = text(&out.stdout).trim().to_string();
+    assert!(finish(child).0);
+    write_job(&dir2, 1, "hashmap", 15_000);
+    let (ok, err) = dir2.run(&["--from-savepoint", &location]);
+    assert!(!ok, "{err}");
+    assert!(err.contains("migrate-value from version 2 failed") && err.contains("'count'"), "{err}");
+}

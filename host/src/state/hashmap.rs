@@ -248,6 +248,9 @@ fn page<T: Clone>(items: &[T], start: u32, max: u32) -> Vec<T> {
 impl StateBackend for HashMapBackend {
     fn register(&mut self, d: StateDescriptor) -> Result<StateId, StateError> {
         if let Some(id) = check_registration(&self.descriptors, &d)? {
+            // A new module version re-declares the state; later snapshots
+            // record the version its values now have.
+            self.descriptors[id as usize].version = d.version;
             return Ok(id);
         }
         let table = match d.kind.shape() {

@@ -505,6 +505,9 @@ fn page(items: Vec<&[u8]>, start: u32, max: u32) -> Vec<Vec<u8>> {
 impl StateBackend for RocksDbBackend {
     fn register(&mut self, d: StateDescriptor) -> Result<StateId, StateError> {
         if let Some(id) = check_registration(&self.descriptors, &d)? {
+            // A new module version re-declares the state; later snapshots
+            // record the version its values now have.
+            self.descriptors[id as usize].version = d.version;
             return Ok(id);
         }
         let id = self.descriptors.len() as StateId;

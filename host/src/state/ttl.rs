@@ -232,6 +232,9 @@ impl<B: StateBackend> StateBackend for TtlBackend<B> {
             });
         }
         let id = self.inner.register(StateDescriptor { ttl: None, ..d.clone() })?;
+        if let Some(existing) = self.descriptors.get_mut(id as usize) {
+            existing.version = d.version;
+        }
         if id as usize == self.descriptors.len() {
             let background = d.ttl.is_some() && self.inner.expire_in_background(id, &self.clock);
             self.descriptors.push(d);

@@ -38,6 +38,22 @@ pub enum Phase {
     Timer,
     /// `end-of-input`.
     EndOfInput,
+    /// `migrate-value`: no state access.
+    Migrate,
+}
+
+/// A restored state whose stored values have another version than the one
+/// the module declared: its values go through `migrate-value` after `open`.
+#[derive(Debug, Clone)]
+pub struct Migration {
+    /// The state.
+    pub state: crate::state::StateId,
+    /// Its name.
+    pub name: String,
+    /// The version of the stored values.
+    pub from: u32,
+    /// The version the module declared.
+    pub to: u32,
 }
 
 /// Where the current key comes from.
@@ -140,6 +156,8 @@ pub struct OperatorHost {
     pub outputs: ElementBatch,
     /// Watermark the guest sees.
     pub watermark: i64,
+    /// States registered in `open` whose values need migrating.
+    pub migrations: Vec<Migration>,
 }
 
 impl OperatorHost {
@@ -159,6 +177,7 @@ impl OperatorHost {
             prefetched: false,
             outputs: ElementBatch { data: Vec::new(), elements: Vec::new() },
             watermark: i64::MIN,
+            migrations: Vec::new(),
         }
     }
 
@@ -340,7 +359,15 @@ impl OperatorHost {
             }),
             redistribution: mode,
         };
-        finish(self.backend.register(descriptor))
+        let stored = self.backend.descriptors().iter().find(|e| e.name == d.name && e.kind == kind).map(|e| e.version);
+        let id = match self.backend.register(descriptor) {
+            Ok(id) => id,
+            Err(e) => return finish(Err(e)),
+        };
+        if let Some(from) = stored.filter(|&v| v != d.version) {
+            self.migrations.push(Migration { state: id, name: d.name.clone(), from, to: d.version });
+        }
+        Ok(Ok(id))
     }
 }
 

@@ -6,12 +6,13 @@ use super::bindings::exports::weir::operator::handler::Timer;
 use super::bindings::weir::operator::types::TimeDomain as WitTimeDomain;
 use super::bindings::{Operator, OperatorPre};
 use super::engine::deadline_ticks;
-use super::host::{OperatorHost, Phase};
+use super::host::{Migration, OperatorHost, Phase};
 use super::log_stream::{GuestLog, Stream};
 use super::module::WasmError;
 use super::{ElementBatch, OperatorInfo};
 use crate::runtime::batch::Batch;
-use crate::state::{StateBackend, TimeDomain};
+use crate::state::key_group::key_hash;
+use crate::state::{KeyRef, Shape, StateBackend, TimeDomain};
 use std::sync::Arc;
 use std::time::Duration;
 use wasmtime::Store;
@@ -148,9 +149,121 @@ impl OperatorInstance {
         GuestFailure { kind, message, element }
     }
 
-    /// Calls `open`.
+    /// Calls `open`, then migrates the values of every restored state whose
+    /// stored version differs from the one the module declared.
     pub fn open(&mut self, info: &OperatorInfo) -> Result<(), GuestFailure> {
-        self.call(Phase::Open, |w, s| w.weir_operator_handler().call_open(s, info))
+        self.call(Phase::Open, |w, s| w.weir_operator_handler().call_open(s, info))?;
+        for m in std::mem::take(&mut self.store.data_mut().migrations) {
+            let n = self.migrate(&m).map_err(|mut f| {
+                f.message = format!("state '{}': migrate-value from version {} failed: {}", m.name, m.from, f.message);
+                f
+            })?;
+            tracing::info!(state = %m.name, from = m.from, to = m.to, values = n, "state migrated");
+        }
+        Ok(())
+    }
+
+    /// Runs every stored value of `m.state` through the guest's
+    /// `migrate-value` (after `open`: a guest cannot be re-entered from an
+    /// import). Keys are listed first, then rewritten, so a backend's scan
+    /// never sees its own writes. Returns how many values were converted.
+    fn migrate(&mut self, m: &Migration) -> Result<u64, GuestFailure> {
+        let storage = |e: crate::state::StateError| GuestFailure {
+            kind: FailureKind::Returned,
+            message: format!("cannot read or write the state: {e}"),
+            element: None,
+        };
+        let shape = self.store.data().backend().descriptors()[m.state as usize].kind.shape();
+        let mut converted = 0;
+        match shape {
+            Shape::Value | Shape::List | Shape::Map => {
+                let mut keys = Vec::new();
+                let mut cursor = 0;
+                loop {
+                    let (page, next) = self.store.data_mut().backend_mut().scan_keys(m.state, cursor, 1024);
+                    keys.extend(page);
+                    match next {
+                        Some(c) => cursor = c,
+                        None => break,
+                    }
+                }
+                for (kg, key) in keys {
+                    let k = KeyRef { key: &key, hash: key_hash(&key), key_group: kg };
+                    let backend = self.store.data_mut().backend_mut();
+                    match shape {
+                        Shape::Value => {
+                            let Some(v) = backend.value_get(m.state, k).map_err(storage)? else { continue };
+                            let new = self.convert(m, v)?;
+                            self.store.data_mut().backend_mut().value_set(m.state, k, &new).map_err(storage)?;
+                            converted += 1;
+                        }
+                        Shape::List => {
+                            let old = backend.list_read(m.state, k, 0, u32::MAX).map_err(storage)?;
+                            let mut new = Vec::with_capacity(old.len());
+                            for v in old {
+                                new.push(self.convert(m, v)?);
+                            }
+                            converted += new.len() as u64;
+                            self.store.data_mut().backend_mut().list_update(m.state, k, new).map_err(storage)?;
+                        }
+                        _ => {
+                            let mut entries = Vec::new();
+                            let mut after: Option<Vec<u8>> = None;
+                            loop {
+                                let b = self.store.data_mut().backend_mut();
+                                let page = b.map_entries(m.state, k, after.as_deref(), 1024).map_err(storage)?;
+                                let done = page.len() < 1024;
+                                after = page.last().map(|(uk, _)| uk.clone());
+                                entries.extend(page);
+                                if done {
+                                    break;
+                                }
+                            }
+                            for (uk, v) in entries {
+                                let new = self.convert(m, v)?;
+                                self.store.data_mut().backend_mut().map_put(m.state, k, &uk, &new).map_err(storage)?;
+                                converted += 1;
+                            }
+                        }
+                    }
+                }
+            }
+            Shape::OperatorList => {
+                let old =
+                    self.store.data_mut().backend_mut().operator_list_read(m.state, 0, u32::MAX).map_err(storage)?;
+                let mut new = Vec::with_capacity(old.len());
+                for v in old {
+                    new.push(self.convert(m, v)?);
+                }
+                converted += new.len() as u64;
+                self.store.data_mut().backend_mut().operator_list_update(m.state, new).map_err(storage)?;
+            }
+            Shape::BroadcastMap => {
+                let mut entries = Vec::new();
+                let mut after: Option<Vec<u8>> = None;
+                loop {
+                    let b = self.store.data_mut().backend_mut();
+                    let page = b.broadcast_entries(m.state, after.as_deref(), 1024).map_err(storage)?;
+                    let done = page.len() < 1024;
+                    after = page.last().map(|(uk, _)| uk.clone());
+                    entries.extend(page);
+                    if done {
+                        break;
+                    }
+                }
+                for (uk, v) in entries {
+                    let new = self.convert(m, v)?;
+                    self.store.data_mut().backend_mut().broadcast_put(m.state, &uk, &new).map_err(storage)?;
+                    converted += 1;
+                }
+            }
+        }
+        Ok(converted)
+    }
+
+    /// One value through `migrate-value`.
+    fn convert(&mut self, m: &Migration, value: Vec<u8>) -> Result<Vec<u8>, GuestFailure> {
+        self.call(Phase::Migrate, |w, s| w.weir_operator_handler().call_migrate_value(s, &m.name, m.from, &value))
     }
 
     /// Calls `process-batch` (or `process` for a single element).
