@@ -86,6 +86,28 @@ enum Command {
         #[arg(long, value_name = "URI")]
         dir: Option<String>,
     },
+    /// Show what a checkpoint or savepoint holds, without running the job:
+    /// operators, states, kinds, keys and bytes (per key group with
+    /// --key-groups), or one key's value.
+    Inspect {
+        /// A checkpoint (<dir>/<job>/chk-<n>) or a savepoint directory.
+        target: String,
+        /// Keys and bytes per key group too.
+        #[arg(long)]
+        key_groups: bool,
+        /// With --state and --key: the operator whose value to print.
+        #[arg(long, requires_all = ["state", "key"])]
+        operator: Option<String>,
+        /// The state whose value to print.
+        #[arg(long, requires = "operator")]
+        state: Option<String>,
+        /// The key (as the records carry it: the word, the digits).
+        #[arg(long, requires = "operator")]
+        key: Option<String>,
+        /// Host settings file (for S3 options).
+        #[arg(long, value_name = "FILE")]
+        config: Option<PathBuf>,
+    },
     /// Cancel a running job (no savepoint; its checkpoints stay).
     Cancel {
         /// The job's name, or its job file.
@@ -130,6 +152,10 @@ fn main() -> ExitCode {
         Command::Status { job, json } => status(&job, json),
         Command::Savepoint { job, stop, drain, dir } => savepoint(&job, SavepointRequest { dir, stop, drain }),
         Command::Cancel { job } => cancel(&job),
+        Command::Inspect { target, key_groups, operator, state, key, config } => {
+            let lookup = operator.zip(state).zip(key).map(|((o, s), k)| (o, s, k));
+            inspect(&target, key_groups, lookup, config.as_deref())
+        }
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -246,6 +272,86 @@ fn savepoint(job: &str, request: SavepointRequest) -> anyhow::Result<()> {
         if done.stopped { "; the job stops" } else { "" }
     );
     Ok(())
+}
+
+/// `host inspect`.
+fn inspect(
+    target: &str,
+    key_groups: bool,
+    lookup: Option<(String, String, String)>,
+    config_flag: Option<&Path>,
+) -> anyhow::Result<()> {
+    use weir_host::checkpoint::inspect::{Found, show, summarize};
+    use weir_host::checkpoint::restore;
+    use weir_host::runtime::checkpoints::human_bytes;
+    let (_, host_file) = host_settings(config_flag)?;
+    let base = host_file.unwrap_or_default().resolve("host settings").map_err(anyhow::Error::msg)?;
+    let restored = match restore::parse_uri(target) {
+        Ok(_) => {
+            let (storage, _, id) = restore::open_uri(target, &base.storage)?;
+            restore::load(&storage, id)?
+        }
+        Err(_) => restore::load_savepoint(target, &base.storage)?,
+    };
+    let scratch = tempfile_dir()?;
+    let m = &restored.metadata;
+    if let Some((uid, state, key)) = lookup {
+        let (encoding, found) =
+            weir_host::checkpoint::inspect::lookup(&restored, &uid, &state, key.as_bytes(), &scratch)
+                .map_err(anyhow::Error::msg)?;
+        if found.is_empty() {
+            anyhow::bail!("operator '{uid}', state '{state}': no value for key {key:?} in {}", restored.location);
+        }
+        for f in found {
+            match f {
+                Found::Value(v) | Found::Element(v) => println!("{}", show(&encoding, &v)),
+                Found::Entry(k, v) => println!("{} => {}", show(&encoding, &k), show(&encoding, &v)),
+            }
+        }
+        return Ok(());
+    }
+    println!(
+        "{} {} of job '{}': id {}, taken {} UTC, max_parallelism {}{}",
+        if m.savepoint { "savepoint" } else { "checkpoint" },
+        restored.location,
+        m.job,
+        m.id,
+        utc(m.triggered_at_ms),
+        m.max_parallelism,
+        if m.finished { ", job finished" } else { "" }
+    );
+    for (id, offset) in &m.sources {
+        println!("source '{id}': position {offset}");
+    }
+    for op in summarize(&restored, &scratch).map_err(anyhow::Error::msg)? {
+        println!("operator '{}' (parallelism {}), {} timers", op.uid, op.parallelism, op.timers);
+        for s in &op.states {
+            println!(
+                "  state '{}': {} v{} ({}), {} {}, {}",
+                s.name,
+                s.kind.name(),
+                s.version,
+                s.encoding,
+                s.keys,
+                if s.kind.shape() == weir_host::state::Shape::OperatorList { "elements" } else { "keys" },
+                human_bytes(s.bytes)
+            );
+            if key_groups {
+                for (g, (k, b)) in &s.key_groups {
+                    println!("    key group {g:>5}: {k} keys, {}", human_bytes(*b));
+                }
+            }
+        }
+    }
+    let _ = std::fs::remove_dir_all(&scratch);
+    Ok(())
+}
+
+/// A fresh scratch directory for downloads.
+fn tempfile_dir() -> anyhow::Result<PathBuf> {
+    let dir = std::env::temp_dir().join(format!("weir-inspect-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    Ok(dir)
 }
 
 /// `host cancel`.

@@ -145,6 +145,22 @@ fn stop_with_savepoint_at_parallelism_2_then_restore_at_3_on_rocksdb_is_exact() 
     assert!(meta.contains("\"savepoint\": true"), "{meta}");
     assert!(!host(&dir, &["status", "sp"]).status.success(), "the stopped job is gone");
 
+    // Inspect agrees with what was published up to the savepoint: as many
+    // keys, and each key's stored count is its last published count.
+    let so_far = final_counts(&before);
+    let out = host(&dir, &["inspect", &location]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let shown = text(&out.stdout);
+    assert!(shown.contains(&format!("state 'count': value v1 (postcard), {} keys", so_far.len())), "{shown}");
+    assert!(shown.contains("operator 'counter' (parallelism 2)"), "{shown}");
+    for (k, n) in so_far.iter().take(5) {
+        let out = host(&dir, &["inspect", &location, "--operator", "counter", "--state", "count", "--key", k]);
+        let value = text(&out.stdout);
+        assert!(value.contains(&format!("(postcard: {n} if an unsigned integer)")), "key {k}: {value}");
+    }
+    let out = host(&dir, &["inspect", &location, "--operator", "counter", "--state", "nope", "--key", "1"]);
+    assert!(!out.status.success() && text(&out.stderr).contains("no state 'nope'"), "{}", text(&out.stderr));
+
     // Another backend, another parallelism.
     write_job(&dir, 3, "rocksdb", 1_000_000);
     let err = dir.succeeds(&["--from-savepoint", &location]);

@@ -4,9 +4,10 @@
 //! I/O), the task side's background upload ([`uploader`]), savepoints
 //! ([`savepoint`]: checkpoints taken on request, stored canonically in a
 //! directory of their own), and finding and reading a checkpoint or
-//! savepoint to restore ([`restore`]). The runtime's coordinator
+//! savepoint to restore ([`restore`]), or to show ([`inspect`]). The runtime's coordinator
 //! drives these; the format is specified in `docs/checkpoint-format.md`.
 
+pub mod inspect;
 pub mod metadata;
 pub mod protocol;
 pub mod restore;

@@ -6,8 +6,10 @@
 
 use super::metadata::{CheckpointMetadata, DbFile, MetadataError, StateHandle};
 use super::storage::{CheckpointStorage, StorageError};
+use super::uploader::DESCRIPTORS_FILE;
 use crate::config::StorageSettings;
-use crate::state::snapshot::{SnapshotError, verify_snapshot};
+use crate::state::StateDescriptor;
+use crate::state::snapshot::{SnapshotError, decode_descriptors, verify_snapshot};
 use bytes::Bytes;
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -138,6 +140,29 @@ pub fn load_latest(storage: &Arc<CheckpointStorage>) -> Result<Option<Restored>,
     } else {
         Err(RestoreError::NoneUsable { dir: storage.display().to_string(), reasons })
     }
+}
+
+/// Downloads an incremental checkpoint's files into `dir` (created, emptied
+/// first); returns the state descriptors stored with them.
+pub fn download_rocksdb(
+    storage: &CheckpointStorage,
+    files: &[DbFile],
+    dir: &std::path::Path,
+) -> Result<Vec<StateDescriptor>, String> {
+    let _ = std::fs::remove_dir_all(dir);
+    std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    let mut descriptors = None;
+    for f in files {
+        let bytes = storage.get_object(&f.path, f.size, f.crc32).map_err(|e| e.to_string())?;
+        if f.name == DESCRIPTORS_FILE {
+            let (_, d) = decode_descriptors(&bytes).map_err(|e| format!("{}: {e}", f.path))?;
+            descriptors = Some(d);
+        } else {
+            let to = dir.join(&f.name);
+            std::fs::write(&to, &bytes).map_err(|e| format!("cannot write {}: {e}", to.display()))?;
+        }
+    }
+    descriptors.ok_or_else(|| format!("the checkpoint lists no {DESCRIPTORS_FILE}"))
 }
 
 /// Splits `<dir>/<job>/chk-<n>[/_metadata]` into (dir, job, n).

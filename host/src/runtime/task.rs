@@ -6,15 +6,14 @@ use super::events::{Counters, TaskError, TaskEvent, TaskId};
 pub use super::inputs::{Inputs, Next};
 use super::router::{RouteError, Router};
 use crate::checkpoint::metadata::DbFile;
-use crate::checkpoint::restore::RestoreSource;
+use crate::checkpoint::restore::{RestoreSource, download_rocksdb};
 use crate::checkpoint::storage::CheckpointStorage;
-use crate::checkpoint::uploader::{DESCRIPTORS_FILE, Uploader};
+use crate::checkpoint::uploader::Uploader;
 use crate::config::{BackendKind, RocksDbSettings};
 use crate::state::hashmap::HashMapBackend;
 use crate::state::key_group::KeyGroupRange;
 use crate::state::rocksdb::checkpoint_to_snapshot;
 use crate::state::rocksdb::{RocksDbBackend, RocksDbMemory};
-use crate::state::snapshot::decode_descriptors;
 use crate::state::snapshot::{OperatorShare, restore_snapshot};
 use crate::state::ttl::TtlBackend;
 use crate::state::{StateBackend, TimeDomain};
@@ -124,29 +123,6 @@ fn download_dir(localdir: &std::path::Path, uid: &str, subtask: u32, source: usi
     localdir.join(format!("restore-{uid}-{subtask}-from-{source}-{}", std::process::id()))
 }
 
-/// Downloads an incremental checkpoint's files into `dir` (created, emptied
-/// first); returns the state descriptors stored with them.
-fn download(
-    storage: &CheckpointStorage,
-    files: &[DbFile],
-    dir: &std::path::Path,
-) -> Result<Vec<StateDescriptor>, String> {
-    let _ = std::fs::remove_dir_all(dir);
-    std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
-    let mut descriptors = None;
-    for f in files {
-        let bytes = storage.get_object(&f.path, f.size, f.crc32).map_err(|e| e.to_string())?;
-        if f.name == DESCRIPTORS_FILE {
-            let (_, d) = decode_descriptors(&bytes).map_err(|e| format!("{}: {e}", f.path))?;
-            descriptors = Some(d);
-        } else {
-            let to = dir.join(&f.name);
-            std::fs::write(&to, &bytes).map_err(|e| format!("cannot write {}: {e}", to.display()))?;
-        }
-    }
-    descriptors.ok_or_else(|| format!("the checkpoint lists no {DESCRIPTORS_FILE}"))
-}
-
 impl OperatorTask {
     /// Creates the state backend, adopting the restored RocksDB files when
     /// they are this subtask's own; also returns the files adopted (an
@@ -187,7 +163,7 @@ impl OperatorTask {
             return Ok((Box::new(TtlBackend::new(db, clock, self.max_parallelism)), Vec::new()));
         };
         let dir = download_dir(&localdir, &self.id.node, self.id.subtask, self.id.subtask as usize);
-        let descriptors = download(&storage, &files, &dir).map_err(|e| (true, e))?;
+        let descriptors = download_rocksdb(&storage, &files, &dir).map_err(|e| (true, e))?;
         let inner: Vec<_> = descriptors.iter().map(|d| StateDescriptor { ttl: None, ..d.clone() }).collect();
         let db = RocksDbBackend::adopt(&localdir, &name, range, memory, &dir, inner).map_err(opened)?;
         let mut backend = TtlBackend::new(db, clock, self.max_parallelism);
@@ -236,7 +212,7 @@ impl OperatorTask {
                     RestoreSource::Snapshot(bytes) => bytes.clone(),
                     RestoreSource::Rocksdb(files) => {
                         let dir = download_dir(&self.rocksdb.localdir, &uid, subtask, i);
-                        let descriptors = download(&restore.storage, files, &dir)
+                        let descriptors = download_rocksdb(&restore.storage, files, &dir)
                             .map_err(|e| restore_error(format!("state of subtask {i}: {e}")))?;
                         checkpoint_to_snapshot(&dir, descriptors, self.max_parallelism)
                             .map_err(|e| restore_error(format!("state of subtask {i}: {e}")))?

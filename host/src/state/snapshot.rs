@@ -360,6 +360,28 @@ pub fn verify_snapshot(bytes: &[u8]) -> Result<(), SnapshotError> {
     Ok(())
 }
 
+/// Reads a whole snapshot without restoring it: checks it, then hands
+/// every entry to `visit` with its key group (none for operator and
+/// broadcast state). Returns the snapshot's max parallelism and states.
+pub fn visit_snapshot(
+    bytes: &[u8],
+    visit: &mut dyn FnMut(Option<u16>, &SnapshotEntry<'_>),
+) -> Result<(u32, Vec<StateDescriptor>), SnapshotError> {
+    let sections = sections(bytes)?;
+    let Some(header) = sections.first().filter(|s| s.tag == b'H') else {
+        return Err(SnapshotError::Corrupt("no header section".into()));
+    };
+    let (max_parallelism, descriptors) = parse_descriptors(header.payload, header.offset)?;
+    for s in &sections[1..] {
+        let mut r = Reader { bytes: s.payload, at: 0, base: s.offset };
+        while !r.done() {
+            let e = read_entry(&mut r, descriptors.len())?;
+            visit((s.tag == b'K').then_some(s.key_group), &e);
+        }
+    }
+    Ok((max_parallelism, descriptors))
+}
+
 /// What a restore did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct RestoreSummary {

@@ -1,0 +1,253 @@
+//! `host inspect`: what a checkpoint or savepoint holds, read without
+//! running the job. Every subtask's state is read as a canonical snapshot
+//! (incremental RocksDB state is downloaded and converted first), one
+//! subtask at a time, and summed up per operator, state and key group; or
+//! searched for one key's value.
+
+use super::restore::{RestoreSource, Restored, download_rocksdb};
+use crate::state::key_group::{key_group_of_hash, key_hash};
+use crate::state::rocksdb::checkpoint_to_snapshot;
+use crate::state::snapshot::visit_snapshot;
+use crate::state::{SnapshotEntry, StateKind};
+use bytes::Bytes;
+use std::collections::{BTreeMap, HashSet};
+use std::path::Path;
+
+/// One state of one operator, over all its subtasks.
+#[derive(Debug, Clone)]
+pub struct StateSummary {
+    /// Its name.
+    pub name: String,
+    /// Its kind.
+    pub kind: StateKind,
+    /// The guest's value-format version.
+    pub version: u32,
+    /// The guest's value encoding.
+    pub encoding: String,
+    /// Keys (keyed state) or elements and entries (operator and broadcast
+    /// state).
+    pub keys: u64,
+    /// Bytes of keys, user keys and values.
+    pub bytes: u64,
+    /// Per key group: keys and bytes.
+    pub key_groups: BTreeMap<u16, (u64, u64)>,
+}
+
+/// One operator.
+#[derive(Debug, Clone)]
+pub struct OperatorSummary {
+    /// Its uid.
+    pub uid: String,
+    /// Its parallelism when the checkpoint was taken.
+    pub parallelism: u32,
+    /// Its states, by name.
+    pub states: Vec<StateSummary>,
+    /// Pending timers.
+    pub timers: u64,
+}
+
+/// Keys, bytes, and both per key group, of one state.
+type Counts = (u64, u64, BTreeMap<u16, (u64, u64)>);
+
+/// One subtask's state as canonical snapshot bytes.
+fn snapshot_bytes(r: &Restored, source: &RestoreSource, scratch: &Path) -> Result<Bytes, String> {
+    match source {
+        RestoreSource::Snapshot(b) => Ok(b.clone()),
+        RestoreSource::Rocksdb(files) => {
+            let descriptors = download_rocksdb(&r.storage, files, scratch)?;
+            let bytes =
+                checkpoint_to_snapshot(scratch, descriptors, r.metadata.max_parallelism).map_err(|e| e.to_string())?;
+            let _ = std::fs::remove_dir_all(scratch);
+            Ok(bytes.into())
+        }
+    }
+}
+
+/// Every operator's states, summed over its subtasks. `scratch` is a
+/// directory for downloading incremental RocksDB state.
+pub fn summarize(r: &Restored, scratch: &Path) -> Result<Vec<OperatorSummary>, String> {
+    let mut out = Vec::new();
+    for (uid, op) in &r.metadata.operators {
+        let mut states: Vec<StateSummary> = Vec::new();
+        let mut timers = 0;
+        let sources = r.states.get(uid).ok_or_else(|| format!("operator '{uid}' has no state read"))?;
+        for (i, source) in sources.iter().enumerate() {
+            let bytes = snapshot_bytes(r, source, &scratch.join(format!("{uid}-{i}")))?;
+            // Keys seen per (state, key group), to count each key once.
+            let mut seen: HashSet<(u32, u16, Vec<u8>)> = HashSet::new();
+            let mut counts: Vec<Counts> = Vec::new();
+            let (_, descriptors) = visit_snapshot(&bytes, &mut |kg, e| {
+                let (state, key, size) = match *e {
+                    SnapshotEntry::Value { state, key, value } => (state, Some(key), key.len() + value.len()),
+                    SnapshotEntry::ListItem { state, key, value } => (state, Some(key), value.len()),
+                    SnapshotEntry::MapItem { state, key, user_key, value } => {
+                        (state, Some(key), user_key.len() + value.len())
+                    }
+                    SnapshotEntry::OperatorItem { state, value } => (state, None, value.len()),
+                    SnapshotEntry::BroadcastItem { state, user_key, value } => {
+                        (state, None, user_key.len() + value.len())
+                    }
+                    SnapshotEntry::Timer { .. } => {
+                        timers += 1;
+                        return;
+                    }
+                };
+                if counts.len() <= state as usize {
+                    counts.resize_with(state as usize + 1, Default::default);
+                }
+                let c = &mut counts[state as usize];
+                let new_key = match (key, kg) {
+                    (Some(k), Some(g)) => seen.insert((state, g, k.to_vec())),
+                    _ => true,
+                };
+                let (keys, bytes) = (u64::from(new_key), size as u64);
+                c.0 += keys;
+                c.1 += bytes;
+                if let Some(g) = kg {
+                    let slot = c.2.entry(g).or_default();
+                    slot.0 += keys;
+                    slot.1 += bytes;
+                }
+            })
+            .map_err(|e| format!("state of operator '{uid}' subtask {i}: {e}"))?;
+            for (id, d) in descriptors.iter().enumerate() {
+                let summary = match states.iter_mut().find(|s| s.name == d.name) {
+                    Some(s) => s,
+                    None => {
+                        states.push(StateSummary {
+                            name: d.name.clone(),
+                            kind: d.kind,
+                            version: d.version,
+                            encoding: d.encoding.clone(),
+                            keys: 0,
+                            bytes: 0,
+                            key_groups: BTreeMap::new(),
+                        });
+                        states.last_mut().expect("pushed")
+                    }
+                };
+                let Some((keys, bytes, groups)) = counts.get(id) else { continue };
+                // Broadcast state is the same on every subtask: count it once.
+                if d.kind == StateKind::BroadcastMap && i > 0 {
+                    continue;
+                }
+                summary.keys += keys;
+                summary.bytes += bytes;
+                for (g, (k, b)) in groups {
+                    let slot = summary.key_groups.entry(*g).or_default();
+                    slot.0 += k;
+                    slot.1 += b;
+                }
+            }
+        }
+        out.push(OperatorSummary { uid: uid.clone(), parallelism: op.parallelism, states, timers });
+    }
+    Ok(out)
+}
+
+/// What one key holds in one state.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Found {
+    /// A value (value, reducing and aggregating state).
+    Value(Vec<u8>),
+    /// A list element.
+    Element(Vec<u8>),
+    /// A map entry.
+    Entry(Vec<u8>, Vec<u8>),
+}
+
+/// The value of `key` in state `state` of operator `uid`, with the state's
+/// encoding. Only the subtask snapshots holding the key's key group are
+/// read.
+pub fn lookup(
+    r: &Restored,
+    uid: &str,
+    state: &str,
+    key: &[u8],
+    scratch: &Path,
+) -> Result<(String, Vec<Found>), String> {
+    let sources = r.states.get(uid).ok_or_else(|| {
+        let known: Vec<&str> = r.metadata.operators.keys().map(String::as_str).collect();
+        format!("no operator '{uid}' in {} (it has: {})", r.location, known.join(", "))
+    })?;
+    let group = key_group_of_hash(key_hash(key), r.metadata.max_parallelism);
+    let mut found = Vec::new();
+    let mut encoding = None;
+    for (i, source) in sources.iter().enumerate() {
+        let bytes = snapshot_bytes(r, source, &scratch.join(format!("{uid}-{i}")))?;
+        let mut id = None;
+        let mut hits = Vec::new();
+        let (_, descriptors) = visit_snapshot(&bytes, &mut |kg, e| {
+            if kg != Some(group) {
+                return;
+            }
+            match *e {
+                SnapshotEntry::Value { state, key: k, value } if k == key => {
+                    hits.push((state, Found::Value(value.to_vec())))
+                }
+                SnapshotEntry::ListItem { state, key: k, value } if k == key => {
+                    hits.push((state, Found::Element(value.to_vec())))
+                }
+                SnapshotEntry::MapItem { state, key: k, user_key, value } if k == key => {
+                    hits.push((state, Found::Entry(user_key.to_vec(), value.to_vec())))
+                }
+                _ => {}
+            }
+        })
+        .map_err(|e| format!("state of operator '{uid}' subtask {i}: {e}"))?;
+        if let Some(pos) = descriptors.iter().position(|d| d.name == state) {
+            id = Some(pos as u32);
+            encoding = Some(descriptors[pos].encoding.clone());
+        }
+        if let Some(id) = id {
+            found.extend(hits.into_iter().filter(|(s, _)| *s == id).map(|(_, f)| f));
+        }
+    }
+    let encoding = encoding.ok_or_else(|| format!("operator '{uid}' has no state '{state}'"))?;
+    Ok((encoding, found))
+}
+
+/// Bytes for people: text for text encodings (`utf8`, `json`), else hex
+/// with the printable characters beside it.
+pub fn show(encoding: &str, bytes: &[u8]) -> String {
+    if matches!(encoding, "utf8" | "json")
+        && let Ok(text) = std::str::from_utf8(bytes)
+    {
+        return text.to_string();
+    }
+    let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    let text: String = bytes.iter().map(|&b| if b.is_ascii_graphic() { b as char } else { '.' }).collect();
+    // A postcard unsigned integer is one LEB128 varint: worth showing.
+    let number = (encoding == "postcard").then(|| varint(bytes)).flatten();
+    match number {
+        Some(n) => format!("0x{hex} ({encoding}: {n} if an unsigned integer)"),
+        None => format!("0x{hex} ({encoding}: \"{text}\")"),
+    }
+}
+
+/// `bytes` as exactly one LEB128 varint.
+fn varint(bytes: &[u8]) -> Option<u64> {
+    let mut n: u64 = 0;
+    for (i, &b) in bytes.iter().enumerate() {
+        if i >= 10 {
+            return None;
+        }
+        n |= u64::from(b & 0x7f) << (7 * i);
+        if b & 0x80 == 0 {
+            return (i + 1 == bytes.len()).then_some(n);
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn values_show_as_text_or_hex() {
+        assert_eq!(show("utf8", b"hello"), "hello");
+        assert_eq!(show("postcard", &[0xac, 0x02]), "0xac02 (postcard: 300 if an unsigned integer)");
+        assert_eq!(show("raw", b"a\x01"), "0x6101 (raw: \"a.\")");
+    }
+}
