@@ -86,6 +86,27 @@ enum Command {
         #[arg(long, value_name = "URI")]
         dir: Option<String>,
     },
+    /// Replace one operator's module while the job runs, its state carried
+    /// over (values migrated when the new module's state versions differ).
+    ///
+    /// A savepoint is taken at the swap and kept for rollback. If the new
+    /// module fails to load, declares state of another kind, fails to
+    /// migrate or traps in open, the old module keeps running and this
+    /// exits non-zero with the reason. Prints the pause the swap caused.
+    Swap {
+        /// The job's name, or its job file.
+        job: String,
+        /// The operator's uid.
+        #[arg(long)]
+        operator: String,
+        /// The new component (.wasm).
+        #[arg(long, value_name = "PATH")]
+        module: PathBuf,
+        /// Parent directory of the swap's savepoint [default: the job's
+        /// state.savepoints.dir].
+        #[arg(long, value_name = "URI")]
+        dir: Option<String>,
+    },
     /// Show what a checkpoint or savepoint holds, without running the job:
     /// operators, states, kinds, keys and bytes (per key group with
     /// --key-groups), or one key's value.
@@ -152,6 +173,7 @@ fn main() -> ExitCode {
         Command::Status { job, json } => status(&job, json),
         Command::Savepoint { job, stop, drain, dir } => savepoint(&job, SavepointRequest { dir, stop, drain }),
         Command::Cancel { job } => cancel(&job),
+        Command::Swap { job, operator, module, dir } => swap(&job, operator, &module, dir),
         Command::Inspect { target, key_groups, operator, state, key, config } => {
             let lookup = operator.zip(state).zip(key).map(|((o, s), k)| (o, s, k));
             inspect(&target, key_groups, lookup, config.as_deref())
@@ -352,6 +374,24 @@ fn tempfile_dir() -> anyhow::Result<PathBuf> {
     let dir = std::env::temp_dir().join(format!("weir-inspect-{}", std::process::id()));
     std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
     Ok(dir)
+}
+
+/// `host swap`.
+fn swap(job: &str, operator: String, module: &Path, dir: Option<String>) -> anyhow::Result<()> {
+    let client = Client::find(&job_name(job)?)?;
+    // The host resolves paths from its own directory: send an absolute one.
+    let module = std::fs::canonicalize(module).with_context(|| format!("cannot read {}", module.display()))?;
+    let request = weir_host::control::SwapRequest { operator, module: module.display().to_string(), dir };
+    let done = client.swap(&request).context("module swap failed")?;
+    println!("{}", done.savepoint.location);
+    eprintln!(
+        "operator '{}' now runs {}; paused {:.1} ms; savepoint {} kept for rollback",
+        request.operator,
+        module.display(),
+        done.pause_ms,
+        done.savepoint.location
+    );
+    Ok(())
 }
 
 /// `host cancel`.

@@ -372,3 +372,68 @@ fn a_new_module_version_migrates_the_restored_values_and_a_changed_kind_is_refus
     assert!(!ok, "{err}");
     assert!(err.contains("migrate-value from version 2 failed") && err.contains("'count'"), "{err}");
 }
+
+/// `host swap` on the running counter job; returns the command's output.
+fn swap_to(dir: &JobDir, module: &str) -> Output {
+    host(dir, &["swap", "sp", "--operator", "counter", "--module", module])
+}
+
+#[test]
+fn a_live_swap_to_version_2_migrates_the_state_and_loses_or_repeats_nothing() {
+    let dir = JobDir::new();
+    write_job(&dir, 2, "hashmap", 15_000);
+    let child = start(&dir, &[]);
+    wait_running(&dir);
+    let out = swap_to(&dir, artifacts::WORD_COUNT_COUNTER_V2);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let said = text(&out.stderr);
+    assert!(said.contains("operator 'counter' now runs") && said.contains("paused"), "{said}");
+    let (ok, err) = finish(child);
+    assert!(ok, "{err}");
+    let all = published(&dir);
+    let v1 = all.lines().filter(|l| l.contains(' ')).count();
+    let v2 = all.lines().filter(|l| l.contains('=')).count();
+    assert!(v1 > 0 && v2 > 0, "both versions wrote: {v1} v1 lines, {v2} v2 lines");
+    assert_eq!((v1 + v2) as u64, RECORDS, "one output line per record");
+    // Every word counts on across the swap: 1..=n over both formats.
+    assert_eq!(final_counts(&all.replace('=', " ")), expected());
+    // No v1 line after a word's first v2 line.
+    let mut switched = std::collections::HashSet::new();
+    for line in all.lines() {
+        if let Some((k, _)) = line.split_once('=') {
+            switched.insert(k.to_string());
+        } else {
+            let k = line.split_once(' ').unwrap().0;
+            assert!(!switched.contains(k), "v1 output for {k} after its v2 output");
+        }
+    }
+}
+
+#[test]
+fn a_failed_swap_rolls_back_and_the_old_module_goes_on() {
+    let dir = JobDir::new();
+    write_job(&dir, 2, "rocksdb", 8_000);
+    let child = start(&dir, &[]);
+    wait_running(&dir);
+    // Traps in open.
+    let out = swap_to(&dir, artifacts::OPEN_TRAP);
+    assert!(!out.status.success());
+    let err = text(&out.stderr);
+    assert!(err.contains("failed in open") && err.contains("keeps running its old module"), "{err}");
+    // Declares `count` as a map.
+    let out = swap_to(&dir, artifacts::COUNT_AS_MAP);
+    assert!(!out.status.success());
+    let err = text(&out.stderr);
+    assert!(err.contains("'count'") && err.contains("map"), "{err}");
+    // Not a component at all.
+    dir.write("junk.wasm", b"not wasm");
+    let out = swap_to(&dir, &dir.path().join("junk.wasm").display().to_string());
+    assert!(!out.status.success());
+    assert!(text(&out.stderr).contains("cannot load the new module"), "{}", text(&out.stderr));
+    let (ok, err) = finish(child);
+    assert!(ok, "the job survives failed swaps: {err}");
+    let all = published(&dir);
+    assert!(!all.contains('='), "only version 1 ever ran");
+    assert_eq!(all.lines().count() as u64, RECORDS);
+    assert_eq!(final_counts(&all), expected());
+}

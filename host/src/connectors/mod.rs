@@ -151,7 +151,11 @@ impl SourceContext {
                 Ok(())
             }
             Control::Stop { id, drain } => self.stop(id, drain),
-            Control::Complete(_) | Control::Resume | Control::EndStopped => Ok(()),
+            Control::Complete(_)
+            | Control::Resume
+            | Control::EndStopped
+            | Control::SwapCommit(_)
+            | Control::SwapAbort(_) => Ok(()),
         }
     }
 

@@ -193,7 +193,11 @@ impl SinkTask {
                         return Ok(counters);
                     }
                     Control::Cancel => return Err(TaskError::Cancelled),
-                    Control::Trigger(_) | Control::Stop { .. } | Control::Resume => {}
+                    Control::Trigger(_)
+                    | Control::Stop { .. }
+                    | Control::Resume
+                    | Control::SwapCommit(_)
+                    | Control::SwapAbort(_) => {}
                 }
             }
         }

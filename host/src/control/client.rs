@@ -3,7 +3,7 @@
 //! makes one request.
 
 use super::server::alive;
-use super::{RunFile, SavepointDone, SavepointRequest, Status, run_file_path};
+use super::{RunFile, SavepointDone, SavepointRequest, Status, SwapDone, SwapRequest, run_file_path};
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use thiserror::Error;
@@ -64,6 +64,12 @@ impl Client {
     /// Takes a savepoint; returns once it completed (or failed).
     pub fn savepoint(&self, request: &SavepointRequest) -> Result<SavepointDone, ClientError> {
         self.call("POST", "/v1/savepoint", Some(serde_json::to_vec(request).expect("serializes")))
+    }
+
+    /// Replaces an operator's module; returns once the swap took effect
+    /// (or was rolled back).
+    pub fn swap(&self, request: &SwapRequest) -> Result<SwapDone, ClientError> {
+        self.call("POST", "/v1/swap", Some(serde_json::to_vec(request).expect("serializes")))
     }
 
     /// Cancels the job.

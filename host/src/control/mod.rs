@@ -8,6 +8,8 @@
 //! - `GET /v1/status`: a [`Status`];
 //! - `POST /v1/savepoint` with a [`SavepointRequest`]: waits for the
 //!   savepoint and answers a [`SavepointDone`];
+//! - `POST /v1/swap` with a [`SwapRequest`]: replaces one operator's
+//!   module while the job runs, and answers a [`SwapDone`];
 //! - `POST /v1/cancel`: cancels the job.
 //!
 //! Errors come back as `{"error": "..."}` with a 4xx or 5xx status.
@@ -82,6 +84,28 @@ pub struct SavepointDone {
     pub stopped: bool,
 }
 
+/// A request to replace one operator's module while the job runs.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SwapRequest {
+    /// The operator's uid.
+    pub operator: String,
+    /// The new component, as an absolute path on the host's machine.
+    pub module: String,
+    /// Parent directory of the swap's savepoint; the job's
+    /// `state.savepoints.dir` if none.
+    pub dir: Option<String>,
+}
+
+/// A module swap that took effect.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SwapDone {
+    /// The savepoint taken at the swap (the state before it, for rollback).
+    pub savepoint: SavepointDone,
+    /// How long the operator stopped processing, in milliseconds: from the
+    /// first subtask's barrier to the new module taking over everywhere.
+    pub pause_ms: f64,
+}
+
 /// A running job's state, as `host status` shows it.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Status {
@@ -128,4 +152,6 @@ pub enum Request {
     Savepoint(SavepointRequest, crossbeam_channel::Sender<Result<SavepointDone, String>>),
     /// `POST /v1/cancel`.
     Cancel(crossbeam_channel::Sender<()>),
+    /// `POST /v1/swap`.
+    Swap(SwapRequest, crossbeam_channel::Sender<Result<SwapDone, String>>),
 }

@@ -7,7 +7,7 @@
 //! Deliberately small (no HTTP library): a request line, headers, an
 //! optional `Content-Length` body, one response, connection closed.
 
-use super::{Request, RunFile, SavepointRequest, run_file_path};
+use super::{Request, RunFile, SavepointRequest, SwapRequest, run_file_path};
 use crossbeam_channel::Sender;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -224,6 +224,21 @@ fn route(method: &str, path: &str, body: &[u8], requests: &Sender<Request>) -> (
                 Ok(Ok(done)) => (200, serde_json::to_vec(&done).expect("serializes")),
                 Ok(Err(reason)) => (409, error_json(&reason)),
                 Err(_) => (503, error_json("the job ended or restarted before the savepoint completed")),
+            }
+        }
+        ("POST", "/v1/swap") => {
+            let request: SwapRequest = match serde_json::from_slice(body) {
+                Ok(r) => r,
+                Err(e) => return (400, error_json(&format!("bad swap request: {e}"))),
+            };
+            let (tx, rx) = crossbeam_channel::bounded(1);
+            if requests.send(Request::Swap(request, tx)).is_err() {
+                return gone();
+            }
+            match rx.recv_timeout(SAVEPOINT_WAIT) {
+                Ok(Ok(done)) => (200, serde_json::to_vec(&done).expect("serializes")),
+                Ok(Err(reason)) => (409, error_json(&reason)),
+                Err(_) => (503, error_json("the job ended or restarted before the swap completed")),
             }
         }
         ("POST", "/v1/cancel") => {

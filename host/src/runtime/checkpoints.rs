@@ -14,7 +14,9 @@ use crate::checkpoint::protocol::{CheckpointId, Command, Protocol, ProtocolConfi
 use crate::checkpoint::savepoint::{SavepointTargets, new_savepoint_uri};
 use crate::checkpoint::storage::CheckpointStorage;
 use crate::config::{CheckpointSettings, StorageSettings};
-use crate::control::{SavepointDone, SavepointRequest};
+use crate::control::{SavepointDone, SavepointRequest, SwapDone};
+use crate::runtime::swap::{SwapTarget, SwapTargets};
+use crate::wasm::OperatorModule;
 use crossbeam_channel::Sender;
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::sync::Arc;
@@ -53,6 +55,8 @@ pub struct Checkpoints {
     pinned: HashSet<String>,
     /// Savepoints in flight, which uploaders consult.
     savepoints: Arc<SavepointTargets>,
+    /// Module swaps in flight, which operator subtasks consult.
+    swaps: Arc<SwapTargets>,
     /// Statistics.
     pub stats: CheckpointStats,
 }
@@ -60,13 +64,34 @@ pub struct Checkpoints {
 /// Who is waiting for a savepoint's outcome.
 pub type SavepointReply = Sender<Result<SavepointDone, String>>;
 
+/// Who is waiting for a module swap's outcome.
+pub type SwapReply = Sender<Result<SwapDone, String>>;
+
 /// A savepoint asked for and not finished yet.
 struct PendingSavepoint {
     request: SavepointRequest,
-    reply: SavepointReply,
+    /// None for a swap's savepoint (the swap answers).
+    reply: Option<SavepointReply>,
     storage: Arc<CheckpointStorage>,
     /// Set once triggered.
     id: Option<CheckpointId>,
+    /// The module swap it carries.
+    swap: Option<PendingSwap>,
+}
+
+/// A module swap: its savepoint, then every subtask's preparation.
+struct PendingSwap {
+    target: SwapTarget,
+    subtasks: u32,
+    reply: SwapReply,
+    /// Set once triggered.
+    id: Option<CheckpointId>,
+    /// Per subtask that reported: when its barrier came, or why it failed.
+    prepared: Vec<Result<Instant, String>>,
+    /// The savepoint, once complete.
+    done: Option<SavepointDone>,
+    /// Set once committed: the pause it caused.
+    pause_ms: Option<f64>,
 }
 
 /// One attempt's view: the protocol and the tasks to talk to.
@@ -88,6 +113,10 @@ pub struct Attempt<'a> {
     savepoint: Option<PendingSavepoint>,
     /// The savepoint the job stopped with.
     stopped_with: Option<SavepointDone>,
+    /// A triggered module swap, until it commits or aborts.
+    swap: Option<PendingSwap>,
+    /// Swaps committed: (operator uid, new module), for the coordinator.
+    committed: Vec<(String, OperatorModule)>,
 }
 
 impl Checkpoints {
@@ -110,6 +139,7 @@ impl Checkpoints {
             created: VecDeque::new(),
             pinned,
             savepoints: Arc::default(),
+            swaps: Arc::default(),
             stats: CheckpointStats::default(),
         }
     }
@@ -117,6 +147,11 @@ impl Checkpoints {
     /// Savepoints in flight, for the uploaders.
     pub fn savepoints(&self) -> &Arc<SavepointTargets> {
         &self.savepoints
+    }
+
+    /// Module swaps in flight, for operator subtasks.
+    pub fn swaps(&self) -> &Arc<SwapTargets> {
+        &self.swaps
     }
 
     /// The storage.
@@ -158,6 +193,8 @@ impl Checkpoints {
             started: Instant::now(),
             savepoint: None,
             stopped_with: None,
+            swap: None,
+            committed: Vec::new(),
             cp: self,
         }
     }
@@ -215,26 +252,139 @@ impl Attempt<'_> {
         storage: &StorageSettings,
         reply: SavepointReply,
     ) {
-        let refuse = |reply: &SavepointReply, why: String| {
+        if let Err(why) = self.plan_savepoint(request, default_dir, storage, None) {
             let _ = reply.send(Err(why));
+        } else if let Some(p) = self.savepoint.as_mut() {
+            p.reply = Some(reply);
+        }
+    }
+
+    /// Asks for a module swap of operator `uid` (with `subtasks` subtasks)
+    /// to `module`, riding on a savepoint into `dir` (else `default_dir`).
+    #[allow(clippy::too_many_arguments)]
+    pub fn request_swap(
+        &mut self,
+        uid: &str,
+        module: OperatorModule,
+        subtasks: u32,
+        dir: Option<String>,
+        default_dir: Option<&str>,
+        storage: &StorageSettings,
+        reply: SwapReply,
+    ) {
+        if self.swap.is_some() {
+            let _ = reply.send(Err("a module swap is already in progress".into()));
+            return;
+        }
+        let swap = PendingSwap {
+            target: SwapTarget { uid: uid.into(), module },
+            subtasks,
+            reply: reply.clone(),
+            id: None,
+            prepared: Vec::new(),
+            done: None,
+            pause_ms: None,
         };
+        let request = SavepointRequest { dir, stop: false, drain: false };
+        if let Err(why) = self.plan_savepoint(request, default_dir, storage, Some(swap)) {
+            let _ = reply.send(Err(why));
+        }
+    }
+
+    fn plan_savepoint(
+        &mut self,
+        request: SavepointRequest,
+        default_dir: Option<&str>,
+        storage: &StorageSettings,
+        swap: Option<PendingSwap>,
+    ) -> Result<(), String> {
         if self.stopped {
-            return refuse(&reply, "the job's input is exhausted and it is finishing".into());
+            return Err("the job's input is exhausted and it is finishing".into());
         }
         if self.savepoint.is_some() {
-            return refuse(&reply, "a savepoint is already in progress".into());
+            return Err("a savepoint is already in progress".into());
         }
         let Some(dir) = request.dir.as_deref().or(default_dir) else {
-            return refuse(&reply, "no savepoint directory: pass --dir, or set state.savepoints.dir".into());
+            return Err("no savepoint directory: pass --dir, or set state.savepoints.dir".into());
         };
         let uri = new_savepoint_uri(dir, &self.cp.job, super::task::now_ms());
-        let target = match CheckpointStorage::open_savepoint(storage, &uri) {
-            Ok(s) => Arc::new(s),
-            Err(e) => return refuse(&reply, e.to_string()),
-        };
-        tracing::info!(savepoint = %uri, stop = request.stop, drain = request.drain, "savepoint requested");
-        self.savepoint = Some(PendingSavepoint { request, reply, storage: target, id: None });
+        let target = Arc::new(CheckpointStorage::open_savepoint(storage, &uri).map_err(|e| e.to_string())?);
+        tracing::info!(savepoint = %uri, stop = request.stop, drain = request.drain, swap = swap.is_some(), "savepoint requested");
+        self.savepoint = Some(PendingSavepoint { request, reply: None, storage: target, id: None, swap });
         self.protocol.request_savepoint();
+        Ok(())
+    }
+
+    /// Swaps committed since the last call: (operator uid, new module).
+    pub fn take_committed_swaps(&mut self) -> Vec<(String, OperatorModule)> {
+        std::mem::take(&mut self.committed)
+    }
+
+    /// Subtask `task` prepared module swap `id` (or failed to).
+    pub fn on_swap_prepared(&mut self, task: &TaskId, id: CheckpointId, result: Result<Instant, String>) {
+        let Some(swap) = self.swap.as_mut().filter(|s| s.id == Some(id)) else { return };
+        if let Err(e) = &result {
+            tracing::warn!(task = %task, "module swap failed: {e}");
+        }
+        swap.prepared.push(result.map_err(|e| format!("subtask {}: {e}", task.subtask)));
+        self.settle_swap();
+    }
+
+    /// Commits the swap when its savepoint completed and every subtask
+    /// prepared; aborts it when any subtask failed.
+    fn settle_swap(&mut self) {
+        let Some(swap) = self.swap.as_mut() else { return };
+        let id = swap.id.expect("triggered");
+        if swap.pause_ms.is_none() {
+            // Every subtask must be waiting before any is told: the others
+            // may still be opening the new module.
+            if swap.prepared.len() < swap.subtasks as usize {
+                return;
+            }
+            let failed: Vec<String> = swap.prepared.iter().filter_map(|r| r.as_ref().err().cloned()).collect();
+            if !failed.is_empty() {
+                let swap = self.swap.take().expect("checked");
+                self.abort_swap(swap, format!("the new module was refused: {}", failed.join("; ")));
+                return;
+            }
+            // The commit does not wait for the savepoint: a failed swap rolls
+            // back to each subtask's frozen view, and the savepoint is the
+            // user's way back later. The pause is the preparation only.
+            self.cp.swaps.remove(id);
+            for tx in &self.everyone {
+                let _ = tx.send(Control::SwapCommit(id));
+            }
+            let first =
+                swap.prepared.iter().filter_map(|r| r.as_ref().ok()).min().copied().unwrap_or_else(Instant::now);
+            let pause_ms = first.elapsed().as_secs_f64() * 1e3;
+            swap.pause_ms = Some(pause_ms);
+            tracing::info!(operator = %swap.target.uid, pause_ms, "module swapped");
+            self.committed.push((swap.target.uid.to_string(), swap.target.module.clone()));
+        }
+        if let (Some(done), Some(pause_ms)) = (swap.done.clone(), swap.pause_ms) {
+            let swap = self.swap.take().expect("checked");
+            let _ = swap.reply.send(Ok(SwapDone { savepoint: done, pause_ms }));
+        }
+    }
+
+    fn abort_swap(&mut self, swap: PendingSwap, reason: String) {
+        if swap.pause_ms.is_some() {
+            // Committed already: the new module runs; only the savepoint
+            // of the state before it failed.
+            let _ = swap.reply.send(Err(format!(
+                "'{}' now runs the new module, but the savepoint of the state before the swap failed: {reason}",
+                swap.target.uid
+            )));
+            return;
+        }
+        if let Some(id) = swap.id {
+            self.cp.swaps.remove(id);
+            for tx in &self.everyone {
+                let _ = tx.send(Control::SwapAbort(id));
+            }
+        }
+        tracing::warn!(operator = %swap.target.uid, "module swap rolled back: {reason}");
+        let _ = swap.reply.send(Err(format!("{reason}; '{}' keeps running its old module", swap.target.uid)));
     }
 
     /// The savepoint the job stopped with, once it completed.
@@ -339,6 +489,11 @@ impl Attempt<'_> {
                         if p.request.stop {
                             control = Control::Stop { id, drain: p.request.drain };
                         }
+                        if let Some(mut swap) = p.swap.take() {
+                            swap.id = Some(id);
+                            self.cp.swaps.insert(id, swap.target.clone());
+                            self.swap = Some(swap);
+                        }
                     }
                     tracing::debug!(checkpoint = id, savepoint, "triggered");
                     for (_, tx) in &self.sources {
@@ -372,7 +527,13 @@ impl Attempt<'_> {
                         }
                         let p = self.savepoint.take().expect("checked");
                         self.cp.savepoints.remove(id);
-                        let _ = p.reply.send(Ok(done));
+                        if let Some(reply) = p.reply {
+                            let _ = reply.send(Ok(done.clone()));
+                        }
+                        if let Some(swap) = self.swap.as_mut().filter(|s| s.id == Some(id)) {
+                            swap.done = Some(done);
+                            self.settle_swap();
+                        }
                     }
                     let now = self.now_ms();
                     queue.extend(self.protocol.on_metadata_written(id, result, now));
@@ -430,7 +591,7 @@ impl Attempt<'_> {
     /// Answers the pending savepoint with `reason`; sources waiting on it
     /// to stop carry on.
     fn fail_savepoint(&mut self, reason: String) {
-        let Some(p) = self.savepoint.take() else { return };
+        let Some(mut p) = self.savepoint.take() else { return };
         tracing::warn!(savepoint = %p.storage.display(), "savepoint failed: {reason}");
         if let Some(id) = p.id {
             self.cp.savepoints.remove(id);
@@ -440,7 +601,13 @@ impl Attempt<'_> {
                 }
             }
         }
-        let _ = p.reply.send(Err(reason));
+        let swap = p.swap.take().or_else(|| self.swap.take_if(|s| s.id.is_some() && s.id == p.id));
+        if let Some(swap) = swap {
+            self.abort_swap(swap, format!("its savepoint failed: {reason}"));
+        }
+        if let Some(reply) = p.reply {
+            let _ = reply.send(Err(reason));
+        }
     }
 
     /// Deletes what this run stored for an abandoned checkpoint or savepoint.

@@ -264,16 +264,25 @@ pub fn run_job(job: &LoadedJob, start: &StartFrom) -> Result<JobReport, JobError
     let _ticker = EpochTicker::start(&engine);
     let mut loader =
         ModuleLoader::new(&engine, settings.cache_dir.clone()).map_err(|e| JobError::Engine(format!("{e:#}")))?;
-    let mut modules: HashMap<&str, OperatorModule> = HashMap::new();
+    // By uid; a committed module swap replaces an entry, so a restart
+    // after it runs the new module.
+    let mut modules: HashMap<String, OperatorModule> = HashMap::new();
     for op in &spec.operators {
-        modules.insert(&op.uid, loader.load(&op.uid, &op.module)?);
+        modules.insert(op.uid.clone(), loader.load(&op.uid, &op.module)?);
     }
 
     let mut restore_from = initial.clone();
     let mut attempt = 0u32;
     loop {
-        let outcome =
-            run_attempt(job, &modules, attempt, restore_from.clone(), checkpoints.as_mut(), started, &requests);
+        let outcome = run_attempt(
+            job,
+            (&mut modules, &mut loader),
+            attempt,
+            restore_from.clone(),
+            checkpoints.as_mut(),
+            started,
+            &requests,
+        );
         let failure = match outcome {
             Ok(mut report) => {
                 report.restarts = attempt;
@@ -370,7 +379,7 @@ fn publish_finished(job: &LoadedJob, r: &Restored) -> Result<(), JobError> {
 /// follows them to the end, and drives checkpoints.
 fn run_attempt(
     job: &LoadedJob,
-    modules: &HashMap<&str, OperatorModule>,
+    (modules, loader): (&mut HashMap<String, OperatorModule>, &mut ModuleLoader),
     attempt: u32,
     restore: Option<Arc<Restored>>,
     checkpoints: Option<&mut Checkpoints>,
@@ -509,6 +518,7 @@ fn run_attempt(
                 router: take_router(&o.uid, sub),
                 reporter: Reporter::new(task_id.clone(), events_tx.clone(), settings.progress_interval),
                 attempt,
+                swaps: checkpoints.as_ref().map(|c| c.swaps().clone()),
                 uploader: checkpoints.as_ref().map(|c| {
                     Uploader::new(
                         task_id.clone(),
@@ -630,6 +640,42 @@ fn run_attempt(
                             nodes: node_status(&nodes, &latest),
                         });
                     }
+                    Ok(Request::Swap(request, reply)) => {
+                        let operator = spec.operators.iter().find(|o| o.uid == request.operator);
+                        match (cp.as_mut(), operator) {
+                            (None, _) => {
+                                let _ = reply.send(Err(
+                                    "a module swap needs checkpointing: set [checkpointing] interval in the job file"
+                                        .into(),
+                                ));
+                            }
+                            (_, None) => {
+                                let uids: Vec<&str> = spec.operators.iter().map(|o| o.uid.as_str()).collect();
+                                let _ = reply.send(Err(format!(
+                                    "the job has no operator '{}' (it has: {})",
+                                    request.operator,
+                                    uids.join(", ")
+                                )));
+                            }
+                            (Some(_), Some(_)) if failure.is_some() || job_failure.is_some() => {
+                                let _ = reply.send(Err("the job is failing".into()));
+                            }
+                            (Some(a), Some(o)) => match loader.load(&o.uid, std::path::Path::new(&request.module)) {
+                                Err(e) => {
+                                    let _ = reply.send(Err(format!("cannot load the new module: {e}")));
+                                }
+                                Ok(module) => a.request_swap(
+                                    &o.uid,
+                                    module,
+                                    o.parallelism,
+                                    request.dir,
+                                    settings.savepoint_dir.as_deref(),
+                                    &settings.storage,
+                                    reply,
+                                ),
+                            },
+                        }
+                    }
                     Ok(Request::Cancel(reply)) => {
                         if job_failure.is_none() {
                             tracing::warn!(job = %spec.name, "cancelled on request");
@@ -698,6 +744,11 @@ fn run_attempt(
                     checkpoint_result = a.on_decline(&task, id, &reason);
                 }
             }
+            Ok(TaskEvent::SwapPrepared { task, id, result }) => {
+                if let Some(a) = cp.as_mut() {
+                    a.on_swap_prepared(&task, id, result);
+                }
+            }
             Ok(TaskEvent::SinkEnded { task, state, counters }) => {
                 sinks_waiting += 1;
                 if let Some(s) = state {
@@ -736,6 +787,11 @@ fn run_attempt(
                 tracing::error!(job = %spec.name, "{reason}");
                 cancel_all(&controls);
                 job_failure = Some(JobError::Checkpoints(reason));
+            }
+        }
+        if let Some(a) = cp.as_mut() {
+            for (uid, module) in a.take_committed_swaps() {
+                modules.insert(uid, module);
             }
         }
         if last_draw.elapsed() >= settings.progress_interval {

@@ -71,6 +71,17 @@ pub enum TaskEvent {
         /// Its counters.
         counters: Counters,
     },
+    /// An operator subtask stopped at the barrier of module swap `id` with
+    /// the new module opened over its state (`Ok`: when the barrier came),
+    /// or could not (`Err`: why); it waits for `SwapCommit` or `SwapAbort`.
+    SwapPrepared {
+        /// Which subtask.
+        task: TaskId,
+        /// The swap's savepoint.
+        id: CheckpointId,
+        /// When its barrier arrived, or why the new module failed.
+        result: Result<std::time::Instant, String>,
+    },
 }
 
 /// Coordinator to task.
@@ -98,6 +109,12 @@ pub enum Control {
     /// Sinks: the job stopped with a savepoint; end without publishing what
     /// came after it (a restore from the savepoint produces it again).
     EndStopped,
+    /// Operator subtasks that prepared module swap `id`: go on with the new
+    /// module.
+    SwapCommit(CheckpointId),
+    /// Operator subtasks that prepared module swap `id`: go back to the old
+    /// module, with the state of the swap's savepoint.
+    SwapAbort(CheckpointId),
 }
 
 /// Why a task stopped without finishing.

@@ -3,8 +3,10 @@
 //! them under the coordinator.
 //!
 //! Architecture invariant: the coordinator and the tasks talk only through
-//! messages ([`events::TaskEvent`] up, [`events::Control`] down), never
-//! through shared state, so they can later run in different processes.
+//! messages ([`events::TaskEvent`] up, [`events::Control`] down), with one
+//! exception: what a savepoint or a module swap asks of the subtasks at its
+//! barrier (where its state goes, which module comes in) is registered in
+//! a shared table before the trigger and only read after the barrier.
 
 pub mod batch;
 pub mod checkpoints;
@@ -13,6 +15,7 @@ pub mod events;
 pub mod inputs;
 pub mod progress;
 pub mod router;
+pub mod swap;
 pub mod task;
 
 pub use coordinator::{JobError, JobReport, NodeReport, StartFrom, run_job};

@@ -10,10 +10,13 @@ use crate::checkpoint::restore::{RestoreSource, download_rocksdb};
 use crate::checkpoint::storage::CheckpointStorage;
 use crate::checkpoint::uploader::Uploader;
 use crate::config::{BackendKind, RocksDbSettings};
+use crate::runtime::events::Control;
+use crate::runtime::swap::{SwapTarget, SwapTargets};
 use crate::state::hashmap::HashMapBackend;
 use crate::state::key_group::KeyGroupRange;
 use crate::state::rocksdb::checkpoint_to_snapshot;
 use crate::state::rocksdb::{RocksDbBackend, RocksDbMemory};
+use crate::state::snapshot::write_snapshot;
 use crate::state::snapshot::{OperatorShare, restore_snapshot};
 use crate::state::ttl::TtlBackend;
 use crate::state::{StateBackend, TimeDomain};
@@ -89,6 +92,8 @@ pub struct OperatorTask {
     pub attempt: u32,
     /// Stores snapshots when checkpointing is on.
     pub uploader: Option<Uploader>,
+    /// Module swaps in flight (with checkpointing).
+    pub swaps: Option<Arc<SwapTargets>>,
     /// State to start from.
     pub restore: Option<OperatorRestore>,
     /// Which backend keeps the state.
@@ -183,7 +188,7 @@ impl OperatorTask {
         // State TTL is a layer over the backend, on processing time.
         let clock: crate::state::ttl::Clock = Arc::new(now_ms);
         let restore_error = |message: String| TaskError::Restore { uid: uid.clone(), subtask, message };
-        let (mut backend, known_files) = self.backend(range, clock).map_err(|(restore, message)| {
+        let (mut backend, known_files) = self.backend(range, clock.clone()).map_err(|(restore, message)| {
             if restore { restore_error(message) } else { TaskError::Backend { uid: uid.clone(), subtask, message } }
         })?;
         if self.backend == BackendKind::RocksDb
@@ -223,6 +228,8 @@ impl OperatorTask {
                     .map_err(|e| restore_error(format!("snapshot of subtask {i}: {e}")))?;
             }
         }
+        // Restored: a backend made later (a swap's rollback) starts empty.
+        self.restore = None;
         let mut instance =
             OperatorInstance::new(&self.module, &uid, subtask, backend, self.max_parallelism, self.limits)?;
         let info = OperatorInfo {
@@ -268,6 +275,9 @@ impl OperatorTask {
                     if let (Some(uploader), Some(frozen)) = (&self.uploader, frozen) {
                         uploader.upload(id, frozen, sync);
                     }
+                    if let Some(target) = self.swaps.as_ref().and_then(|s| s.get(id, &uid)) {
+                        instance = self.swap(instance, id, target, &info, range, &clock, &guest_error)?;
+                    }
                 }
                 Next::BarrierAborted(_) | Next::Control(_) => {}
                 Next::Batch { batch, broadcast: true } => {
@@ -306,6 +316,71 @@ impl OperatorTask {
         self.router.end().map_err(|e| route_error(&uid, e))?;
         counters.records_out = self.router.records_out();
         Ok(counters)
+    }
+
+    /// Module swap `id` at its barrier: opens `target`'s module over this
+    /// subtask's state, reports, and waits for the coordinator's verdict.
+    /// Returns the instance to go on with: the new one on `SwapCommit`, the
+    /// old module rebuilt over the state as it was at the barrier on
+    /// `SwapAbort` (the new module's `open` may have migrated values).
+    #[allow(clippy::too_many_arguments)]
+    fn swap(
+        &mut self,
+        mut instance: OperatorInstance,
+        id: u64,
+        target: SwapTarget,
+        info: &OperatorInfo,
+        range: KeyGroupRange,
+        clock: &crate::state::ttl::Clock,
+        guest_error: &dyn Fn(String, GuestFailure) -> TaskError,
+    ) -> Result<OperatorInstance, TaskError> {
+        let uid = self.id.node.clone();
+        let subtask = self.id.subtask;
+        let barrier_at = Instant::now();
+        let mut rollback = instance.freeze_state();
+        let backend = instance.into_backend();
+        let prepared = OperatorInstance::new(&target.module, &uid, subtask, backend, self.max_parallelism, self.limits)
+            .map_err(|e| e.to_string())
+            .and_then(|mut new| match new.open(info) {
+                Ok(()) => Ok(new),
+                Err(f) => Err(format!("the new module failed in open: {}", f.message)),
+            });
+        let result = prepared.as_ref().map(|_| barrier_at).map_err(Clone::clone);
+        self.reporter.send(TaskEvent::SwapPrepared { task: self.id.clone(), id, result });
+        loop {
+            match self.inputs.next_control() {
+                Control::SwapCommit(c) if c == id => {
+                    let mut new = prepared.map_err(|e| TaskError::Backend {
+                        uid: uid.clone(),
+                        subtask,
+                        message: format!("told to commit a module swap that failed here: {e}"),
+                    })?;
+                    self.module = target.module;
+                    self.forward(&mut new).map_err(|e| route_error(&uid, e))?;
+                    tracing::debug!(operator = %uid, subtask, "module swapped");
+                    return Ok(new);
+                }
+                Control::SwapAbort(c) if c == id => {
+                    drop(prepared);
+                    let backend_error = |message: String| TaskError::Backend { uid: uid.clone(), subtask, message };
+                    let (mut backend, _) = self.backend(range, clock.clone()).map_err(|(_, m)| backend_error(m))?;
+                    let bytes = write_snapshot(rollback.as_mut(), self.max_parallelism)
+                        .map_err(|e| backend_error(format!("cannot roll back a module swap: {e}")))?;
+                    drop(rollback);
+                    restore_snapshot(&bytes, backend.as_mut(), range, self.max_parallelism, OperatorShare::All)
+                        .map_err(|e| backend_error(format!("cannot roll back a module swap: {e}")))?;
+                    let mut old =
+                        OperatorInstance::new(&self.module, &uid, subtask, backend, self.max_parallelism, self.limits)?;
+                    old.open(info)
+                        .map_err(|f| guest_error("failed in open after a module swap was rolled back".into(), f))?;
+                    self.forward(&mut old).map_err(|e| route_error(&uid, e))?;
+                    tracing::debug!(operator = %uid, subtask, "module swap rolled back");
+                    return Ok(old);
+                }
+                Control::Cancel => return Err(TaskError::Cancelled),
+                _ => {}
+            }
+        }
     }
 
     /// Fires every timer of `domain` due at `up_to`, in time order, including

@@ -181,6 +181,11 @@ impl OperatorHost {
         }
     }
 
+    /// The state backend, without the rest.
+    pub fn into_backend(self) -> Box<dyn StateBackend> {
+        self.backend
+    }
+
     /// Makes `batch` the input of the next `process-batch`, element 0 current.
     pub fn begin_batch(&mut self, batch: Arc<Batch>) {
         self.position_known = batch.len() == 1;

@@ -98,6 +98,12 @@ impl OperatorInstance {
         self.store.data_mut().backend_mut().freeze()
     }
 
+    /// Gives up the instance, keeping its state backend (a module swap moves
+    /// it into the new module's instance).
+    pub fn into_backend(self) -> Box<dyn StateBackend> {
+        self.store.into_data().into_backend()
+    }
+
     /// Sets the watermark the guest sees.
     pub fn set_watermark(&mut self, watermark: i64) {
         self.store.data_mut().watermark = watermark;
