@@ -318,8 +318,39 @@ fn restoring_checks_operators_and_the_savepoint_itself() {
     let version = String::from_utf8_lossy(&original).replacen("WEIRMETA 1", "WEIRMETA 9", 1);
     std::fs::write(&meta, version.as_bytes()).unwrap();
     let (ok, err) = dir.run(&["--from-savepoint", &location]);
-    assert!(!ok && err.contains("_metadata"), "{err}");
+    assert!(!ok && err.contains("_metadata") && err.contains("version 9"), "{err}");
     std::fs::write(&meta, &original).unwrap();
+}
+
+#[test]
+fn a_truncated_or_altered_state_file_is_named_and_nothing_is_overwritten() {
+    let dir = JobDir::new();
+    write_job(&dir, 2, "hashmap", 10_000);
+    // Every snapshot in a file of its own, none inlined in _metadata.
+    let job = dir.read("job.toml").replacen("[state.checkpoints]", "[state.checkpoints]\ninline_threshold = \"0B\"", 1);
+    dir.write("job.toml", job);
+    let child = start(&dir, &[]);
+    wait_running(&dir);
+    let out = host(&dir, &["savepoint", "sp", "--stop"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let location = text(&out.stdout).trim().to_string();
+    assert!(finish(child).0);
+    let snap = std::path::PathBuf::from(location.trim_start_matches("file://")).join("counter-1.snap");
+    let original = std::fs::read(&snap).unwrap();
+    let published_before = published(&dir);
+
+    std::fs::write(&snap, &original[..original.len() / 2]).unwrap();
+    let (ok, err) = dir.run(&["--from-savepoint", &location]);
+    assert!(!ok && err.contains("counter-1.snap") && err.contains("truncated"), "{err}");
+
+    let mut flipped = original.clone();
+    let at = flipped.len() / 2;
+    flipped[at] ^= 0x10;
+    std::fs::write(&snap, &flipped).unwrap();
+    let (ok, err) = dir.run(&["--from-savepoint", &location]);
+    assert!(!ok && err.contains("counter-1.snap") && err.contains("checksum"), "{err}");
+    assert_eq!(std::fs::read(&snap).unwrap(), flipped, "the savepoint is left as it was");
+    assert_eq!(published(&dir), published_before, "no output was touched by the failed restores");
 }
 
 #[test]
@@ -436,4 +467,85 @@ fn a_failed_swap_rolls_back_and_the_old_module_goes_on() {
     assert!(!all.contains('='), "only version 1 ever ran");
     assert_eq!(all.lines().count() as u64, RECORDS);
     assert_eq!(final_counts(&all), expected());
+}
+
+/// Sessions (a 60 s gap, so none closes on its own) over generated clicks,
+/// stopped with a savepoint with or without `--drain`: returns the
+/// savepoint's `host inspect` and the sessions written.
+fn stop_sessions(drain: bool) -> (String, String) {
+    let dir = JobDir::new();
+    let root = dir.path().display();
+    dir.write(
+        "job.toml",
+        format!(
+            r#"name = "sp"
+[checkpointing]
+interval = "200ms"
+
+[state.checkpoints]
+dir = "file://{root}/ck"
+
+[state.savepoints]
+dir = "file://{root}/sp"
+
+[[sources]]
+id = "gen"
+kind = "generator"
+count = 100000
+keys = 50
+seed = 1
+event_time_step = "1ms"
+records_per_second = 5000
+
+[[operators]]
+uid = "sessions"
+module = "{module}"
+input = "gen"
+partition = "key"
+params = {{ gap_ms = 60000 }}
+
+[[sinks]]
+id = "out"
+kind = "file"
+input = "sessions"
+path = "sessions.txt"
+"#,
+            module = artifacts::SESSION_WINDOWS
+        ),
+    );
+    let child = start(&dir, &[]);
+    let until = Instant::now() + Duration::from_secs(30);
+    while Instant::now() < until {
+        let out = host(&dir, &["status", "sp", "--json"]);
+        if out.status.success() {
+            let s: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+            if s["records_read"].as_u64().unwrap_or(0) > 1000 {
+                break;
+            }
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let mut args = vec!["savepoint", "sp", "--stop"];
+    if drain {
+        args.push("--drain");
+    }
+    let out = host(&dir, &args);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let location = text(&out.stdout).trim().to_string();
+    assert!(finish(child).0);
+    let inspect = host(&dir, &["inspect", &location]);
+    assert!(inspect.status.success(), "{}", text(&inspect.stderr));
+    (text(&inspect.stdout), dir.read("sessions.txt"))
+}
+
+#[test]
+fn stop_with_drain_fires_every_event_time_timer_before_the_savepoint() {
+    let (inspect, sessions) = stop_sessions(false);
+    assert!(inspect.contains("operator 'sessions' (parallelism 1), 50 timers"), "{inspect}");
+    assert_eq!(sessions.lines().count(), 0, "no session closed without a drain: {sessions}");
+
+    let (inspect, sessions) = stop_sessions(true);
+    assert!(inspect.contains("operator 'sessions' (parallelism 1), 0 timers"), "{inspect}");
+    assert!(inspect.contains("state 'sessions': map v1 (postcard), 0 keys"), "{inspect}");
+    assert_eq!(sessions.lines().count(), 50, "every open session closed by the drain: {sessions}");
 }
