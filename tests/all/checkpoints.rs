@@ -425,7 +425,12 @@ fn resume_falls_back_past_a_corrupt_metadata_and_a_corrupt_state_file() {
 
     let err = dir.succeeds(&["--resume"]);
     assert!(err.contains(&format!("checkpoint={last}")) && err.contains("checksum mismatch"), "{err}");
-    assert!(err.contains(&format!("checkpoint={before}")) && err.contains("counter-0.snap is corrupt"), "{err}");
+    assert!(
+        err.contains(&format!("checkpoint={before}"))
+            && err.contains("counter-0.snap: state of operator 'counter' subtask 0")
+            && err.contains("is corrupt (checksum mismatch)"),
+        "{err}"
+    );
     assert!(err.contains(&format!("chk-{}", ids[ids.len() - 3])), "restored from the third latest:\n{err}");
     assert_eq!(final_counts(&committed(dir.path())), expected);
 }

@@ -53,6 +53,9 @@ type Counts = (u64, u64, BTreeMap<u16, (u64, u64)>);
 fn snapshot_bytes(r: &Restored, source: &RestoreSource, scratch: &Path) -> Result<Bytes, String> {
     match source {
         RestoreSource::Snapshot(b) => Ok(b.clone()),
+        RestoreSource::File { path, size, crc32 } => {
+            r.storage.get_object(path, *size, *crc32).map_err(|e| e.to_string())
+        }
         RestoreSource::Rocksdb(files) => {
             let descriptors = download_rocksdb(&r.storage, files, scratch)?;
             let bytes =

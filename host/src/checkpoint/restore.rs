@@ -9,7 +9,7 @@ use super::storage::{CheckpointStorage, StorageError};
 use super::uploader::DESCRIPTORS_FILE;
 use crate::config::StorageSettings;
 use crate::state::StateDescriptor;
-use crate::state::snapshot::{SnapshotError, decode_descriptors, verify_snapshot};
+use crate::state::snapshot::{SnapshotError, decode_descriptors, verify_snapshot, verify_snapshot_stream};
 use bytes::Bytes;
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -61,8 +61,17 @@ pub enum RestoreError {
 /// One subtask's state in a checkpoint, as a restoring subtask gets it.
 #[derive(Debug, Clone)]
 pub enum RestoreSource {
-    /// A canonical snapshot, read and checked.
+    /// A canonical snapshot inlined in `_metadata`, checked.
     Snapshot(Bytes),
+    /// A canonical snapshot file, checked; the subtask streams it.
+    File {
+        /// Relative to the storage's root.
+        path: String,
+        /// Its size.
+        size: u64,
+        /// Its CRC-32.
+        crc32: u32,
+    },
     /// An incremental RocksDB checkpoint: files the subtask downloads.
     Rocksdb(Vec<DbFile>),
 }
@@ -91,16 +100,27 @@ pub fn load(storage: &Arc<CheckpointStorage>, id: u64) -> Result<Restored, Resto
     for (uid, op) in &metadata.operators {
         let mut subtasks = Vec::with_capacity(op.subtasks.len());
         for (i, handle) in op.subtasks.iter().enumerate() {
-            if let StateHandle::Rocksdb { files } = handle {
-                subtasks.push(RestoreSource::Rocksdb(files.clone()));
-                continue;
-            }
-            let bytes = storage.read_state(handle)?;
-            verify_snapshot(&bytes).map_err(|source| RestoreError::Snapshot {
+            let snapshot_error = |source| RestoreError::Snapshot {
                 location: format!("{location}: state of operator '{uid}' subtask {i}"),
                 source,
-            })?;
-            subtasks.push(RestoreSource::Snapshot(bytes));
+            };
+            match handle {
+                StateHandle::Rocksdb { files } => subtasks.push(RestoreSource::Rocksdb(files.clone())),
+                StateHandle::Inline { data } => {
+                    verify_snapshot(data).map_err(snapshot_error)?;
+                    subtasks.push(RestoreSource::Snapshot(Bytes::from(data.clone())));
+                }
+                StateHandle::File { path, size, crc32 } => {
+                    // Checked whole now, streamed (never held whole in
+                    // memory), and streamed again by the subtask.
+                    let mut reader = storage.open_reader(path, *size, *crc32)?;
+                    verify_snapshot_stream(&mut reader).map_err(|source| RestoreError::Snapshot {
+                        location: format!("{}/{path}: state of operator '{uid}' subtask {i}", storage.display()),
+                        source,
+                    })?;
+                    subtasks.push(RestoreSource::File { path: path.clone(), size: *size, crc32: *crc32 });
+                }
+            }
         }
         states.insert(uid.clone(), Arc::new(subtasks));
     }

@@ -241,6 +241,28 @@ impl CheckpointStorage {
         Ok(bytes)
     }
 
+    /// Opens `relative` for reading as a stream, chunk by chunk, so it is
+    /// never in memory whole; at its end the reader checks it had `size`
+    /// bytes with CRC-32 `crc32`, and fails the read if not.
+    pub fn open_reader(&self, relative: &str, size: u64, crc32: u32) -> Result<ObjectReader<'_>, StorageError> {
+        let location = self.location(relative);
+        let stream = self
+            .runtime
+            .block_on(self.store.get(&self.path(relative)))
+            .map_err(|source| StorageError::Io { op: "reading", location: location.clone(), source })?
+            .into_stream();
+        Ok(ObjectReader {
+            storage: self,
+            stream,
+            chunk: Bytes::new(),
+            hasher: crc32fast::Hasher::new(),
+            read: 0,
+            size,
+            crc32,
+            location,
+        })
+    }
+
     /// Deletes `relative`; a missing object is not an error.
     pub fn delete_object(&self, relative: &str) -> Result<(), StorageError> {
         match self.runtime.block_on(self.store.delete(&self.path(relative))) {
@@ -318,6 +340,49 @@ impl CheckpointStorage {
             }
         }
         Ok(())
+    }
+}
+
+/// A stored object read as a stream ([`CheckpointStorage::open_reader`]).
+pub struct ObjectReader<'a> {
+    storage: &'a CheckpointStorage,
+    stream: futures::stream::BoxStream<'static, object_store::Result<Bytes>>,
+    chunk: Bytes,
+    hasher: crc32fast::Hasher,
+    read: u64,
+    size: u64,
+    crc32: u32,
+    location: String,
+}
+
+impl std::io::Read for ObjectReader<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        use futures::StreamExt;
+        while self.chunk.is_empty() {
+            match self.storage.runtime.block_on(self.stream.next()) {
+                Some(Ok(chunk)) => self.chunk = chunk,
+                Some(Err(e)) => return Err(std::io::Error::other(format!("reading {}: {e}", self.location))),
+                None => {
+                    let bad = |m: String| std::io::Error::new(std::io::ErrorKind::InvalidData, m);
+                    if self.read != self.size {
+                        return Err(bad(format!(
+                            "{}: {} bytes, _metadata says {} (truncated?)",
+                            self.location, self.read, self.size
+                        )));
+                    }
+                    if self.hasher.clone().finalize() != self.crc32 {
+                        return Err(bad(format!("{}: checksum mismatch", self.location)));
+                    }
+                    return Ok(0);
+                }
+            }
+        }
+        let n = buf.len().min(self.chunk.len());
+        let part = self.chunk.split_to(n);
+        buf[..n].copy_from_slice(&part);
+        self.hasher.update(&part);
+        self.read += n as u64;
+        Ok(n)
     }
 }
 

@@ -17,7 +17,7 @@ use crate::state::key_group::KeyGroupRange;
 use crate::state::rocksdb::checkpoint_to_snapshot;
 use crate::state::rocksdb::{RocksDbBackend, RocksDbMemory};
 use crate::state::snapshot::write_snapshot;
-use crate::state::snapshot::{OperatorShare, restore_snapshot};
+use crate::state::snapshot::{OperatorShare, restore_snapshot, restore_snapshot_stream};
 use crate::state::ttl::TtlBackend;
 use crate::state::{StateBackend, TimeDomain};
 use crate::state::{StateDescriptor, StateError};
@@ -160,7 +160,7 @@ impl OperatorTask {
                     r.adopted = Some(i);
                     Some((r.storage.clone(), files.clone()))
                 }
-                RestoreSource::Snapshot(_) => None,
+                RestoreSource::Snapshot(_) | RestoreSource::File { .. } => None,
             }
         });
         let Some((storage, files)) = own else {
@@ -214,6 +214,15 @@ impl OperatorTask {
                     OperatorShare::Nothing
                 };
                 let bytes = match source {
+                    RestoreSource::File { path, size, crc32 } => {
+                        let mut reader = restore
+                            .storage
+                            .open_reader(path, *size, *crc32)
+                            .map_err(|e| restore_error(format!("state of subtask {i}: {e}")))?;
+                        restore_snapshot_stream(&mut reader, backend.as_mut(), range, self.max_parallelism, share)
+                            .map_err(|e| restore_error(format!("snapshot of subtask {i} ({path}): {e}")))?;
+                        continue;
+                    }
                     RestoreSource::Snapshot(bytes) => bytes.clone(),
                     RestoreSource::Rocksdb(files) => {
                         let dir = download_dir(&self.rocksdb.localdir, &uid, subtask, i);

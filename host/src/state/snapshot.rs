@@ -43,6 +43,9 @@ pub enum SnapshotError {
     /// The backend refused a state or an entry.
     #[error(transparent)]
     State(#[from] StateError),
+    /// Reading a streamed snapshot failed (storage, or its checksum).
+    #[error("cannot read the snapshot: {0}")]
+    Read(String),
 }
 
 fn put_varint(out: &mut Vec<u8>, mut v: u64) {
@@ -314,6 +317,92 @@ fn sections(bytes: &[u8]) -> Result<Vec<Section<'_>>, SnapshotError> {
     }
 }
 
+/// Called per section: tag, key group, payload, the payload's offset.
+type SectionVisitor<'a> = dyn FnMut(u8, u16, &[u8], usize) -> Result<(), SnapshotError> + 'a;
+
+/// Reads a snapshot from `r` section by section, holding one section at a
+/// time, and hands each checked one to `f` (tag, key group, payload, its
+/// offset in the file). The streamed form of [`sections`].
+fn stream_sections(r: &mut dyn std::io::Read, f: &mut SectionVisitor<'_>) -> Result<(), SnapshotError> {
+    let mut at = 0usize;
+    let mut read = |buf: &mut [u8], at: &mut usize| -> Result<(), SnapshotError> {
+        r.read_exact(buf).map_err(|e| match e.kind() {
+            std::io::ErrorKind::UnexpectedEof => SnapshotError::Truncated(*at),
+            _ => SnapshotError::Read(e.to_string()),
+        })?;
+        *at += buf.len();
+        Ok(())
+    };
+    let mut magic = [0u8; 8];
+    read(&mut magic, &mut at).map_err(|_| SnapshotError::BadMagic)?;
+    if &magic != MAGIC {
+        return Err(SnapshotError::BadMagic);
+    }
+    let mut word = [0u8; 4];
+    read(&mut word[..2], &mut at)?;
+    let version = u16::from_le_bytes([word[0], word[1]]);
+    if version != FORMAT_VERSION {
+        return Err(SnapshotError::UnsupportedVersion(version));
+    }
+    let mut payload = Vec::new();
+    loop {
+        let mut tag = [0u8; 1];
+        read(&mut tag, &mut at)?;
+        let key_group = match tag[0] {
+            b'E' => {
+                let mut rest = [0u8; 1];
+                return match r.read(&mut rest) {
+                    Ok(0) => Ok(()),
+                    Ok(_) => Err(SnapshotError::Corrupt("bytes after the end marker".into())),
+                    Err(e) => Err(SnapshotError::Read(e.to_string())),
+                };
+            }
+            b'K' => {
+                read(&mut word[..2], &mut at)?;
+                u16::from_le_bytes([word[0], word[1]])
+            }
+            b'H' | b'O' => 0,
+            other => return Err(SnapshotError::Corrupt(format!("unknown section tag {other:#04x}"))),
+        };
+        read(&mut word, &mut at)?;
+        let len = u32::from_le_bytes(word) as usize;
+        let offset = at;
+        payload.clear();
+        payload.resize(len, 0);
+        read(&mut payload, &mut at)?;
+        read(&mut word, &mut at)?;
+        if crc32fast::hash(&payload) != u32::from_le_bytes(word) {
+            return Err(SnapshotError::Checksum(match tag[0] {
+                b'H' => "header".to_string(),
+                b'K' => format!("key group {key_group}"),
+                _ => "operator state".to_string(),
+            }));
+        }
+        f(tag[0], key_group, &payload, offset)?;
+    }
+}
+
+/// Checks a streamed snapshot whole (framing, every checksum, every entry)
+/// holding one section at a time.
+pub fn verify_snapshot_stream(r: &mut dyn std::io::Read) -> Result<(), SnapshotError> {
+    let mut states = None;
+    stream_sections(r, &mut |tag, _, payload, offset| {
+        match (tag, states) {
+            (b'H', None) => states = Some(parse_descriptors(payload, offset)?.1.len()),
+            (b'H', Some(_)) => return Err(SnapshotError::Corrupt("a second header section".into())),
+            (_, None) => return Err(SnapshotError::Corrupt("no header section".into())),
+            (_, Some(n)) => {
+                let mut r = Reader { bytes: payload, at: 0, base: offset };
+                while !r.done() {
+                    read_entry(&mut r, n)?;
+                }
+            }
+        }
+        Ok(())
+    })?;
+    states.map(|_| ()).ok_or_else(|| SnapshotError::Corrupt("no header section".into()))
+}
+
 /// Reads what [`encode_descriptors`] wrote: (max_parallelism, descriptors).
 pub fn decode_descriptors(payload: &[u8]) -> Result<(u32, Vec<StateDescriptor>), SnapshotError> {
     parse_descriptors(payload, 0)
@@ -431,40 +520,61 @@ pub fn restore_snapshot(
     max_parallelism: u32,
     share: OperatorShare,
 ) -> Result<RestoreSummary, SnapshotError> {
-    let sections = sections(bytes)?;
-    let Some(header) = sections.first().filter(|s| s.tag == b'H') else {
-        return Err(SnapshotError::Corrupt("no header section".into()));
-    };
-    let (found, descriptors) = parse_descriptors(header.payload, header.offset)?;
-    let rehash = found != max_parallelism;
-    let union: Vec<bool> = descriptors.iter().map(|d| d.redistribution == Some(Redistribution::Union)).collect();
-    // Check every entry parses before changing the backend.
-    for s in &sections[1..] {
-        let mut r = Reader { bytes: s.payload, at: 0, base: s.offset };
-        while !r.done() {
-            read_entry(&mut r, descriptors.len())?;
-        }
-    }
-    let ids: Vec<u32> = descriptors.into_iter().map(|d| backend.register(d)).collect::<Result<_, _>>()?;
+    // Check every section and entry before changing the backend.
+    verify_snapshot_stream(&mut &bytes[..])?;
+    restore_snapshot_stream(&mut &bytes[..], backend, range, max_parallelism, share)
+}
+
+/// As [`restore_snapshot`], from a stream, holding one section (one key
+/// group's entries) at a time: a savepoint restores without its state ever
+/// being in memory whole. It checks as it goes, so a damaged section stops
+/// it part-way; check the stream first ([`verify_snapshot_stream`]) where
+/// that matters.
+pub fn restore_snapshot_stream(
+    r: &mut dyn std::io::Read,
+    backend: &mut dyn StateBackend,
+    range: KeyGroupRange,
+    max_parallelism: u32,
+    share: OperatorShare,
+) -> Result<RestoreSummary, SnapshotError> {
     let mut summary = RestoreSummary::default();
-    // Per state: operator-list elements seen so far (for even splits).
-    let mut dealt = vec![0u32; ids.len()];
-    for s in &sections[1..] {
-        if s.tag == b'K' && !rehash && !range.contains(s.key_group) {
+    // Set by the header: whether keys are re-hashed, which operator lists
+    // are union lists, the backend's id per snapshot state, and per state
+    // the operator-list elements seen so far (for even splits).
+    let mut rehash = false;
+    let mut union: Vec<bool> = Vec::new();
+    let mut ids: Option<Vec<u32>> = None;
+    let mut dealt: Vec<u32> = Vec::new();
+    stream_sections(r, &mut |tag, section_group, payload, offset| {
+        let Some(ids) = ids.as_ref() else {
+            if tag != b'H' {
+                return Err(SnapshotError::Corrupt("no header section".into()));
+            }
+            let (found, descriptors) = parse_descriptors(payload, offset)?;
+            rehash = found != max_parallelism;
+            union = descriptors.iter().map(|d| d.redistribution == Some(Redistribution::Union)).collect();
+            dealt = vec![0; descriptors.len()];
+            ids = Some(descriptors.into_iter().map(|d| backend.register(d)).collect::<Result<_, _>>()?);
+            return Ok(());
+        };
+        if tag == b'H' {
+            return Err(SnapshotError::Corrupt("a second header section".into()));
+        }
+        if tag == b'K' && !rehash && !range.contains(section_group) {
             summary.skipped_key_groups += 1;
-            continue;
+            return Ok(());
         }
-        if s.tag == b'O' && share == OperatorShare::Nothing {
-            continue;
+        if tag == b'O' && share == OperatorShare::Nothing {
+            return Ok(());
         }
-        if s.tag == b'K' {
+        if tag == b'K' {
             summary.key_groups += 1;
         }
-        let mut r = Reader { bytes: s.payload, at: 0, base: s.offset };
+        let mut r = Reader { bytes: payload, at: 0, base: offset };
         while !r.done() {
             let entry = read_entry(&mut r, ids.len())?;
-            let mut key_group = s.key_group;
-            if s.tag == b'K' && rehash {
+            let mut key_group = section_group;
+            if tag == b'K' && rehash {
                 key_group = key_group_of_hash(key_hash(entry_key(&entry)), max_parallelism);
                 if !range.contains(key_group) {
                     continue;
@@ -484,9 +594,13 @@ pub fn restore_snapshot(
                     continue;
                 }
             }
-            backend.restore_entry(key_group, remap(entry, &ids))?;
+            backend.restore_entry(key_group, remap(entry, ids))?;
             summary.entries += 1;
         }
+        Ok(())
+    })?;
+    if ids.is_none() {
+        return Err(SnapshotError::Corrupt("no header section".into()));
     }
     Ok(summary)
 }
