@@ -201,23 +201,37 @@ fn assert_continues_from(location: &str, fresh: &JobDir) {
 
 #[test]
 fn a_savepoint_leaves_the_job_running_and_restores_elsewhere_from_s3() {
+    let s3 = S3Server::start();
     let dir = JobDir::new();
     write_job(&dir, 2, "rocksdb", 20_000);
-    let child = start(&dir, &[]);
+    // State files rather than state inlined in _metadata, streamed out.
+    let job = dir.read("job.toml").replacen("[state.checkpoints]", "[state.checkpoints]\ninline_threshold = \"0B\"", 1);
+    dir.write("job.toml", job);
+    let mut cmd = host_command(dir.path(), &["run", "job.toml"]);
+    let child = cmd.envs(s3.env()).stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap();
     wait_running(&dir);
     let out = host(&dir, &["savepoint", "job.toml"]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     let location = text(&out.stdout).trim().to_string();
+    // Straight into the bucket too (a multipart upload per state file).
+    let direct = host(&dir, &["savepoint", "sp", "--dir", &format!("s3://{S3_BUCKET}/direct")]);
+    assert!(direct.status.success(), "{}", text(&direct.stderr));
+    let direct = text(&direct.stdout).trim().to_string();
+    assert!(direct.starts_with(&format!("s3://{S3_BUCKET}/direct/savepoint-sp-")), "{direct}");
     let (ok, err) = finish(child);
     assert!(ok, "the job goes on to the end after a savepoint: {err}");
     assert!(!err.contains("stopped with savepoint"), "{err}");
     assert_eq!(final_counts(&published(&dir)), expected());
 
+    let inspect = host_command(dir.path(), &["inspect", &direct]).envs(s3.env()).output().unwrap();
+    assert!(inspect.status.success(), "{}", text(&inspect.stderr));
+    assert!(text(&inspect.stdout).contains("state 'count': value v1"), "{}", text(&inspect.stdout));
+
     // Copy the savepoint directory into a bucket and restore a fresh job
     // from there: paths inside are relative.
-    let s3 = S3Server::start();
     let local = std::path::PathBuf::from(location.trim_start_matches("file://"));
     let name = local.file_name().unwrap().to_str().unwrap().to_string();
+    assert!(local.join("counter-0.snap").is_file() && local.join("counter-1.snap").is_file());
     for e in std::fs::read_dir(&local).unwrap() {
         let e = e.unwrap();
         s3.put(&format!("copied/{name}/{}", e.file_name().to_str().unwrap()), &std::fs::read(e.path()).unwrap());

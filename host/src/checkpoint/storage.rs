@@ -198,6 +198,69 @@ impl CheckpointStorage {
         Ok(StateHandle::File { path: relative, size, crc32 })
     }
 
+    /// Stores the state of `task` for checkpoint `id` as `write` produces
+    /// it, piece by piece: inlined in the metadata if it all fits under the
+    /// inline threshold, else streamed into the file `<dir>/<name>` with a
+    /// multipart upload, a few parts in flight, so the snapshot is never in
+    /// memory whole. `write` gets a sink for each piece.
+    pub fn put_state_streamed(
+        &self,
+        id: u64,
+        task: &str,
+        name: &str,
+        write: &mut StateWriter<'_>,
+    ) -> Result<StateHandle, String> {
+        use object_store::WriteMultipart;
+        let relative = format!("{}{name}", self.dir_of(id));
+        let location = self.location(&relative);
+        let mut head: Vec<u8> = Vec::new();
+        let mut upload: Option<WriteMultipart> = None;
+        let (mut size, mut hasher) = (0u64, crc32fast::Hasher::new());
+        let _runtime = self.runtime.enter();
+        let mut sink = |piece: &[u8]| -> Result<(), String> {
+            size += piece.len() as u64;
+            hasher.update(piece);
+            if let Some(limit) = self.memory_limit
+                && size > limit
+            {
+                return Err(StorageError::TooLargeForMemory { task: task.to_string(), size, limit }.to_string());
+            }
+            if upload.is_none() {
+                if size <= self.inline_threshold {
+                    head.extend_from_slice(piece);
+                    return Ok(());
+                }
+                let started = self
+                    .runtime
+                    .block_on(self.store.put_multipart(&self.path(&relative)))
+                    .map_err(|e| format!("writing {location}: {e}"))?;
+                let mut w = WriteMultipart::new_with_chunk_size(started, UPLOAD_PART);
+                w.write(&std::mem::take(&mut head));
+                upload = Some(w);
+            }
+            let w = upload.as_mut().expect("started");
+            self.runtime
+                .block_on(w.wait_for_capacity(UPLOADS_IN_FLIGHT))
+                .map_err(|e| format!("writing {location}: {e}"))?;
+            w.write(piece);
+            Ok(())
+        };
+        let written = write(&mut sink);
+        if let Err(e) = written {
+            if let Some(w) = upload {
+                let _ = self.runtime.block_on(w.abort());
+            }
+            return Err(e);
+        }
+        match upload {
+            None => Ok(StateHandle::Inline { data: head }),
+            Some(w) => {
+                self.runtime.block_on(w.finish()).map_err(|e| format!("writing {location}: {e}"))?;
+                Ok(StateHandle::File { path: relative, size, crc32: hasher.finalize() })
+            }
+        }
+    }
+
     /// Reads a snapshot handle's bytes, checking size and checksum. An
     /// incremental RocksDB handle is a set of files: read them with
     /// [`CheckpointStorage::get_object`].
@@ -342,6 +405,14 @@ impl CheckpointStorage {
         Ok(())
     }
 }
+
+/// Produces a state's bytes, piece by piece, into the sink it is given.
+pub type StateWriter<'a> = dyn FnMut(&mut dyn FnMut(&[u8]) -> Result<(), String>) -> Result<(), String> + 'a;
+
+/// Bytes per part of a streamed upload (S3's minimum is 5 MiB).
+const UPLOAD_PART: usize = 8 << 20;
+/// Parts of one streamed upload in flight at once.
+const UPLOADS_IN_FLIGHT: usize = 2;
 
 /// A stored object read as a stream ([`CheckpointStorage::open_reader`]).
 pub struct ObjectReader<'a> {

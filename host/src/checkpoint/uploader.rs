@@ -12,7 +12,7 @@ use super::savepoint::SavepointTargets;
 use super::storage::CheckpointStorage;
 use crate::runtime::events::{TaskEvent, TaskId};
 use crate::state::FrozenState;
-use crate::state::snapshot::{encode_descriptors, write_snapshot_sized};
+use crate::state::snapshot::{SnapshotError, encode_descriptors, write_snapshot_sized, write_snapshot_streamed};
 use crossbeam_channel::Sender;
 use std::collections::HashMap;
 use std::path::Path;
@@ -37,6 +37,9 @@ pub struct Uploader {
 
 /// SST files already stored, by (name, size).
 type SharedFiles = HashMap<(String, u64), DbFile>;
+
+/// Bytes a streamed snapshot hands to storage at a time.
+const STREAM_PIECE: usize = 1 << 20;
 
 /// The name under which an incremental checkpoint keeps the state
 /// descriptors, beside the database files.
@@ -99,13 +102,29 @@ impl Uploader {
                 return;
             }
             let name = format!("{}-{}.snap", task.node, task.subtask);
-            let hint = last_size.load(Ordering::Relaxed);
-            let result = write_snapshot_sized(frozen.as_mut(), max_parallelism, hint + hint / 8)
-                .map_err(|e| format!("cannot write its snapshot: {e}"))
-                .and_then(|bytes| {
-                    last_size.store(bytes.len(), Ordering::Relaxed);
-                    storage.put_state(id, &task.to_string(), &name, bytes).map_err(|e| format!("cannot store it: {e}"))
-                });
+            let result = if savepoint.is_some() {
+                // A savepoint streams: its state is never in memory whole.
+                storage.put_state_streamed(id, &task.to_string(), &name, &mut |sink| {
+                    write_snapshot_streamed(frozen.as_mut(), max_parallelism, STREAM_PIECE, &mut |piece| {
+                        sink(piece).map_err(SnapshotError::Read)
+                    })
+                    .map_err(|e| format!("cannot write its snapshot: {e}"))
+                })
+            } else {
+                // A checkpoint is written into one buffer sized from the last
+                // one, then stored: the fastest way for the state sizes a
+                // periodic checkpoint holds in memory anyway (the hashmap
+                // backend keeps it there).
+                let hint = last_size.load(Ordering::Relaxed);
+                write_snapshot_sized(frozen.as_mut(), max_parallelism, hint + hint / 8)
+                    .map_err(|e| format!("cannot write its snapshot: {e}"))
+                    .and_then(|bytes| {
+                        last_size.store(bytes.len(), Ordering::Relaxed);
+                        storage
+                            .put_state(id, &task.to_string(), &name, bytes)
+                            .map_err(|e| format!("cannot store it: {e}"))
+                    })
+            };
             drop(frozen);
             let event = match result {
                 Ok(handle) => TaskEvent::Acknowledged { task, id, snapshot: TaskSnapshot::Operator(handle), sync },

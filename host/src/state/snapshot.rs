@@ -227,6 +227,39 @@ pub fn write_snapshot_sized(
     Ok(out)
 }
 
+/// As [`write_snapshot`], handing the bytes to `sink` in pieces of about
+/// `piece` bytes (whole sections) instead of building the file in memory:
+/// a subtask's snapshot is never held whole.
+pub fn write_snapshot_streamed(
+    frozen: &mut dyn FrozenState,
+    max_parallelism: u32,
+    piece: usize,
+    sink: &mut dyn FnMut(&[u8]) -> Result<(), SnapshotError>,
+) -> Result<(), SnapshotError> {
+    let range = frozen.range();
+    let mut out = Vec::with_capacity(piece + piece / 4);
+    out.extend_from_slice(MAGIC);
+    out.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
+    let header = encode_descriptors(max_parallelism, frozen.descriptors());
+    put_section(&mut out, b"H", &header);
+    for kg in range.start..range.end {
+        let mut head = [b'K', 0, 0];
+        head[1..].copy_from_slice(&kg.to_le_bytes());
+        let start = begin_section(&mut out, &head);
+        frozen.key_group(kg, &mut |e| put_entry(&mut out, e))?;
+        end_section(&mut out, start, head.len());
+        if out.len() >= piece {
+            sink(&out)?;
+            out.clear();
+        }
+    }
+    let start = begin_section(&mut out, b"O");
+    frozen.operator_state(&mut |e| put_entry(&mut out, e))?;
+    end_section(&mut out, start, 1);
+    out.push(b'E');
+    sink(&out)
+}
+
 /// A reader over bytes that reports where it ran out.
 struct Reader<'a> {
     bytes: &'a [u8],
