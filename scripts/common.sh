@@ -41,3 +41,35 @@ ensure_moto() {
     fi
     export WEIR_MOTO_SERVER="$venv/bin/moto_server"
 }
+
+# componentize-py (PyPI, pinned) builds Python operators into components.
+ensure_componentize_py() {
+    local venv="${XDG_CACHE_HOME:-$HOME/.cache}/weir/venv"
+    if [ ! -x "$venv/bin/componentize-py" ]; then
+        echo "==> installing componentize-py (Python operators) into $venv" >&2
+        [ -x "$venv/bin/pip" ] || python3 -m venv "$venv"
+        "$venv/bin/pip" install --quiet 'componentize-py==0.25.1'
+    fi
+    export WEIR_COMPONENTIZE_PY="$venv/bin/componentize-py"
+}
+
+# Builds every Python operator, guest-examples/<example>-py/<operator>/app.py,
+# with the Python SDK (sdk/python) into target/wasm/<example>_<operator>.wasm
+# (dashes as underscores), unless the component is newer than its sources.
+build_python_guests() {
+    ensure_componentize_py
+    mkdir -p target/wasm
+    local app dir example op out
+    for app in guest-examples/*-py/*/app.py; do
+        dir="$(dirname "$app")"
+        op="$(basename "$dir")"
+        example="$(basename "$(dirname "$dir")")"
+        out="target/wasm/${example//-/_}_${op//-/_}.wasm"
+        if [ -f "$out" ] && [ -z "$(find "$dir" sdk/python wit -newer "$out" -type f -not -path '*/__pycache__/*' | head -1)" ]; then
+            continue
+        fi
+        echo "==> componentize-py: $app -> $out" >&2
+        "$WEIR_COMPONENTIZE_PY" -d wit -w operator componentize -p sdk/python -p "$dir" app -o "$out.tmp"
+        mv "$out.tmp" "$out"
+    done
+}

@@ -6,6 +6,7 @@ mod broadcast;
 mod checkpoints;
 mod fraud_detection;
 mod guest_failures;
+mod languages;
 mod progress;
 mod rocksdb_backend;
 mod savepoints;

@@ -563,3 +563,23 @@ fn stop_with_drain_fires_every_event_time_timer_before_the_savepoint() {
     assert!(inspect.contains("state 'sessions': map v1 (postcard), 0 keys"), "{inspect}");
     assert_eq!(sessions.lines().count(), 50, "every open session closed by the drain: {sessions}");
 }
+
+#[test]
+fn a_savepoint_of_the_rust_counter_restores_into_the_python_counter() {
+    let dir = JobDir::new();
+    write_job(&dir, 2, "hashmap", 15_000);
+    let child = start(&dir, &[]);
+    wait_running(&dir);
+    let out = host(&dir, &["savepoint", "sp", "--stop"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let location = text(&out.stdout).trim().to_string();
+    assert!(finish(child).0);
+    // The same state, `count` as a postcard u64, read by Python at p=3.
+    write_job(&dir, 3, "rocksdb", 1_000_000);
+    let python = weir_tests::python_guest("word_count_py_counter");
+    dir.write("job.toml", dir.read("job.toml").replace(artifacts::WORD_COUNT_COUNTER, &python));
+    dir.succeeds(&["--from-savepoint", &location]);
+    let all = published(&dir);
+    assert_eq!(all.lines().count() as u64, RECORDS, "one output line per record");
+    assert_eq!(final_counts(&all), expected());
+}

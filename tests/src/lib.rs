@@ -52,6 +52,18 @@ pub fn host_command(dir: &Path, args: &[&str]) -> Command {
     c
 }
 
+/// A Python operator's component, built by `scripts/test` (componentize-py)
+/// into `target/wasm/<name>.wasm`.
+pub fn python_guest(name: &str) -> String {
+    let path = repo_root().join("target").join("wasm").join(format!("{name}.wasm"));
+    assert!(
+        path.is_file(),
+        "{} is missing: scripts/test builds the Python operators (or: source scripts/common.sh; build_python_guests)",
+        path.display()
+    );
+    path.display().to_string()
+}
+
 /// stderr as text.
 pub fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
