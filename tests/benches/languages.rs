@@ -1,0 +1,66 @@
+//! The word-count counter per language: the generator into the counter at
+//! parallelism 1, discard sink, run by the real `host` binary with the Rust
+//! and the Python component in the same run. Throughput is given as a ratio
+//! of the Rust counter's; cold start is the first run's startup (compiling
+//! the component, then instantiating), warm start a later run's (the
+//! component from the module cache).
+//!
+//! Run: `cargo bench -p weir-tests --bench languages` (after `scripts/test`
+//! built the Python operators). `WEIR_BENCH_RECORDS` (default 1 M),
+//! `WEIR_BENCH_KEYS` (default 100 k). The markdown table goes to stdout,
+//! and to `WEIR_BENCH_OUT` if set.
+
+use weir_tests::{artifacts, counter_job, elapsed_secs, python_guest, run_quiet};
+
+/// The startup the summary reports, in milliseconds.
+fn startup_ms(summary: &str) -> f64 {
+    let after = summary.split("(startup ").nth(1).expect("a startup figure");
+    after.split(" ms").next().unwrap().trim().parse().unwrap()
+}
+
+/// (records per second, cold start ms, warm start ms) of `module`.
+fn measure(module: &str, records: u64, keys: u64) -> (f64, f64, f64) {
+    let dir = tempfile::tempdir().unwrap();
+    let cache = dir.path().join("cache");
+    let settings = format!("[wasm.cache]\ndir = \"{}\"\n", cache.display());
+    let job =
+        |count: u64| counter_job("lang", count, keys, 1, &settings).replace(artifacts::WORD_COUNT_COUNTER, module);
+    std::fs::write(dir.path().join("job.toml"), job(1)).unwrap();
+    let cold = startup_ms(&run_quiet(dir.path()));
+    let warm = startup_ms(&run_quiet(dir.path()));
+    std::fs::write(dir.path().join("job.toml"), job(records)).unwrap();
+    let summary = run_quiet(dir.path());
+    (records as f64 / elapsed_secs(&summary), cold, warm)
+}
+
+fn main() {
+    if std::env::args().any(|a| a == "--list") {
+        println!("languages: bench");
+        return;
+    }
+    let records: u64 = std::env::var("WEIR_BENCH_RECORDS").ok().and_then(|v| v.parse().ok()).unwrap_or(1_000_000);
+    let keys: u64 = std::env::var("WEIR_BENCH_KEYS").ok().and_then(|v| v.parse().ok()).unwrap_or(100_000);
+    let python = python_guest("word_count_py_counter");
+    let mut table = String::from(
+        "| language | component | throughput | **ratio to Rust** | cold start (compile + instantiate) | warm start (cached) |\n|---|---|---|---|---|---|\n",
+    );
+    let rust = measure(artifacts::WORD_COUNT_COUNTER, records, keys);
+    for (name, module, m) in [
+        ("Rust", artifacts::WORD_COUNT_COUNTER.to_string(), rust),
+        ("Python", python.clone(), measure(&python, records, keys)),
+    ] {
+        let size = std::fs::metadata(&module).unwrap().len() as f64 / (1 << 20) as f64;
+        eprintln!("{name}: {:.3} M records/s, cold {:.0} ms, warm {:.0} ms", m.0 / 1e6, m.1, m.2);
+        table.push_str(&format!(
+            "| {name} | {size:.1} MiB | {:.3} M rec/s | **{:.3}** | {:.0} ms | {:.0} ms |\n",
+            m.0 / 1e6,
+            m.0 / rust.0,
+            m.1,
+            m.2
+        ));
+    }
+    println!("{table}");
+    if let Ok(out) = std::env::var("WEIR_BENCH_OUT") {
+        std::fs::write(out, &table).unwrap();
+    }
+}
