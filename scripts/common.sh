@@ -73,3 +73,37 @@ build_python_guests() {
         mv "$out.tmp" "$out"
     done
 }
+
+# componentize-js (npm, pinned) builds JavaScript operators into components.
+ensure_componentize_js() {
+    local prefix="${XDG_CACHE_HOME:-$HOME/.cache}/weir/node"
+    local entry="$prefix/node_modules/@bytecodealliance/componentize-js/src/componentize.js"
+    if [ ! -f "$entry" ]; then
+        command -v npm >/dev/null || { echo "error: npm (Node.js) is needed to build the JavaScript operators" >&2; exit 1; }
+        echo "==> installing componentize-js (JavaScript operators) into $prefix" >&2
+        mkdir -p "$prefix"
+        npm install --silent --no-audit --no-fund --prefix "$prefix" '@bytecodealliance/componentize-js@0.23.0'
+    fi
+    export WEIR_COMPONENTIZE_JS="$entry"
+}
+
+# Builds every JavaScript operator, guest-examples/<example>-js/<operator>/app.js,
+# with the JavaScript SDK (sdk/js) into target/wasm/<example>_<operator>.wasm,
+# unless the component is newer than its sources.
+build_js_guests() {
+    ensure_componentize_js
+    mkdir -p target/wasm
+    local app dir example op out
+    for app in guest-examples/*-js/*/app.js; do
+        dir="$(dirname "$app")"
+        op="$(basename "$dir")"
+        example="$(basename "$(dirname "$dir")")"
+        out="target/wasm/${example//-/_}_${op//-/_}.wasm"
+        if [ -f "$out" ] && [ -z "$(find "$dir" sdk/js wit -newer "$out" -type f | head -1)" ]; then
+            continue
+        fi
+        echo "==> componentize-js: $app -> $out" >&2
+        node sdk/js/build.mjs "$app" "$out.tmp"
+        mv "$out.tmp" "$out"
+    done
+}

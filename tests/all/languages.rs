@@ -1,17 +1,18 @@
 //! The same jobs with operators in different languages give the same
-//! results: the word-count example in Rust, in Python, and mixed (the
-//! Python tokenizer feeding the Rust counter).
+//! results: the word-count example in Rust, in Python, in JavaScript, and
+//! mixed (the Python tokenizer feeding the Rust counter).
 
 use super::support::final_counts;
 use weir_tests::{repo_root, run_example};
 
 #[test]
-fn word_count_gives_the_same_counts_in_rust_in_python_and_mixed() {
+fn word_count_gives_the_same_counts_in_rust_python_javascript_and_mixed() {
     let mut results = Vec::new();
     for (job, output) in [
         ("word-count/job.toml", "word-count/output/counts.txt"),
         ("word-count-py/job.toml", "word-count-py/output/counts.txt"),
         ("word-count-py/mixed.toml", "word-count-py/output/mixed-counts.txt"),
+        ("word-count-js/job.toml", "word-count-js/output/counts.txt"),
     ] {
         let examples = repo_root().join("guest-examples");
         let out = run_example(&examples.join(job), &[]);

@@ -566,6 +566,17 @@ fn stop_with_drain_fires_every_event_time_timer_before_the_savepoint() {
 
 #[test]
 fn a_savepoint_of_the_rust_counter_restores_into_the_python_counter() {
+    rust_savepoint_restores_into(&weir_tests::script_guest("word_count_py_counter"));
+}
+
+#[test]
+fn a_savepoint_of_the_rust_counter_restores_into_the_javascript_counter() {
+    rust_savepoint_restores_into(&weir_tests::script_guest("word_count_js_counter"));
+}
+
+/// A stop savepoint of the Rust counter at p=2 on hashmap, restored into
+/// `module` (a counter in another language) at p=3 on RocksDB: exact.
+fn rust_savepoint_restores_into(module: &str) {
     let dir = JobDir::new();
     write_job(&dir, 2, "hashmap", 15_000);
     let child = start(&dir, &[]);
@@ -574,10 +585,10 @@ fn a_savepoint_of_the_rust_counter_restores_into_the_python_counter() {
     assert!(out.status.success(), "{}", text(&out.stderr));
     let location = text(&out.stdout).trim().to_string();
     assert!(finish(child).0);
-    // The same state, `count` as a postcard u64, read by Python at p=3.
+    // The same state, `count` as a postcard u64, read by the other
+    // language at p=3.
     write_job(&dir, 3, "rocksdb", 1_000_000);
-    let python = weir_tests::python_guest("word_count_py_counter");
-    dir.write("job.toml", dir.read("job.toml").replace(artifacts::WORD_COUNT_COUNTER, &python));
+    dir.write("job.toml", dir.read("job.toml").replace(artifacts::WORD_COUNT_COUNTER, module));
     dir.succeeds(&["--from-savepoint", &location]);
     let all = published(&dir);
     assert_eq!(all.lines().count() as u64, RECORDS, "one output line per record");

@@ -52,13 +52,13 @@ pub fn host_command(dir: &Path, args: &[&str]) -> Command {
     c
 }
 
-/// A Python operator's component, built by `scripts/test` (componentize-py)
-/// into `target/wasm/<name>.wasm`.
-pub fn python_guest(name: &str) -> String {
+/// A Python or JavaScript operator's component, built by `scripts/test`
+/// (componentize-py, componentize-js) into `target/wasm/<name>.wasm`.
+pub fn script_guest(name: &str) -> String {
     let path = repo_root().join("target").join("wasm").join(format!("{name}.wasm"));
     assert!(
         path.is_file(),
-        "{} is missing: scripts/test builds the Python operators (or: source scripts/common.sh; build_python_guests)",
+        "{} is missing: scripts/test builds the Python and JavaScript operators (or: source scripts/common.sh; build_python_guests; build_js_guests)",
         path.display()
     );
     path.display().to_string()
