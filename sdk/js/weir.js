@@ -7,10 +7,19 @@
 // languages share: a non-negative integer `number` (an unsigned LEB128
 // varint, Rust's `u64`, exact up to 2^53), a `string` (varint length, then
 // UTF-8: Rust's `String`), a `Uint8Array` (Rust's `Vec<u8>`) and a
-// `boolean`. A state written by one language is read by the others.
+// `boolean`, and arrays of them (Rust tuples: the kind is an array of kinds,
+// such as `[Number, Number]`). A state written by one language is read by
+// the others. Times (timestamps, watermarks, timers) are numbers of
+// milliseconds.
 
 import { registerValue, registerList, registerMap } from 'weir:operator/keyed-state@0.1.0';
 import { emit as hostEmit } from 'weir:operator/collector@0.1.0';
+import {
+  registerEventTimeTimer,
+  registerProcessingTimeTimer,
+  deleteEventTimeTimer,
+  deleteProcessingTimeTimer,
+} from 'weir:operator/timers@0.1.0';
 import {
   setCurrentElement,
   currentWatermark,
@@ -47,6 +56,16 @@ const weir = (() => {
   }
 
   function encode(value) {
+    if (Array.isArray(value)) {
+      const parts = value.map(encode);
+      const out = new Uint8Array(parts.reduce((n, p) => n + p.length, 0));
+      let at = 0;
+      for (const p of parts) {
+        out.set(p, at);
+        at += p.length;
+      }
+      return out;
+    }
     if (typeof value === 'boolean') return new Uint8Array([value ? 1 : 0]);
     if (typeof value === 'number') return new Uint8Array(varint(value));
     const bytes = typeof value === 'string' ? utf8.encode(value) : value;
@@ -58,15 +77,26 @@ const weir = (() => {
     return out;
   }
 
-  function decode(kind, b) {
-    if (kind === Boolean) return b[0] !== 0;
-    if (kind === Number) return readVarint(b, 0)[0];
-    const [n, at] = readVarint(b, 0);
-    const raw = b.subarray(at, at + n);
-    if (kind === String) return fromUtf8.decode(raw);
-    if (kind === Uint8Array) return raw.slice();
-    throw new Error('decode: use Number, String, Uint8Array or Boolean');
+  function decodeAt(kind, b, at) {
+    if (Array.isArray(kind)) {
+      const items = [];
+      for (const k of kind) {
+        const [v, next] = decodeAt(k, b, at);
+        items.push(v);
+        at = next;
+      }
+      return [items, at];
+    }
+    if (kind === Boolean) return [b[at] !== 0, at + 1];
+    if (kind === Number) return readVarint(b, at);
+    const [n, start] = readVarint(b, at);
+    const raw = b.subarray(start, start + n);
+    if (kind === String) return [fromUtf8.decode(raw), start + n];
+    if (kind === Uint8Array) return [raw.slice(), start + n];
+    throw new Error('decode: use Number, String, Uint8Array, Boolean or an array of them');
   }
+
+  const decode = (kind, b) => decodeAt(kind, b, 0)[0];
 
   const descriptor = (name, version) => ({ name, version, encoding: 'postcard', ttl: undefined });
 
@@ -118,18 +148,31 @@ const weir = (() => {
     }
   }
 
+  // A WIT s64 (time in ms) as a number. componentize-js hands some s64
+  // values over as if unsigned (i64::MIN, "no watermark yet", arrives as
+  // 2^63): reinterpret the 64 bits as signed.
+  const time = (t) => (t === undefined ? undefined : Number(BigInt.asIntN(64, BigInt(t))));
+
   const bytes = (v) => (v === undefined || v instanceof Uint8Array ? v : utf8.encode(String(v)));
 
   class Context {
     emit(payload, key, timestamp) {
       hostEmit({ payload: bytes(payload), key: bytes(key), timestamp: timestamp === undefined ? undefined : BigInt(timestamp) });
     }
-    watermark() { return Number(currentWatermark()); }
-    processingTime() { return Number(currentProcessingTime()); }
+    watermark() { return time(currentWatermark()); }
+    processingTime() { return time(currentProcessingTime()); }
+    registerEventTimeTimer(time) { registerEventTimeTimer(BigInt(time)); }
+    registerProcessingTimeTimer(time) { registerProcessingTimeTimer(BigInt(time)); }
+    deleteEventTimeTimer(time) { deleteEventTimeTimer(BigInt(time)); }
+    deleteProcessingTimeTimer(time) { deleteProcessingTimeTimer(BigInt(time)); }
   }
 
   class Element {
-    constructor(payload, key, timestamp) { this.payload = payload; this.key = key; this.timestamp = timestamp; }
+    constructor(payload, key, timestamp) {
+      this.payload = payload;
+      this.key = key;
+      this.timestamp = time(timestamp);
+    }
     get keyStr() { return this.key === undefined ? '' : fromUtf8.decode(this.key); }
     get payloadStr() { return fromUtf8.decode(this.payload); }
   }
@@ -162,7 +205,9 @@ const weir = (() => {
         if (!op.processBroadcast) throw 'this operator does not take a broadcast input';
         guard(() => op.processBroadcast(ctx, new Element(input.payload, input.key, input.timestamp)));
       },
-      onTimer(timer) { if (op.onTimer) guard(() => op.onTimer(ctx, timer)); },
+      onTimer(timer) {
+        if (op.onTimer) guard(() => op.onTimer(ctx, { time: time(timer.time), key: timer.key, domain: timer.domain }));
+      },
       endOfInput() { if (op.endOfInput) guard(() => op.endOfInput(ctx)); },
       migrateValue(state, fromVersion, value) {
         if (!Operator.migrateValue) throw `state '${state}': no migration from version ${fromVersion} (define migrateValue)`;

@@ -4,16 +4,18 @@ An operator is a class with `open(ctx)` and `process(ctx, element)` (and,
 if it needs them, `on_timer`, `end_of_input`, `migrate_value`); the module
 that componentize-py builds ends with `Handler = weir.export(MyOperator)`.
 
-Values are encoded as postcard, the Rust SDK's encoding, for the types both
+Values are encoded as postcard, the Rust SDK's encoding, for the types the
 languages share: `int` (an unsigned LEB128 varint, Rust's `u64`), `str`
-(varint length, then UTF-8: Rust's `String`), `bytes` (Rust's `Vec<u8>`)
-and `bool`. A state written by one language is read by the other.
+(varint length, then UTF-8: Rust's `String`), `bytes` (Rust's `Vec<u8>`),
+`bool`, and tuples of them (Rust tuples). A state written by one language
+is read by the others. Timers: `ctx.register_event_time_timer(t)` and the
+like; `on_timer(ctx, timer)` gets `timer.time` and `timer.key` (bytes).
 """
 
 import wit_world
 import wit_world.exports
 from componentize_py_types import Err
-from wit_world.imports import collector, context, keyed_state, types
+from wit_world.imports import collector, context, keyed_state, timers, types
 
 __all__ = ["Element", "OpenContext", "Context", "ValueState", "ListState", "MapState", "export"]
 
@@ -44,7 +46,10 @@ def _read_varint(b, at):
 
 
 def encode(value):
-    """A value as postcard bytes."""
+    """A value as postcard bytes. A tuple is its items one after another,
+    as postcard writes a Rust tuple."""
+    if isinstance(value, tuple):
+        return b"".join(encode(v) for v in value)
     if isinstance(value, bool):
         return b"\x01" if value else b"\x00"
     if isinstance(value, int):
@@ -57,19 +62,30 @@ def encode(value):
     raise TypeError(f"cannot encode {type(value).__name__}: use int, str, bytes or bool")
 
 
-def decode(kind, data):
-    """Postcard bytes as a value of type `kind` (int, str, bytes or bool)."""
+def _decode_at(kind, data, at):
+    if isinstance(kind, tuple):
+        items = []
+        for k in kind:
+            v, at = _decode_at(k, data, at)
+            items.append(v)
+        return tuple(items), at
     if kind is bool:
-        return data[0] != 0
+        return data[at] != 0, at + 1
     if kind is int:
-        return _read_varint(data, 0)[0]
-    n, at = _read_varint(data, 0)
+        return _read_varint(data, at)
+    n, at = _read_varint(data, at)
     raw = bytes(data[at:at + n])
     if kind is str:
-        return raw.decode("utf-8")
+        return raw.decode("utf-8"), at + n
     if kind is bytes:
-        return raw
-    raise TypeError(f"cannot decode {kind.__name__}: use int, str, bytes or bool")
+        return raw, at + n
+    raise TypeError(f"cannot decode {kind}: use int, str, bytes, bool or a tuple of them")
+
+
+def decode(kind, data):
+    """Postcard bytes as a value of type `kind`: int, str, bytes, bool, or a
+    tuple of kinds such as `(int, int)`."""
+    return _decode_at(kind, data, 0)[0]
 
 
 def _descriptor(name, version):
@@ -194,6 +210,19 @@ class Context:
 
     def watermark(self):
         return context.current_watermark()
+
+    def register_event_time_timer(self, time):
+        """A timer for the current key, firing when the watermark reaches `time`."""
+        timers.register_event_time_timer(time)
+
+    def register_processing_time_timer(self, time):
+        timers.register_processing_time_timer(time)
+
+    def delete_event_time_timer(self, time):
+        timers.delete_event_time_timer(time)
+
+    def delete_processing_time_timer(self, time):
+        timers.delete_processing_time_timer(time)
 
     def processing_time(self):
         return context.current_processing_time()

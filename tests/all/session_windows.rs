@@ -90,6 +90,25 @@ fn generated_clicks(n: usize, disorder: i64) -> Vec<(String, i64)> {
 
 #[test]
 fn sessions_are_exact_at_parallelism_1_and_3_with_out_of_order_clicks() {
+    sessions_exact_with(SESSION_WINDOWS);
+}
+
+/// The same sessions from the Python sessionizer (map state, event-time
+/// timers through the Python SDK).
+#[test]
+fn sessions_in_python_are_exact_at_parallelism_1_and_3() {
+    sessions_exact_with(&weir_tests::script_guest("session_windows_py_sessionizer"));
+}
+
+/// The same sessions from the JavaScript sessionizer.
+#[test]
+fn sessions_in_javascript_are_exact_at_parallelism_1_and_3() {
+    sessions_exact_with(&weir_tests::script_guest("session_windows_js_sessionizer"));
+}
+
+/// 20 000 generated clicks, 2 s out of order, through the sessionizer
+/// `module` at parallelism 1 and 3: exactly the sessions computed directly.
+fn sessions_exact_with(module: &str) {
     let clicks = generated_clicks(20_000, 2_000);
     // The disorder stays within the bound, so no click is late.
     let mut max = i64::MIN;
@@ -123,7 +142,7 @@ max_out_of_orderness = "2s"
 
 [[operators]]
 uid = "sessions"
-module = "{SESSION_WINDOWS}"
+module = "{module}"
 input = "clicks"
 partition = "key"
 params = {{ gap_ms = 10000 }}
