@@ -594,3 +594,40 @@ fn rust_savepoint_restores_into(module: &str) {
     assert_eq!(all.lines().count() as u64, RECORDS, "one output line per record");
     assert_eq!(final_counts(&all), expected());
 }
+
+/// The counter in `module` under checkpoints: killed with SIGKILL mid-run,
+/// then `--resume`d from its latest checkpoint, the output is exact, one
+/// line per record.
+fn killed_and_resumed_with(module: &str) {
+    let dir = JobDir::new();
+    write_job(&dir, 2, "hashmap", 10_000);
+    dir.write("job.toml", dir.read("job.toml").replace(artifacts::WORD_COUNT_COUNTER, module));
+    let mut child = start(&dir, &[]);
+    wait_running(&dir);
+    std::thread::sleep(Duration::from_millis(1500));
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+    let ck = std::fs::read_dir(dir.path().join("ck/sp")).unwrap().count();
+    assert!(ck > 0, "checkpoints were taken before the kill");
+    let before = published(&dir).lines().count() as u64;
+    assert!(before < RECORDS, "killed mid-run: {before} lines published");
+    dir.succeeds(&["--resume"]);
+    let all = published(&dir);
+    assert_eq!(all.lines().count() as u64, RECORDS, "one output line per record");
+    assert_eq!(final_counts(&all), expected());
+}
+
+#[test]
+fn a_killed_rust_counter_resumes_exactly() {
+    killed_and_resumed_with(artifacts::WORD_COUNT_COUNTER);
+}
+
+#[test]
+fn a_killed_python_counter_resumes_exactly() {
+    killed_and_resumed_with(&weir_tests::script_guest("word_count_py_counter"));
+}
+
+#[test]
+fn a_killed_javascript_counter_resumes_exactly() {
+    killed_and_resumed_with(&weir_tests::script_guest("word_count_js_counter"));
+}
