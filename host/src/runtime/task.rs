@@ -378,6 +378,14 @@ impl OperatorTask {
                     drop(rollback);
                     restore_snapshot(&bytes, backend.as_mut(), range, self.max_parallelism, OperatorShare::All)
                         .map_err(|e| backend_error(format!("cannot roll back a module swap: {e}")))?;
+                    // A new RocksDB numbers its files from the start again:
+                    // nothing it writes may pass for a file already stored.
+                    if self.backend == BackendKind::RocksDb
+                        && self.rocksdb.incremental
+                        && let Some(uploader) = self.uploader.take()
+                    {
+                        self.uploader = Some(uploader.incremental(&[]));
+                    }
                     let mut old =
                         OperatorInstance::new(&self.module, &uid, subtask, backend, self.max_parallelism, self.limits)?;
                     old.open(info)
