@@ -55,23 +55,14 @@ ensure_componentize_py() {
 
 # Builds every Python operator, guest-examples/<example>-py/<operator>/app.py,
 # with the Python SDK (sdk/python) into target/wasm/<example>_<operator>.wasm
-# (dashes as underscores), unless the component is newer than its sources.
+# (dashes as underscores).
 build_python_guests() {
     ensure_componentize_py
-    mkdir -p target/wasm
-    local app dir example op out
-    for app in guest-examples/*-py/*/app.py; do
-        dir="$(dirname "$app")"
-        op="$(basename "$dir")"
-        example="$(basename "$(dirname "$dir")")"
-        out="target/wasm/${example//-/_}_${op//-/_}.wasm"
-        if [ -f "$out" ] && [ -z "$(find "$dir" sdk/python wit -newer "$out" -type f -not -path '*/__pycache__/*' | head -1)" ]; then
-            continue
-        fi
-        echo "==> componentize-py: $app -> $out" >&2
-        "$WEIR_COMPONENTIZE_PY" -d wit -w operator componentize -p sdk/python -p "$dir" app -o "$out.tmp"
-        mv "$out.tmp" "$out"
-    done
+    build_script_guests py sdk/python componentize_py
+}
+
+componentize_py() { # app dir, output
+    "$WEIR_COMPONENTIZE_PY" -d wit -w operator componentize -p sdk/python -p "$1" app -o "$2"
 }
 
 # componentize-js (npm, pinned) builds JavaScript operators into components.
@@ -88,22 +79,33 @@ ensure_componentize_js() {
 }
 
 # Builds every JavaScript operator, guest-examples/<example>-js/<operator>/app.js,
-# with the JavaScript SDK (sdk/js) into target/wasm/<example>_<operator>.wasm,
-# unless the component is newer than its sources.
+# with the JavaScript SDK (sdk/js) into target/wasm/<example>_<operator>.wasm.
 build_js_guests() {
     ensure_componentize_js
+    build_script_guests js sdk/js componentize_js
+}
+
+componentize_js() { # app dir, output
+    node sdk/js/build.mjs "$1/app.js" "$2"
+}
+
+# Builds each guest-examples/*-<ext>/<operator>/app.<ext> with command
+# <build> (given the operator's directory and the output) into
+# target/wasm/<example>_<operator>.wasm, unless the component is newer than
+# the operator's files, the SDK in <sdk> and the WIT.
+build_script_guests() {
+    local ext="$1" sdk="$2" build="$3" app dir example op out
     mkdir -p target/wasm
-    local app dir example op out
-    for app in guest-examples/*-js/*/app.js; do
+    for app in guest-examples/*-"$ext"/*/app."$ext"; do
         dir="$(dirname "$app")"
         op="$(basename "$dir")"
         example="$(basename "$(dirname "$dir")")"
         out="target/wasm/${example//-/_}_${op//-/_}.wasm"
-        if [ -f "$out" ] && [ -z "$(find "$dir" sdk/js wit -newer "$out" -type f | head -1)" ]; then
+        if [ -f "$out" ] && [ -z "$(find "$dir" "$sdk" wit -newer "$out" -type f -not -path '*/__pycache__/*' | head -1)" ]; then
             continue
         fi
-        echo "==> componentize-js: $app -> $out" >&2
-        node sdk/js/build.mjs "$app" "$out.tmp"
+        echo "==> $build: $app -> $out" >&2
+        "$build" "$dir" "$out.tmp"
         mv "$out.tmp" "$out"
     done
 }

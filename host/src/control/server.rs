@@ -211,36 +211,14 @@ fn route(method: &str, path: &str, body: &[u8], requests: &Sender<Request>) -> (
                 Err(_) => gone(),
             }
         }
-        ("POST", "/v1/savepoint") => {
-            let request: SavepointRequest = match serde_json::from_slice(body) {
-                Ok(r) => r,
-                Err(e) => return (400, error_json(&format!("bad savepoint request: {e}"))),
-            };
-            let (tx, rx) = crossbeam_channel::bounded(1);
-            if requests.send(Request::Savepoint(request, tx)).is_err() {
-                return gone();
-            }
-            match rx.recv_timeout(SAVEPOINT_WAIT) {
-                Ok(Ok(done)) => (200, serde_json::to_vec(&done).expect("serializes")),
-                Ok(Err(reason)) => (409, error_json(&reason)),
-                Err(_) => (503, error_json("the job ended or restarted before the savepoint completed")),
-            }
-        }
-        ("POST", "/v1/swap") => {
-            let request: SwapRequest = match serde_json::from_slice(body) {
-                Ok(r) => r,
-                Err(e) => return (400, error_json(&format!("bad swap request: {e}"))),
-            };
-            let (tx, rx) = crossbeam_channel::bounded(1);
-            if requests.send(Request::Swap(request, tx)).is_err() {
-                return gone();
-            }
-            match rx.recv_timeout(SAVEPOINT_WAIT) {
-                Ok(Ok(done)) => (200, serde_json::to_vec(&done).expect("serializes")),
-                Ok(Err(reason)) => (409, error_json(&reason)),
-                Err(_) => (503, error_json("the job ended or restarted before the swap completed")),
-            }
-        }
+        ("POST", "/v1/savepoint") => match serde_json::from_slice::<SavepointRequest>(body) {
+            Ok(request) => ask_long(requests, |tx| Request::Savepoint(request, tx), "savepoint"),
+            Err(e) => (400, error_json(&format!("bad savepoint request: {e}"))),
+        },
+        ("POST", "/v1/swap") => match serde_json::from_slice::<SwapRequest>(body) {
+            Ok(request) => ask_long(requests, |tx| Request::Swap(request, tx), "swap"),
+            Err(e) => (400, error_json(&format!("bad swap request: {e}"))),
+        },
         ("POST", "/v1/cancel") => {
             let (tx, rx) = crossbeam_channel::bounded(1);
             if requests.send(Request::Cancel(tx)).is_err() {
@@ -252,5 +230,23 @@ fn route(method: &str, path: &str, body: &[u8], requests: &Sender<Request>) -> (
             }
         }
         _ => (404, error_json(&format!("no endpoint {method} {path} (try GET /v1/status)"))),
+    }
+}
+
+/// Sends a request whose answer takes a checkpoint's time (a savepoint, a
+/// swap), waits for it, and turns it into a response.
+fn ask_long<T: serde::Serialize>(
+    requests: &Sender<Request>,
+    make: impl FnOnce(crossbeam_channel::Sender<Result<T, String>>) -> Request,
+    what: &str,
+) -> (u16, Vec<u8>) {
+    let (tx, rx) = crossbeam_channel::bounded(1);
+    if requests.send(make(tx)).is_err() {
+        return (503, error_json("the job is not taking requests (it is ending or restarting)"));
+    }
+    match rx.recv_timeout(SAVEPOINT_WAIT) {
+        Ok(Ok(done)) => (200, serde_json::to_vec(&done).expect("serializes")),
+        Ok(Err(reason)) => (409, error_json(&reason)),
+        Err(_) => (503, error_json(&format!("the job ended or restarted before the {what} completed"))),
     }
 }

@@ -205,25 +205,8 @@ pub fn write_snapshot_sized(
     max_parallelism: u32,
     size_hint: usize,
 ) -> Result<Vec<u8>, SnapshotError> {
-    let range = frozen.range();
     let mut out = Vec::with_capacity(size_hint);
-    out.extend_from_slice(MAGIC);
-    out.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
-    let header = encode_descriptors(max_parallelism, frozen.descriptors());
-    put_section(&mut out, b"H", &header);
-    // Sections are written in place (length patched afterwards), so the
-    // entries are copied once, into `out`.
-    for kg in range.start..range.end {
-        let mut head = [b'K', 0, 0];
-        head[1..].copy_from_slice(&kg.to_le_bytes());
-        let start = begin_section(&mut out, &head);
-        frozen.key_group(kg, &mut |e| put_entry(&mut out, e))?;
-        end_section(&mut out, start, head.len());
-    }
-    let start = begin_section(&mut out, b"O");
-    frozen.operator_state(&mut |e| put_entry(&mut out, e))?;
-    end_section(&mut out, start, 1);
-    out.push(b'E');
+    write_sections(frozen, max_parallelism, &mut out, &mut |_| Ok(()))?;
     Ok(out)
 }
 
@@ -236,28 +219,45 @@ pub fn write_snapshot_streamed(
     piece: usize,
     sink: &mut dyn FnMut(&[u8]) -> Result<(), SnapshotError>,
 ) -> Result<(), SnapshotError> {
-    let range = frozen.range();
     let mut out = Vec::with_capacity(piece + piece / 4);
+    write_sections(frozen, max_parallelism, &mut out, &mut |out| {
+        if out.len() >= piece {
+            sink(out)?;
+            out.clear();
+        }
+        Ok(())
+    })?;
+    sink(&out)
+}
+
+/// Writes the whole file into `out`, calling `after_section` after each key
+/// group's section (which may hand `out` on and empty it). Sections are
+/// written in place (length patched afterwards), so the entries are copied
+/// once, into `out`.
+fn write_sections(
+    frozen: &mut dyn FrozenState,
+    max_parallelism: u32,
+    out: &mut Vec<u8>,
+    after_section: &mut dyn FnMut(&mut Vec<u8>) -> Result<(), SnapshotError>,
+) -> Result<(), SnapshotError> {
+    let range = frozen.range();
     out.extend_from_slice(MAGIC);
     out.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
     let header = encode_descriptors(max_parallelism, frozen.descriptors());
-    put_section(&mut out, b"H", &header);
+    put_section(out, b"H", &header);
     for kg in range.start..range.end {
         let mut head = [b'K', 0, 0];
         head[1..].copy_from_slice(&kg.to_le_bytes());
-        let start = begin_section(&mut out, &head);
-        frozen.key_group(kg, &mut |e| put_entry(&mut out, e))?;
-        end_section(&mut out, start, head.len());
-        if out.len() >= piece {
-            sink(&out)?;
-            out.clear();
-        }
+        let start = begin_section(out, &head);
+        frozen.key_group(kg, &mut |e| put_entry(out, e))?;
+        end_section(out, start, head.len());
+        after_section(out)?;
     }
-    let start = begin_section(&mut out, b"O");
-    frozen.operator_state(&mut |e| put_entry(&mut out, e))?;
-    end_section(&mut out, start, 1);
+    let start = begin_section(out, b"O");
+    frozen.operator_state(&mut |e| put_entry(out, e))?;
+    end_section(out, start, 1);
     out.push(b'E');
-    sink(&out)
+    Ok(())
 }
 
 /// A reader over bytes that reports where it ran out.

@@ -12,7 +12,7 @@ use super::module::WasmError;
 use super::{ElementBatch, OperatorInfo};
 use crate::runtime::batch::Batch;
 use crate::state::key_group::key_hash;
-use crate::state::{KeyRef, Shape, StateBackend, TimeDomain};
+use crate::state::{KeyRef, MapEntry, Shape, StateBackend, StateError, TimeDomain};
 use std::sync::Arc;
 use std::time::Duration;
 use wasmtime::Store;
@@ -213,18 +213,8 @@ impl OperatorInstance {
                             self.store.data_mut().backend_mut().list_update(m.state, k, new).map_err(storage)?;
                         }
                         _ => {
-                            let mut entries = Vec::new();
-                            let mut after: Option<Vec<u8>> = None;
-                            loop {
-                                let b = self.store.data_mut().backend_mut();
-                                let page = b.map_entries(m.state, k, after.as_deref(), 1024).map_err(storage)?;
-                                let done = page.len() < 1024;
-                                after = page.last().map(|(uk, _)| uk.clone());
-                                entries.extend(page);
-                                if done {
-                                    break;
-                                }
-                            }
+                            let b = self.store.data_mut().backend_mut();
+                            let entries = all_pages(|after| b.map_entries(m.state, k, after, 1024)).map_err(storage)?;
                             for (uk, v) in entries {
                                 let new = self.convert(m, v)?;
                                 self.store.data_mut().backend_mut().map_put(m.state, k, &uk, &new).map_err(storage)?;
@@ -245,18 +235,8 @@ impl OperatorInstance {
                 self.store.data_mut().backend_mut().operator_list_update(m.state, new).map_err(storage)?;
             }
             Shape::BroadcastMap => {
-                let mut entries = Vec::new();
-                let mut after: Option<Vec<u8>> = None;
-                loop {
-                    let b = self.store.data_mut().backend_mut();
-                    let page = b.broadcast_entries(m.state, after.as_deref(), 1024).map_err(storage)?;
-                    let done = page.len() < 1024;
-                    after = page.last().map(|(uk, _)| uk.clone());
-                    entries.extend(page);
-                    if done {
-                        break;
-                    }
-                }
+                let b = self.store.data_mut().backend_mut();
+                let entries = all_pages(|after| b.broadcast_entries(m.state, after, 1024)).map_err(storage)?;
                 for (uk, v) in entries {
                     let new = self.convert(m, v)?;
                     self.store.data_mut().backend_mut().broadcast_put(m.state, &uk, &new).map_err(storage)?;
@@ -319,5 +299,21 @@ impl OperatorInstance {
     /// Calls `end-of-input`.
     pub fn end_of_input(&mut self) -> Result<(), GuestFailure> {
         self.call(Phase::EndOfInput, |w, s| w.weir_operator_handler().call_end_of_input(s))
+    }
+}
+
+/// Every entry of a map, read `page` by page (pages of 1024; a short page
+/// is the last).
+fn all_pages(
+    mut page: impl FnMut(Option<&[u8]>) -> Result<Vec<MapEntry>, StateError>,
+) -> Result<Vec<MapEntry>, StateError> {
+    let mut entries: Vec<MapEntry> = Vec::new();
+    loop {
+        let next = page(entries.last().map(|(uk, _)| uk.as_slice()))?;
+        let done = next.len() < 1024;
+        entries.extend(next);
+        if done {
+            return Ok(entries);
+        }
     }
 }
