@@ -18,14 +18,17 @@ if ! rustup target list --installed 2>/dev/null | grep -qx wasm32-wasip2; then
 fi
 
 # The rocksdb crate generates its bindings with libclang, and a fresh machine
-# has neither clang nor libclang.
-if ! command -v clang >/dev/null 2>&1 || ! ls /usr/lib/llvm-*/lib/libclang*.so* >/dev/null 2>&1; then
-    echo "==> installing clang and libclang-dev (needed to build RocksDB's bindings)" >&2
-    SUDO=""
-    [ "$(id -u)" -ne 0 ] && SUDO="sudo"
-    $SUDO apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq clang libclang-dev >/dev/null
-fi
+# has neither clang nor libclang. Only builds with RocksDB need them (the
+# demo builds without).
+ensure_clang() {
+    if ! command -v clang >/dev/null 2>&1 || ! ls /usr/lib/llvm-*/lib/libclang*.so* >/dev/null 2>&1; then
+        echo "==> installing clang and libclang-dev (needed to build RocksDB's bindings)" >&2
+        local sudo=""
+        [ "$(id -u)" -ne 0 ] && sudo="sudo"
+        $sudo apt-get update -qq
+        DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq clang libclang-dev >/dev/null
+    fi
+}
 
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$REPO/target}"
 HOST_BIN="$CARGO_TARGET_DIR/release/host"

@@ -2,20 +2,33 @@
 //! components. `host run job.toml` is the user's entry point
 //! (`src/main.rs`); this library is everything behind it.
 //!
-//! Map of the crate (see `docs/architecture.md` for the full picture):
-//! - [`checkpoint`]: the checkpoint coordinator's protocol (pure decisions);
-//! - [`config`]: host and job files, merged and validated;
-//! - [`wasm`]: wasmtime engine, component loading and caching, the host side
-//!   of the WIT contract;
-//! - [`state`]: the state backend trait, key groups, the hashmap backend;
-//! - [`runtime`]: the task graph, channels, the coordinator;
-//! - [`connectors`]: sources and sinks.
+//! Modules, lowest first; each depends only on modules above it in this
+//! list (`tests/all/tidy.rs` checks it), and `docs/architecture.md` says
+//! what each owns:
+//! - leaves: [`fault`] (error classification), [`clock`], [`record`]
+//!   (records and batches), [`crash_point`], [`config`] (host and job
+//!   files), [`control`] (the control API's types, server and client);
+//! - [`state`]: the state backend trait, key groups, the hashmap and RocksDB
+//!   backends, the snapshot format;
+//! - [`wasm`]: the wasmtime engine, component loading and caching, the host
+//!   side of the WIT contract;
+//! - [`checkpoint`]: the checkpoint protocol (pure decisions), metadata,
+//!   storage, uploads, restore, inspect;
+//! - [`runtime`]: the task side: operator subtasks, sources and sinks as
+//!   traits, inputs, routing, barriers;
+//! - [`connectors`]: the sources and sinks a job file can name;
+//! - [`coordinator`]: the job side: wiring plan, tasks, job states,
+//!   checkpoints and savepoints, restarts, reports.
 
 pub mod checkpoint;
+pub mod clock;
 pub mod config;
 pub mod connectors;
 pub mod control;
+pub mod coordinator;
 pub mod crash_point;
+pub mod fault;
+pub mod record;
 pub mod runtime;
 pub mod state;
 pub mod wasm;

@@ -1,6 +1,10 @@
-//! Cheap checks of the code base itself: every Rust source file opens with a
-//! `//!` header saying what it owns.
+//! Cheap checks of the code base itself, for the architecture invariants
+//! `docs/architecture.md` states: every Rust source file opens with a `//!`
+//! header; the host's modules depend one way, in the documented order; no
+//! lock is shared between the coordinator and the tasks; errors are typed;
+//! no source file grows past 700 lines; `unsafe` appears only where listed.
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use weir_tests::repo_root;
 
@@ -18,6 +22,29 @@ fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
     }
 }
 
+/// The host library's files (not the binary's `main.rs` and `cli/`), with
+/// their text, by path relative to `host/src`.
+fn host_sources() -> BTreeMap<String, String> {
+    let src = repo_root().join("host/src");
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    files
+        .into_iter()
+        .map(|f| (f.strip_prefix(&src).unwrap().display().to_string(), std::fs::read_to_string(&f).unwrap()))
+        .filter(|(p, _)| p != "main.rs" && !p.starts_with("cli/"))
+        .collect()
+}
+
+/// The text of a file without its `#[cfg(test)]` module (tests may reach
+/// across layers) and without comments.
+fn code(text: &str) -> String {
+    let text = match text.find("#[cfg(test)]\nmod tests") {
+        Some(i) => &text[..i],
+        None => text,
+    };
+    text.lines().filter(|l| !l.trim_start().starts_with("//")).collect::<Vec<_>>().join("\n")
+}
+
 #[test]
 fn every_source_file_has_a_module_header() {
     let root = repo_root();
@@ -32,4 +59,145 @@ fn every_source_file_has_a_module_header() {
         .map(|f| f.strip_prefix(&root).unwrap().display().to_string())
         .collect();
     assert!(missing.is_empty(), "files without a `//!` header: {missing:?}");
+}
+
+/// The host's top-level modules, lowest first: each may use only the ones
+/// before it (the order `host/src/lib.rs` and `docs/architecture.md` give).
+const LAYERS: &[&str] = &[
+    "fault",
+    "clock",
+    "record",
+    "crash_point",
+    "config",
+    "control",
+    "state",
+    "wasm",
+    "checkpoint",
+    "runtime",
+    "connectors",
+    "coordinator",
+];
+
+/// Every `crate::<module>` a file names.
+fn crate_uses(text: &str) -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    let code = code(text);
+    for (i, _) in code.match_indices("crate::") {
+        let rest = &code[i + "crate::".len()..];
+        let name: String = rest.chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '_').collect();
+        if !name.is_empty() {
+            out.insert(name);
+        }
+    }
+    out
+}
+
+#[test]
+fn host_modules_depend_one_way_in_the_documented_order() {
+    let sources = host_sources();
+    let mut edges: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for (path, text) in &sources {
+        let module = path.split(['/', '.']).next().unwrap().to_string();
+        if module == "lib" {
+            continue;
+        }
+        assert!(LAYERS.contains(&module.as_str()), "host/src/{path}: module `{module}` is missing from LAYERS");
+        // Paths that climb two levels could leave the module unseen.
+        assert!(
+            !code(text).contains("super::super::"),
+            "host/src/{path}: name other modules with crate::, not super::super::"
+        );
+        for used in crate_uses(text) {
+            if used != module {
+                edges.entry(module.clone()).or_default().insert(format!("{used} ({path})"));
+            }
+        }
+    }
+    let rank = |m: &str| LAYERS.iter().position(|l| *l == m);
+    let mut wrong = Vec::new();
+    for (module, uses) in &edges {
+        for used in uses {
+            let name = used.split(' ').next().unwrap();
+            match rank(name) {
+                Some(r) if r < rank(module).unwrap() => {}
+                _ => wrong.push(format!("{module} -> {used}")),
+            }
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "uses against the module order (a cycle, or a layer used from below):\n{}",
+        wrong.join("\n")
+    );
+}
+
+#[test]
+fn the_coordinator_and_the_tasks_share_no_lock() {
+    // Locks a subtask keeps to itself: its own upload threads, and the
+    // guest's stdout and stderr pipes.
+    const ALLOWED: &[&str] = &["checkpoint/upload.rs", "wasm/log_stream.rs"];
+    let mut found = Vec::new();
+    for (path, text) in host_sources() {
+        let code = code(&text);
+        if (code.contains("Mutex") || code.contains("RwLock")) && !ALLOWED.contains(&path.as_str()) {
+            found.push(path);
+        }
+    }
+    assert!(found.is_empty(), "locks outside {ALLOWED:?} (orders travel as messages): {found:?}");
+}
+
+#[test]
+fn errors_are_typed() {
+    let mut found = Vec::new();
+    for (path, text) in host_sources() {
+        for (n, line) in code(&text).lines().enumerate() {
+            let compact: String = line.split_whitespace().collect();
+            // The guest's own `result<_, string>` is the WIT contract's type.
+            if compact.contains(",String>") && compact.contains("Result<") && !compact.contains("typeGuestResult<R>") {
+                found.push(format!("host/src/{path}:{}: {}", n + 1, line.trim()));
+            }
+        }
+    }
+    assert!(found.is_empty(), "Result<_, String> in the library (use a typed error):\n{}", found.join("\n"));
+}
+
+#[test]
+fn no_host_source_file_is_over_700_lines() {
+    let src = repo_root().join("host/src");
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    let long: Vec<String> = files
+        .iter()
+        .map(|f| (f, std::fs::read_to_string(f).unwrap().lines().count()))
+        .filter(|(_, n)| *n > 700)
+        .map(|(f, n)| format!("{} ({n} lines)", f.strip_prefix(&src).unwrap().display()))
+        .collect();
+    assert!(long.is_empty(), "split these along their seams: {long:?}");
+}
+
+#[test]
+fn unsafe_code_is_only_where_listed() {
+    // Each with a SAFETY comment; docs/architecture.md says why it is sound.
+    const LISTED: &[&str] = &["host/src/wasm/module.rs"];
+    let root = repo_root();
+    let mut files = Vec::new();
+    for dir in ["host/src", "sdk/src", "tests"] {
+        rust_files(&root.join(dir), &mut files);
+    }
+    let unlisted: Vec<String> = files
+        .iter()
+        .filter(|f| {
+            let text = std::fs::read_to_string(f).unwrap();
+            let code = code(&text);
+            ["unsafe {", "unsafe fn", "unsafe impl", "unsafe trait", "unsafe extern"].iter().any(|k| code.contains(k))
+        })
+        .map(|f| f.strip_prefix(&root).unwrap().display().to_string())
+        // This file names the keyword in its patterns.
+        .filter(|f| !LISTED.contains(&f.as_str()) && f != "tests/all/tidy.rs")
+        .collect();
+    assert!(unlisted.is_empty(), "unsafe outside {LISTED:?}: {unlisted:?}");
+    let architecture = std::fs::read_to_string(root.join("docs/architecture.md")).unwrap();
+    for f in LISTED {
+        assert!(architecture.contains(f), "docs/architecture.md does not list {f} among the unsafe code");
+    }
 }

@@ -1,17 +1,44 @@
 //! `host inspect`: what a checkpoint or savepoint holds, read without
-//! running the job. Every subtask's state is read as a canonical snapshot
-//! (incremental RocksDB state is downloaded and converted first), one
-//! subtask at a time, and summed up per operator, state and key group; or
-//! searched for one key's value.
+//! running the job. Every subtask's state is streamed as a canonical
+//! snapshot (incremental RocksDB state is downloaded and converted first,
+//! through the restore path's [`read_canonical`]), one subtask at a time,
+//! and summed up per operator, state and key group; or searched for one
+//! key's value.
 
-use super::restore::{RestoreSource, Restored, download_rocksdb};
+use super::restore::backend::read_canonical;
+use super::restore::{RestoreError, RestoreSource, Restored};
 use crate::state::key_group::{key_group_of_hash, key_hash};
-use crate::state::rocksdb::checkpoint_to_snapshot;
 use crate::state::snapshot::visit_snapshot;
 use crate::state::{SnapshotEntry, StateKind};
-use bytes::Bytes;
 use std::collections::{BTreeMap, HashSet};
-use std::path::Path;
+use thiserror::Error;
+
+/// Why a checkpoint cannot be shown.
+#[derive(Debug, Error)]
+#[non_exhaustive]
+pub enum InspectError {
+    /// Its state could not be read.
+    #[error(transparent)]
+    Read(#[from] RestoreError),
+    /// No operator of that uid.
+    #[error("no operator '{uid}' in {location} (it has: {known})")]
+    NoOperator {
+        /// The uid asked for.
+        uid: String,
+        /// The checkpoint.
+        location: String,
+        /// Its operators.
+        known: String,
+    },
+    /// The operator has no state of that name.
+    #[error("operator '{uid}' has no state '{state}'")]
+    NoState {
+        /// The operator.
+        uid: String,
+        /// The state asked for.
+        state: String,
+    },
+}
 
 /// One state of one operator, over all its subtasks.
 #[derive(Debug, Clone)]
@@ -49,37 +76,39 @@ pub struct OperatorSummary {
 /// Keys, bytes, and both per key group, of one state.
 type Counts = (u64, u64, BTreeMap<u16, (u64, u64)>);
 
-/// One subtask's state as canonical snapshot bytes.
-fn snapshot_bytes(r: &Restored, source: &RestoreSource, scratch: &Path) -> Result<Bytes, String> {
-    match source {
-        RestoreSource::Snapshot(b) => Ok(b.clone()),
-        RestoreSource::File { path, size, crc32 } => {
-            r.storage.get_object(path, *size, *crc32).map_err(|e| e.to_string())
-        }
-        RestoreSource::Rocksdb(files) => {
-            let descriptors = download_rocksdb(&r.storage, files, scratch)?;
-            let bytes =
-                checkpoint_to_snapshot(scratch, descriptors, r.metadata.max_parallelism).map_err(|e| e.to_string())?;
-            let _ = std::fs::remove_dir_all(scratch);
-            Ok(bytes.into())
-        }
-    }
+/// Streams subtask `i` of `uid`'s state as a canonical snapshot into
+/// `visit`, downloading into a scratch directory that is removed after.
+fn visit_subtask(
+    r: &Restored,
+    uid: &str,
+    i: usize,
+    source: &RestoreSource,
+    visit: &mut dyn FnMut(Option<u16>, &SnapshotEntry<'_>),
+) -> Result<Vec<crate::state::StateDescriptor>, InspectError> {
+    let scratch = tempfile::Builder::new()
+        .prefix("weir-inspect-")
+        .tempdir()
+        .map_err(|source| RestoreError::Local { path: std::env::temp_dir(), source })?;
+    let mut reader = read_canonical(&r.storage, source, r.metadata.max_parallelism, scratch.path())?;
+    let header = visit_snapshot(&mut reader, visit).map_err(|source| RestoreError::Snapshot {
+        location: format!("{}: state of operator '{uid}' subtask {i}", r.location),
+        source,
+    })?;
+    Ok(header.descriptors)
 }
 
-/// Every operator's states, summed over its subtasks. `scratch` is a
-/// directory for downloading incremental RocksDB state.
-pub fn summarize(r: &Restored, scratch: &Path) -> Result<Vec<OperatorSummary>, String> {
+/// Every operator's states, summed over its subtasks.
+pub fn summarize(r: &Restored) -> Result<Vec<OperatorSummary>, InspectError> {
     let mut out = Vec::new();
     for (uid, op) in &r.metadata.operators {
         let mut states: Vec<StateSummary> = Vec::new();
         let mut timers = 0;
-        let sources = r.states.get(uid).ok_or_else(|| format!("operator '{uid}' has no state read"))?;
+        let Some(sources) = r.states.get(uid) else { continue };
         for (i, source) in sources.iter().enumerate() {
-            let bytes = snapshot_bytes(r, source, &scratch.join(format!("{uid}-{i}")))?;
             // Keys seen per (state, key group), to count each key once.
             let mut seen: HashSet<(u32, u16, Vec<u8>)> = HashSet::new();
             let mut counts: Vec<Counts> = Vec::new();
-            let (_, descriptors) = visit_snapshot(&bytes, &mut |kg, e| {
+            let descriptors = visit_subtask(r, uid, i, source, &mut |kg, e| {
                 let (state, key, size) = match *e {
                     SnapshotEntry::Value { state, key, value } => (state, Some(key), key.len() + value.len()),
                     SnapshotEntry::ListItem { state, key, value } => (state, Some(key), value.len()),
@@ -111,8 +140,7 @@ pub fn summarize(r: &Restored, scratch: &Path) -> Result<Vec<OperatorSummary>, S
                     slot.0 += keys;
                     slot.1 += bytes;
                 }
-            })
-            .map_err(|e| format!("state of operator '{uid}' subtask {i}: {e}"))?;
+            })?;
             for (id, d) in descriptors.iter().enumerate() {
                 let summary = match states.iter_mut().find(|s| s.name == d.name) {
                     Some(s) => s,
@@ -162,25 +190,19 @@ pub enum Found {
 /// The value of `key` in state `state` of operator `uid`, with the state's
 /// encoding. Only the subtask snapshots holding the key's key group are
 /// read.
-pub fn lookup(
-    r: &Restored,
-    uid: &str,
-    state: &str,
-    key: &[u8],
-    scratch: &Path,
-) -> Result<(String, Vec<Found>), String> {
-    let sources = r.states.get(uid).ok_or_else(|| {
-        let known: Vec<&str> = r.metadata.operators.keys().map(String::as_str).collect();
-        format!("no operator '{uid}' in {} (it has: {})", r.location, known.join(", "))
+pub fn lookup(r: &Restored, uid: &str, state: &str, key: &[u8]) -> Result<(String, Vec<Found>), InspectError> {
+    let sources = r.states.get(uid).ok_or_else(|| InspectError::NoOperator {
+        uid: uid.to_string(),
+        location: r.location.clone(),
+        known: r.metadata.operators.keys().map(String::as_str).collect::<Vec<_>>().join(", "),
     })?;
     let group = key_group_of_hash(key_hash(key), r.metadata.max_parallelism);
     let mut found = Vec::new();
     let mut encoding = None;
     for (i, source) in sources.iter().enumerate() {
-        let bytes = snapshot_bytes(r, source, &scratch.join(format!("{uid}-{i}")))?;
         let mut id = None;
         let mut hits = Vec::new();
-        let (_, descriptors) = visit_snapshot(&bytes, &mut |kg, e| {
+        let descriptors = visit_subtask(r, uid, i, source, &mut |kg, e| {
             if kg != Some(group) {
                 return;
             }
@@ -196,8 +218,7 @@ pub fn lookup(
                 }
                 _ => {}
             }
-        })
-        .map_err(|e| format!("state of operator '{uid}' subtask {i}: {e}"))?;
+        })?;
         if let Some(pos) = descriptors.iter().position(|d| d.name == state) {
             id = Some(pos as u32);
             encoding = Some(descriptors[pos].encoding.clone());
@@ -206,7 +227,7 @@ pub fn lookup(
             found.extend(hits.into_iter().filter(|(s, _)| *s == id).map(|(_, f)| f));
         }
     }
-    let encoding = encoding.ok_or_else(|| format!("operator '{uid}' has no state '{state}'"))?;
+    let encoding = encoding.ok_or_else(|| InspectError::NoState { uid: uid.to_string(), state: state.to_string() })?;
     Ok((encoding, found))
 }
 
@@ -221,26 +242,13 @@ pub fn show(encoding: &str, bytes: &[u8]) -> String {
     let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
     let text: String = bytes.iter().map(|&b| if b.is_ascii_graphic() { b as char } else { '.' }).collect();
     // A postcard unsigned integer is one LEB128 varint: worth showing.
-    let number = (encoding == "postcard").then(|| varint(bytes)).flatten();
+    let number = (encoding == "postcard")
+        .then(|| postcard::take_from_bytes::<u64>(bytes).ok().filter(|(_, rest)| rest.is_empty()).map(|(n, _)| n))
+        .flatten();
     match number {
         Some(n) => format!("0x{hex} ({encoding}: {n} if an unsigned integer)"),
         None => format!("0x{hex} ({encoding}: \"{text}\")"),
     }
-}
-
-/// `bytes` as exactly one LEB128 varint.
-fn varint(bytes: &[u8]) -> Option<u64> {
-    let mut n: u64 = 0;
-    for (i, &b) in bytes.iter().enumerate() {
-        if i >= 10 {
-            return None;
-        }
-        n |= u64::from(b & 0x7f) << (7 * i);
-        if b & 0x80 == 0 {
-            return (i + 1 == bytes.len()).then_some(n);
-        }
-    }
-    None
 }
 
 #[cfg(test)]

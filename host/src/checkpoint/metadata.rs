@@ -20,8 +20,8 @@ pub const METADATA_VERSION: u32 = 1;
 pub enum StateHandle {
     /// Small: the bytes themselves, in `_metadata`.
     Inline {
-        /// The snapshot, hex in JSON.
-        #[serde(with = "hex")]
+        /// The snapshot, hex in JSON: twice the size, but readable and exact.
+        #[serde(with = "hex::serde")]
         data: Vec<u8>,
     },
     /// A file, relative to the job's checkpoint directory.
@@ -76,17 +76,6 @@ impl StateHandle {
             StateHandle::Rocksdb { files } => files.iter().map(|f| f.path.as_str()).collect(),
         }
     }
-}
-
-/// What one task contributed to a checkpoint.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum TaskSnapshot {
-    /// An operator subtask's state.
-    Operator(StateHandle),
-    /// A source's position: the next record to read.
-    Source(u64),
-    /// A sink's position (none for sinks that cannot resume: stdout).
-    Sink(Option<SinkState>),
 }
 
 /// What a sink needs to resume exactly.
@@ -201,32 +190,6 @@ pub enum MetadataError {
     /// The body is not the expected JSON.
     #[error("_metadata is corrupt: {0}")]
     Json(String),
-}
-
-/// Hex for inline bytes in JSON: twice the size, but readable and exact.
-mod hex {
-    use serde::{Deserialize, Deserializer, Serializer, de};
-
-    pub fn serialize<S: Serializer>(bytes: &[u8], s: S) -> Result<S::Ok, S::Error> {
-        const DIGITS: &[u8; 16] = b"0123456789abcdef";
-        let mut out = String::with_capacity(bytes.len() * 2);
-        for b in bytes {
-            out.push(DIGITS[usize::from(b >> 4)] as char);
-            out.push(DIGITS[usize::from(b & 15)] as char);
-        }
-        s.serialize_str(&out)
-    }
-
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<u8>, D::Error> {
-        let s = String::deserialize(d)?;
-        if !s.len().is_multiple_of(2) {
-            return Err(de::Error::custom("odd number of hex digits"));
-        }
-        (0..s.len())
-            .step_by(2)
-            .map(|i| u8::from_str_radix(&s[i..i + 2], 16).map_err(|_| de::Error::custom("not hex")))
-            .collect()
-    }
 }
 
 #[cfg(test)]

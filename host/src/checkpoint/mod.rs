@@ -1,16 +1,20 @@
 //! Checkpoints, as Flink's asynchronous barrier snapshots: the coordinator's
 //! protocol as pure decisions ([`protocol`]), what a checkpoint records
 //! ([`metadata`]), where it is stored ([`storage`]: the only object-store
-//! I/O), the task side's background upload ([`uploader`]), savepoints
-//! ([`savepoint`]: checkpoints taken on request, stored canonically in a
-//! directory of their own), and finding and reading a checkpoint or
-//! savepoint to restore ([`restore`]), or to show ([`inspect`]). The runtime's coordinator
-//! drives these; the format is specified in `docs/checkpoint-format.md`.
+//! I/O), a subtask's background upload ([`upload`]), savepoints
+//! ([`savepoint`]), reading a checkpoint or savepoint back and opening a
+//! subtask's state backend from it ([`restore`]), showing what one holds
+//! ([`inspect`]) and listing a job's checkpoints ([`listing`]).
+//!
+//! This module knows state and storage, never tasks or guests: the
+//! coordinator and the tasks drive it. The format is specified in
+//! `docs/checkpoint-format.md` and `docs/savepoint-format.md`.
 
 pub mod inspect;
+pub mod listing;
 pub mod metadata;
 pub mod protocol;
 pub mod restore;
 pub mod savepoint;
 pub mod storage;
-pub mod uploader;
+pub mod upload;

@@ -220,7 +220,12 @@ impl<H: Clone> Protocol<H> {
 
     /// The metadata of `id` was written (`Ok`) or could not be (`Err`, for
     /// example because another host committed the same id first).
-    pub fn on_metadata_written(&mut self, id: CheckpointId, result: Result<(), String>, now: u64) -> Vec<Command<H>> {
+    pub fn on_metadata_written<E: std::fmt::Display>(
+        &mut self,
+        id: CheckpointId,
+        result: Result<(), E>,
+        now: u64,
+    ) -> Vec<Command<H>> {
         if self.in_flight.as_ref().is_none_or(|f| f.id != id || !f.storing) {
             return Vec::new();
         }
@@ -287,7 +292,7 @@ mod tests {
             [("op#0".to_string(), 2), ("op#1".to_string(), 3), ("src#0".to_string(), 1)].into();
         assert_eq!(write, vec![Command::WriteMetadata { id: 1, handles }]);
         assert_eq!(p.latest_completed(), None, "not complete before the metadata is written");
-        assert_eq!(p.on_metadata_written(1, Ok(()), 50), vec![Command::NotifyComplete { id: 1 }]);
+        assert_eq!(p.on_metadata_written(1, Ok::<_, String>(()), 50), vec![Command::NotifyComplete { id: 1 }]);
         assert_eq!(p.latest_completed(), Some(1));
         assert_eq!(p.in_flight(), None);
     }
@@ -298,11 +303,11 @@ mod tests {
         assert_eq!(p.tick(0), vec![Command::Trigger { id: 1, savepoint: false }]);
         assert!(p.tick(2000).is_empty(), "one in flight at a time");
         ack_all(&mut p, 1);
-        p.on_metadata_written(1, Ok(()), 2100);
+        p.on_metadata_written(1, Ok::<_, String>(()), 2100);
         assert!(p.tick(2200).is_empty(), "min_pause after the end");
         assert_eq!(p.tick(2400), vec![Command::Trigger { id: 2, savepoint: false }]);
         ack_all(&mut p, 2);
-        p.on_metadata_written(2, Ok(()), 2500);
+        p.on_metadata_written(2, Ok::<_, String>(()), 2500);
         assert!(p.tick(3000).is_empty(), "interval after the previous trigger");
         assert_eq!(p.tick(3400), vec![Command::Trigger { id: 3, savepoint: false }]);
     }
@@ -328,10 +333,10 @@ mod tests {
         p.on_decline(1, "op#0", "x", 0);
         p.tick(1000);
         ack_all(&mut p, 2);
-        assert_eq!(p.on_metadata_written(2, Ok(()), 1100), vec![Command::NotifyComplete { id: 2 }]);
+        assert_eq!(p.on_metadata_written(2, Ok::<_, String>(()), 1100), vec![Command::NotifyComplete { id: 2 }]);
         p.tick(2000);
         ack_all(&mut p, 3);
-        let out = p.on_metadata_written(3, Err("already exists".into()), 2100);
+        let out = p.on_metadata_written(3, Err::<(), _>("already exists"), 2100);
         assert!(matches!(&out[..], [Command::Abort { id: 3, reason }] if reason.contains("already exists")), "{out:?}");
         assert_eq!(p.latest_completed(), Some(2), "a checkpoint that was not stored never completes");
     }
@@ -350,7 +355,7 @@ mod tests {
         p.request_savepoint();
         assert_eq!(p.tick(10), vec![], "one checkpoint at a time");
         ack_all(&mut p, 1);
-        assert_eq!(p.on_metadata_written(1, Ok(()), 20), vec![Command::NotifyComplete { id: 1 }]);
+        assert_eq!(p.on_metadata_written(1, Ok::<_, String>(()), 20), vec![Command::NotifyComplete { id: 1 }]);
         assert_eq!(p.tick(21), vec![Command::Trigger { id: 2, savepoint: true }], "before interval and pause");
         // tolerable_failures = 1: two failed savepoints do not fail the job.
         let abort = p.on_decline(2, "op#0", "disk full", 30);

@@ -11,10 +11,11 @@
 
 use super::metadata::StateHandle;
 use crate::config::StorageSettings;
+use crate::fault::{Classify, Domain, RetryHint};
 use bytes::Bytes;
 use futures::TryStreamExt;
 use object_store::path::Path as ObjectPath;
-use object_store::{ObjectStore, PutMode, PutOptions, PutPayload};
+use object_store::{ObjectStore, ObjectStoreScheme, PutMode, PutOptions, PutPayload};
 use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
@@ -72,6 +73,34 @@ pub enum StorageError {
         /// How.
         message: String,
     },
+    /// The background runtime that drives the store could not start.
+    #[error("cannot start the storage runtime: {0}")]
+    Runtime(#[source] std::io::Error),
+}
+
+impl Classify for StorageError {
+    fn domain(&self) -> Domain {
+        match self {
+            StorageError::BadDir { .. } | StorageError::TooLargeForMemory { .. } => Domain::User,
+            StorageError::AlreadyCommitted { .. } | StorageError::Io { .. } | StorageError::Corrupt { .. } => {
+                Domain::External
+            }
+            StorageError::Runtime(_) => Domain::Internal,
+        }
+    }
+
+    fn retry(&self) -> RetryHint {
+        match self {
+            // A store that was down may be up again; a lost race for one
+            // checkpoint id does not repeat (the next attempt takes another).
+            StorageError::Io { .. } | StorageError::AlreadyCommitted { .. } | StorageError::Runtime(_) => {
+                RetryHint::Restart
+            }
+            StorageError::BadDir { .. } | StorageError::TooLargeForMemory { .. } | StorageError::Corrupt { .. } => {
+                RetryHint::NoRetry
+            }
+        }
+    }
 }
 
 /// Where checkpoints of one job are stored.
@@ -203,45 +232,40 @@ impl CheckpointStorage {
     /// inline threshold, else streamed into the file `<dir>/<name>` with a
     /// multipart upload, a few parts in flight, so the snapshot is never in
     /// memory whole. `write` gets a sink for each piece.
-    pub fn put_state_streamed(
+    pub fn put_state_streamed<E: From<StorageError>>(
         &self,
         id: u64,
         task: &str,
         name: &str,
-        write: &mut StateWriter<'_>,
-    ) -> Result<StateHandle, String> {
+        write: impl FnOnce(&mut dyn FnMut(&[u8]) -> Result<(), E>) -> Result<(), E>,
+    ) -> Result<StateHandle, E> {
         use object_store::WriteMultipart;
         let relative = format!("{}{name}", self.dir_of(id));
-        let location = self.location(&relative);
+        let io = |source| StorageError::Io { op: "writing", location: self.location(&relative), source };
         let mut head: Vec<u8> = Vec::new();
         let mut upload: Option<WriteMultipart> = None;
         let (mut size, mut hasher) = (0u64, crc32fast::Hasher::new());
         let _runtime = self.runtime.enter();
-        let mut sink = |piece: &[u8]| -> Result<(), String> {
+        let mut sink = |piece: &[u8]| -> Result<(), E> {
             size += piece.len() as u64;
             hasher.update(piece);
             if let Some(limit) = self.memory_limit
                 && size > limit
             {
-                return Err(StorageError::TooLargeForMemory { task: task.to_string(), size, limit }.to_string());
+                return Err(StorageError::TooLargeForMemory { task: task.to_string(), size, limit }.into());
             }
             if upload.is_none() {
                 if size <= self.inline_threshold {
                     head.extend_from_slice(piece);
                     return Ok(());
                 }
-                let started = self
-                    .runtime
-                    .block_on(self.store.put_multipart(&self.path(&relative)))
-                    .map_err(|e| format!("writing {location}: {e}"))?;
+                let started = self.runtime.block_on(self.store.put_multipart(&self.path(&relative))).map_err(io)?;
                 let mut w = WriteMultipart::new_with_chunk_size(started, UPLOAD_PART);
                 w.write(&std::mem::take(&mut head));
                 upload = Some(w);
             }
             let w = upload.as_mut().expect("started");
-            self.runtime
-                .block_on(w.wait_for_capacity(UPLOADS_IN_FLIGHT))
-                .map_err(|e| format!("writing {location}: {e}"))?;
+            self.runtime.block_on(w.wait_for_capacity(UPLOADS_IN_FLIGHT)).map_err(io)?;
             w.write(piece);
             Ok(())
         };
@@ -255,7 +279,7 @@ impl CheckpointStorage {
         match upload {
             None => Ok(StateHandle::Inline { data: head }),
             Some(w) => {
-                self.runtime.block_on(w.finish()).map_err(|e| format!("writing {location}: {e}"))?;
+                self.runtime.block_on(w.finish()).map_err(io)?;
                 Ok(StateHandle::File { path: relative, size, crc32: hasher.finalize() })
             }
         }
@@ -406,9 +430,6 @@ impl CheckpointStorage {
     }
 }
 
-/// Produces a state's bytes, piece by piece, into the sink it is given.
-pub type StateWriter<'a> = dyn FnMut(&mut dyn FnMut(&[u8]) -> Result<(), String>) -> Result<(), String> + 'a;
-
 /// Bytes per part of a streamed upload (S3's minimum is 5 MiB).
 const UPLOAD_PART: usize = 8 << 20;
 /// Parts of one streamed upload in flight at once.
@@ -463,43 +484,55 @@ fn runtime() -> Result<tokio::runtime::Runtime, StorageError> {
         .thread_name("weir-storage")
         .enable_all()
         .build()
-        .map_err(|e| StorageError::BadDir { dir: "(runtime)".into(), message: e.to_string() })
+        .map_err(StorageError::Runtime)
 }
 
 /// The store behind a `file://` or `s3://` directory, and the path of the
-/// directory in it (a local directory is created).
+/// directory in it (a local directory is created). object_store parses the
+/// URI; the stores are built here rather than by `parse_url_opts`, which
+/// cannot set the retry policy S3 needs (see [`s3_store`]).
 fn open_dir(dir: &str, s3: &crate::config::S3Settings) -> Result<(Arc<dyn ObjectStore>, ObjectPath), StorageError> {
     let bad = |message: String| StorageError::BadDir { dir: dir.to_string(), message };
-    let (store, prefix): (Arc<dyn ObjectStore>, String) = if let Some(path) = dir.strip_prefix("file://") {
-        if !path.starts_with('/') {
-            return Err(bad("a file:// directory must be absolute, as in file:///var/lib/weir/checkpoints".into()));
-        }
-        std::fs::create_dir_all(path).map_err(|e| bad(format!("cannot create {path}: {e}")))?;
-        let local = object_store::local::LocalFileSystem::new_with_prefix(path)
-            .map_err(|e| bad(e.to_string()))?
-            .with_automatic_cleanup(true);
-        (Arc::new(local), String::new())
-    } else if let Some(rest) = dir.strip_prefix("s3://") {
-        let (bucket, prefix) = rest.split_once('/').unwrap_or((rest, ""));
-        if bucket.is_empty() {
-            return Err(bad("no bucket: write s3://bucket or s3://bucket/prefix".into()));
-        }
-        (Arc::new(s3_store(bucket, s3).map_err(|e| bad(e.to_string()))?), prefix.to_string())
-    } else {
+    if !(dir.starts_with("file://") || dir.starts_with("s3://")) {
         return Err(bad("must start with file:// or s3://".into()));
-    };
-    Ok((store, ObjectPath::from(prefix.trim_matches('/'))))
+    }
+    let url =
+        url::Url::parse(dir).map_err(|e| bad(format!("not a URI ({e}): use file:///path or s3://bucket/prefix")))?;
+    if url.scheme() == "s3" && url.host_str().is_none_or(str::is_empty) {
+        return Err(bad("no bucket: write s3://bucket or s3://bucket/prefix".into()));
+    }
+    match (url.scheme(), ObjectStoreScheme::parse(&url)) {
+        ("file", _) => {
+            let path = url.to_file_path().ok().filter(|p| p.is_absolute()).ok_or_else(|| {
+                bad("a file:// directory must be absolute, as in file:///var/lib/weir/checkpoints".into())
+            })?;
+            std::fs::create_dir_all(&path).map_err(|e| bad(format!("cannot create {}: {e}", path.display())))?;
+            let local = object_store::local::LocalFileSystem::new_with_prefix(&path)
+                .map_err(|e| bad(e.to_string()))?
+                .with_automatic_cleanup(true);
+            Ok((Arc::new(local), ObjectPath::default()))
+        }
+        ("s3", Ok((ObjectStoreScheme::AmazonS3, prefix))) => {
+            let store = s3_store(&url, s3).map_err(|e| bad(e.to_string()))?;
+            Ok((Arc::new(store), prefix))
+        }
+        _ => Err(bad("must start with file:// or s3://".into())),
+    }
 }
 
-/// An S3 client for `bucket`: the standard AWS environment variables, then
-/// the `state.checkpoints.s3.*` settings over them. Retries are few and
-/// short, so an unreachable store fails one checkpoint in seconds rather
-/// than stalling the job.
-fn s3_store(bucket: &str, s3: &crate::config::S3Settings) -> Result<object_store::aws::AmazonS3, object_store::Error> {
+/// An S3 client for the bucket of `url`: the standard AWS environment
+/// variables, then the `state.checkpoints.s3.*` settings over them. Retries
+/// are few and short, so an unreachable store fails one checkpoint in
+/// seconds rather than stalling the job (object_store's default retries for
+/// minutes).
+fn s3_store(
+    url: &url::Url,
+    s3: &crate::config::S3Settings,
+) -> Result<object_store::aws::AmazonS3, object_store::Error> {
     use object_store::aws::{AmazonS3Builder, S3ConditionalPut};
     use object_store::{BackoffConfig, ClientOptions, RetryConfig};
     let mut b = AmazonS3Builder::from_env()
-        .with_bucket_name(bucket)
+        .with_url(url.as_str())
         .with_conditional_put(S3ConditionalPut::ETagMatch)
         .with_retry(RetryConfig {
             backoff: BackoffConfig {

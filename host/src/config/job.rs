@@ -2,13 +2,21 @@
 //! [`JobSpec`] the runtime can trust (every input names something, no cycles,
 //! modules exist). Documented for users in `docs/job-file.md`.
 
-use super::settings::{
-    CheckpointingSection, ExecutionSection, PipelineSection, RestartSection, SettingsFile, StateSection, WasmSection,
-};
-use super::units::HumanDuration;
+use super::settings::{CheckpointingSection, PipelineSection, RestartSection, StateSection, WasmSection};
 use serde::Deserialize;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
+
+/// A job file whose values do not make a runnable job; the message names
+/// the node and field at fault.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct InvalidJob(pub String);
+
+/// An [`InvalidJob`] with a formatted message.
+macro_rules! invalid {
+    ($($arg:tt)*) => { InvalidJob(format!($($arg)*)) };
+}
 
 /// Default number of key groups.
 pub const DEFAULT_MAX_PARALLELISM: u32 = 128;
@@ -47,71 +55,17 @@ pub struct JobFile {
     pub sinks: Vec<SinkFile>,
 }
 
-impl JobFile {
-    /// The job's overrides in the shape of the host file.
-    pub fn settings_overrides(&self) -> SettingsFile {
-        SettingsFile {
-            state: self.state.clone().unwrap_or_default(),
-            execution: ExecutionSection { checkpointing: self.checkpointing.clone().unwrap_or_default() },
-            wasm: self.wasm.clone().unwrap_or_default(),
-            pipeline: self.pipeline.clone().unwrap_or_default(),
-            restart: self.restart.clone().unwrap_or_default(),
-        }
-    }
-}
-
-/// `[[sources]]` entry.
+/// A `[[sources]]` entry: its id and kind; every other field is the
+/// connector's own, checked by the connector (see `connectors`).
 #[derive(Debug, Clone, Deserialize)]
-#[serde(tag = "kind", rename_all = "lowercase", deny_unknown_fields)]
-pub enum SourceFile {
-    /// Reads a file.
-    File {
-        /// Node id.
-        id: String,
-        /// The file, relative to the job file.
-        path: PathBuf,
-        /// `"lines"` or `"jsonl"`.
-        #[serde(default)]
-        format: Format,
-        /// jsonl: the field whose value becomes the record key.
-        key_field: Option<String>,
-        /// jsonl: the integer field (milliseconds since the epoch) that
-        /// becomes the record's event time; the source then emits watermarks.
-        timestamp_field: Option<String>,
-        /// How far event time may go backwards; watermarks trail the largest
-        /// timestamp seen by this much.
-        max_out_of_orderness: Option<HumanDuration>,
-        /// At most this many records per second (unset: as fast as possible).
-        records_per_second: Option<f64>,
-    },
-    /// A deterministic synthetic stream.
-    Generator {
-        /// Node id.
-        id: String,
-        /// Records to produce.
-        count: u64,
-        /// Distinct keys.
-        keys: u64,
-        /// Seed of the key sequence.
-        #[serde(default)]
-        seed: u64,
-        /// Event time of record `i` is `i * event_time_step` (milliseconds);
-        /// unset, records carry no timestamp.
-        event_time_step: Option<HumanDuration>,
-        /// At most this many records per second (unset: as fast as possible).
-        records_per_second: Option<f64>,
-    },
-}
-
-/// File source formats.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Format {
-    /// One record per line; the payload is the line without its newline.
-    #[default]
-    Lines,
-    /// One JSON object per line; the payload is the line.
-    Jsonl,
+pub struct SourceFile {
+    /// Node id.
+    pub id: String,
+    /// Which connector: `file`, `generator`, ...
+    pub kind: String,
+    /// The connector's options.
+    #[serde(flatten)]
+    pub options: toml::Table,
 }
 
 /// `[[operators]]` entry.
@@ -171,71 +125,19 @@ impl Partition {
     }
 }
 
-/// `[[sinks]]` entry.
+/// A `[[sinks]]` entry: its id, kind and input; every other field is the
+/// connector's own.
 #[derive(Debug, Clone, Deserialize)]
-#[serde(tag = "kind", rename_all = "lowercase", deny_unknown_fields)]
-pub enum SinkFile {
-    /// Writes payloads as lines to a file.
-    File {
-        /// Node id.
-        id: String,
-        /// Upstream node id.
-        input: String,
-        /// Output file, relative to the job file.
-        path: PathBuf,
-    },
-    /// Writes payloads as lines to part files in a directory, published
-    /// only when the checkpoint that covers them completes (exactly-once).
-    #[serde(rename = "transactional-file")]
-    TransactionalFile {
-        /// Node id.
-        id: String,
-        /// Upstream node id.
-        input: String,
-        /// Output directory, relative to the job file.
-        dir: PathBuf,
-    },
-    /// Writes payloads as lines to standard output.
-    Stdout {
-        /// Node id.
-        id: String,
-        /// Upstream node id.
-        input: String,
-    },
-    /// Drops everything (for benchmarks).
-    Discard {
-        /// Node id.
-        id: String,
-        /// Upstream node id.
-        input: String,
-    },
-}
-
-impl SinkFile {
-    fn id(&self) -> &str {
-        match self {
-            SinkFile::File { id, .. }
-            | SinkFile::TransactionalFile { id, .. }
-            | SinkFile::Stdout { id, .. }
-            | SinkFile::Discard { id, .. } => id,
-        }
-    }
-    fn input(&self) -> &str {
-        match self {
-            SinkFile::File { input, .. }
-            | SinkFile::TransactionalFile { input, .. }
-            | SinkFile::Stdout { input, .. }
-            | SinkFile::Discard { input, .. } => input,
-        }
-    }
-}
-
-impl SourceFile {
-    fn id(&self) -> &str {
-        match self {
-            SourceFile::File { id, .. } | SourceFile::Generator { id, .. } => id,
-        }
-    }
+pub struct SinkFile {
+    /// Node id.
+    pub id: String,
+    /// Which connector: `file`, `transactional-file`, `stdout`, `discard`.
+    pub kind: String,
+    /// Upstream node id.
+    pub input: String,
+    /// The connector's options.
+    #[serde(flatten)]
+    pub options: toml::Table,
 }
 
 /// A validated job: what the runtime builds its graph from.
@@ -245,53 +147,27 @@ pub struct JobSpec {
     pub name: String,
     /// Number of key groups.
     pub max_parallelism: u32,
+    /// The job file's directory: connectors resolve relative paths
+    /// against it.
+    pub base: PathBuf,
     /// Sources, in file order.
-    pub sources: Vec<SourceSpec>,
+    pub sources: Vec<ConnectorSpec>,
     /// Operators, in an order where every operator comes after its inputs.
     pub operators: Vec<OperatorSpec>,
     /// Sinks, in file order.
     pub sinks: Vec<SinkSpec>,
 }
 
-/// A validated source.
+/// A source or sink as configured: which connector, with what options
+/// (checked by the connector when the job starts).
 #[derive(Debug, Clone)]
-pub struct SourceSpec {
+pub struct ConnectorSpec {
     /// Node id.
     pub id: String,
-    /// What it reads.
-    pub kind: SourceKind,
-    /// When the source assigns event time: how far (ms) its watermarks trail
-    /// the largest timestamp seen.
-    pub watermark_lag_ms: Option<i64>,
-    /// Rate limit, records per second.
-    pub records_per_second: Option<f64>,
-}
-
-/// What a source reads.
-#[derive(Debug, Clone)]
-pub enum SourceKind {
-    /// A file, by absolute path.
-    File {
-        /// Absolute path.
-        path: PathBuf,
-        /// Line format.
-        format: Format,
-        /// jsonl key field.
-        key_field: Option<String>,
-        /// jsonl timestamp field.
-        timestamp_field: Option<String>,
-    },
-    /// The generator.
-    Generator {
-        /// Records.
-        count: u64,
-        /// Distinct keys.
-        keys: u64,
-        /// Seed.
-        seed: u64,
-        /// Event-time step in ms, if the generator assigns timestamps.
-        event_time_step_ms: Option<i64>,
-    },
+    /// The connector's kind.
+    pub kind: String,
+    /// Its options: every field of the entry but `id`, `kind` and `input`.
+    pub options: toml::Table,
 }
 
 /// A validated operator.
@@ -321,25 +197,10 @@ pub struct InputSpec {
 /// A validated sink.
 #[derive(Debug, Clone)]
 pub struct SinkSpec {
-    /// Node id.
-    pub id: String,
+    /// The connector.
+    pub connector: ConnectorSpec,
     /// Upstream node id.
     pub input: String,
-    /// Where output goes.
-    pub kind: SinkKind,
-}
-
-/// Where a sink writes.
-#[derive(Debug, Clone)]
-pub enum SinkKind {
-    /// A file, by absolute path.
-    File(PathBuf),
-    /// Part files in a directory, committed with checkpoints.
-    TransactionalFile(PathBuf),
-    /// Standard output.
-    Stdout,
-    /// Nowhere.
-    Discard,
 }
 
 fn valid_id(id: &str) -> bool {
@@ -350,25 +211,25 @@ fn valid_id(id: &str) -> bool {
 /// file's directory). `parallelism_override` replaces the job's default
 /// parallelism (the `--parallelism` flag). Every error names the node and
 /// field at fault.
-pub fn validate(file: &JobFile, base: &Path, parallelism_override: Option<u32>) -> Result<JobSpec, String> {
+pub fn validate(file: &JobFile, base: &Path, parallelism_override: Option<u32>) -> Result<JobSpec, InvalidJob> {
     if !valid_id(&file.name) {
-        return Err(format!("name = {:?}: a job name is 1-128 letters, digits, '-', '_' or '.'", file.name));
+        return Err(invalid!("name = {:?}: a job name is 1-128 letters, digits, '-', '_' or '.'", file.name));
     }
     let max_parallelism = file.max_parallelism.unwrap_or(DEFAULT_MAX_PARALLELISM);
     if !(1..=MAX_MAX_PARALLELISM).contains(&max_parallelism) {
-        return Err(format!("max_parallelism = {max_parallelism}: must be between 1 and {MAX_MAX_PARALLELISM}"));
+        return Err(invalid!("max_parallelism = {max_parallelism}: must be between 1 and {MAX_MAX_PARALLELISM}"));
     }
     let default_parallelism = parallelism_override.or(file.parallelism).unwrap_or(1);
     let check_parallelism = |what: &str, p: u32| {
         if p == 0 || p > max_parallelism {
-            Err(format!("{what}: parallelism {p} must be between 1 and max_parallelism ({max_parallelism})"))
+            Err(invalid!("{what}: parallelism {p} must be between 1 and max_parallelism ({max_parallelism})"))
         } else {
             Ok(p)
         }
     };
     check_parallelism("job", default_parallelism)?;
     if file.sources.is_empty() {
-        return Err("the job has no [[sources]]".into());
+        return Err(invalid!("the job has no [[sources]]"));
     }
 
     // Every node id, with its kind and parallelism.
@@ -379,24 +240,24 @@ pub fn validate(file: &JobFile, base: &Path, parallelism_override: Option<u32>) 
         Sink,
     }
     let mut nodes: HashMap<String, (NodeKind, u32)> = HashMap::new();
-    let mut add = |id: &str, kind: NodeKind, p: u32| -> Result<(), String> {
+    let mut add = |id: &str, kind: NodeKind, p: u32| -> Result<(), InvalidJob> {
         if !valid_id(id) {
-            return Err(format!("id {id:?}: ids are 1-128 letters, digits, '-', '_' or '.'"));
+            return Err(invalid!("id {id:?}: ids are 1-128 letters, digits, '-', '_' or '.'"));
         }
         if nodes.insert(id.to_string(), (kind, p)).is_some() {
-            return Err(format!("id {id:?} is used by more than one source, operator or sink"));
+            return Err(invalid!("id {id:?} is used by more than one source, operator or sink"));
         }
         Ok(())
     };
     for s in &file.sources {
-        add(s.id(), NodeKind::Source, 1)?;
+        add(&s.id, NodeKind::Source, 1)?;
     }
     for o in &file.operators {
         let p = check_parallelism(&format!("operator '{}'", o.uid), o.parallelism.unwrap_or(default_parallelism))?;
         add(&o.uid, NodeKind::Operator, p)?;
     }
     for s in &file.sinks {
-        add(s.id(), NodeKind::Sink, 1)?;
+        add(&s.id, NodeKind::Sink, 1)?;
     }
     let known = |exclude_sinks: bool| {
         let mut ids: Vec<&str> = nodes
@@ -411,81 +272,22 @@ pub fn validate(file: &JobFile, base: &Path, parallelism_override: Option<u32>) 
     let sources = file
         .sources
         .iter()
-        .map(|s| {
-            Ok(match s {
-                SourceFile::File {
-                    id,
-                    path,
-                    format,
-                    key_field,
-                    timestamp_field,
-                    max_out_of_orderness,
-                    records_per_second,
-                } => {
-                    check_rate(id, *records_per_second)?;
-                    let path = base.join(path);
-                    if !path.is_file() {
-                        return Err(format!("source '{id}': path {} does not exist or is not a file", path.display()));
-                    }
-                    if key_field.is_some() && *format != Format::Jsonl {
-                        return Err(format!("source '{id}': key_field needs format = \"jsonl\""));
-                    }
-                    if timestamp_field.is_some() && *format != Format::Jsonl {
-                        return Err(format!("source '{id}': timestamp_field needs format = \"jsonl\""));
-                    }
-                    if max_out_of_orderness.is_some() && timestamp_field.is_none() {
-                        return Err(format!("source '{id}': max_out_of_orderness needs timestamp_field"));
-                    }
-                    SourceSpec {
-                        id: id.clone(),
-                        kind: SourceKind::File {
-                            path,
-                            format: *format,
-                            key_field: key_field.clone(),
-                            timestamp_field: timestamp_field.clone(),
-                        },
-                        watermark_lag_ms: timestamp_field
-                            .as_ref()
-                            .map(|_| max_out_of_orderness.map_or(0, |d| d.0.as_millis() as i64)),
-                        records_per_second: *records_per_second,
-                    }
-                }
-                SourceFile::Generator { id, count, keys, seed, event_time_step, records_per_second } => {
-                    check_rate(id, *records_per_second)?;
-                    if *keys == 0 {
-                        return Err(format!("source '{id}': keys must be at least 1"));
-                    }
-                    let step = event_time_step.map(|d| d.0.as_millis() as i64);
-                    SourceSpec {
-                        id: id.clone(),
-                        kind: SourceKind::Generator {
-                            count: *count,
-                            keys: *keys,
-                            seed: *seed,
-                            event_time_step_ms: step,
-                        },
-                        // Generated timestamps never go backwards.
-                        watermark_lag_ms: step.map(|_| 0),
-                        records_per_second: *records_per_second,
-                    }
-                }
-            })
-        })
-        .collect::<Result<Vec<_>, String>>()?;
+        .map(|s| ConnectorSpec { id: s.id.clone(), kind: s.kind.clone(), options: s.options.clone() })
+        .collect();
 
     let mut operators = Vec::new();
     for o in &file.operators {
         let what = format!("operator '{}'", o.uid);
         let inputs: Vec<InputFile> = match (&o.input, &o.inputs) {
-            (Some(_), Some(_)) => return Err(format!("{what}: set either input or inputs, not both")),
-            (None, None) => return Err(format!("{what}: missing field input (the node it reads from)")),
+            (Some(_), Some(_)) => return Err(invalid!("{what}: set either input or inputs, not both")),
+            (None, None) => return Err(invalid!("{what}: missing field input (the node it reads from)")),
             (Some(from), None) => vec![InputFile { from: from.clone(), partition: o.partition }],
             (None, Some(list)) => {
                 if o.partition.is_some() {
-                    return Err(format!("{what}: partition goes inside each entry of inputs"));
+                    return Err(invalid!("{what}: partition goes inside each entry of inputs"));
                 }
                 if list.is_empty() {
-                    return Err(format!("{what}: inputs is empty"));
+                    return Err(invalid!("{what}: inputs is empty"));
                 }
                 list.clone()
             }
@@ -494,17 +296,17 @@ pub fn validate(file: &JobFile, base: &Path, parallelism_override: Option<u32>) 
         let mut resolved = Vec::new();
         for input in inputs {
             let Some(&(kind, up_parallelism)) = nodes.get(input.from.as_str()) else {
-                return Err(format!(
+                return Err(invalid!(
                     "{what}: input '{}' names no source or operator (known: {})",
                     input.from,
                     known(true)
                 ));
             };
             if kind == NodeKind::Sink {
-                return Err(format!("{what}: input '{}' is a sink; sinks have no output", input.from));
+                return Err(invalid!("{what}: input '{}' is a sink; sinks have no output", input.from));
             }
             if input.from == o.uid {
-                return Err(format!("{what}: reads its own output (a cycle: {0} -> {0})", o.uid));
+                return Err(invalid!("{what}: reads its own output (a cycle: {0} -> {0})", o.uid));
             }
             // Flink's default: forward where parallelism matches, else rebalance.
             let partition = input.partition.unwrap_or(if up_parallelism == parallelism {
@@ -514,9 +316,11 @@ pub fn validate(file: &JobFile, base: &Path, parallelism_override: Option<u32>) 
             });
             match partition {
                 Partition::Forward if up_parallelism != parallelism => {
-                    return Err(format!(
+                    return Err(invalid!(
                         "{what}: partition = \"forward\" from '{}' needs equal parallelism ({} vs {}); use \"rebalance\" or \"key\"",
-                        input.from, up_parallelism, parallelism
+                        input.from,
+                        up_parallelism,
+                        parallelism
                     ));
                 }
                 _ => {}
@@ -524,13 +328,13 @@ pub fn validate(file: &JobFile, base: &Path, parallelism_override: Option<u32>) 
             resolved.push(InputSpec { from: input.from.clone(), partition });
         }
         if resolved.iter().all(|i| i.partition == Partition::Broadcast) {
-            return Err(format!(
+            return Err(invalid!(
                 "{what}: every input is partition = \"broadcast\"; an operator needs a main input besides its broadcast inputs"
             ));
         }
         let module = base.join(&o.module);
         if !module.is_file() {
-            return Err(format!("{what}: module {} does not exist or is not a file", module.display()));
+            return Err(invalid!("{what}: module {} does not exist or is not a file", module.display()));
         }
         let params = o
             .params
@@ -540,7 +344,7 @@ pub fn validate(file: &JobFile, base: &Path, parallelism_override: Option<u32>) 
                     toml::Value::String(s) => s.clone(),
                     toml::Value::Integer(_) | toml::Value::Float(_) | toml::Value::Boolean(_) => v.to_string(),
                     other => {
-                        return Err(format!(
+                        return Err(invalid!(
                             "{what}: params.{k} is a {}; params are strings, numbers or booleans",
                             other.type_str()
                         ));
@@ -548,7 +352,7 @@ pub fn validate(file: &JobFile, base: &Path, parallelism_override: Option<u32>) 
                 };
                 Ok((k.clone(), text))
             })
-            .collect::<Result<BTreeMap<_, _>, String>>()?
+            .collect::<Result<BTreeMap<_, _>, InvalidJob>>()?
             .into_iter()
             .collect();
         operators.push(OperatorSpec { uid: o.uid.clone(), module, inputs: resolved, parallelism, params });
@@ -557,43 +361,29 @@ pub fn validate(file: &JobFile, base: &Path, parallelism_override: Option<u32>) 
 
     let mut sinks = Vec::new();
     for s in &file.sinks {
-        let what = format!("sink '{}'", s.id());
-        match nodes.get(s.input()) {
+        let what = format!("sink '{}'", s.id);
+        match nodes.get(s.input.as_str()) {
             None => {
-                return Err(format!(
+                return Err(invalid!(
                     "{what}: input '{}' names no source or operator (known: {})",
-                    s.input(),
+                    s.input,
                     known(true)
                 ));
             }
             Some((NodeKind::Sink, _)) => {
-                return Err(format!("{what}: input '{}' is a sink; sinks have no output", s.input()));
+                return Err(invalid!("{what}: input '{}' is a sink; sinks have no output", s.input));
             }
             Some(_) => {}
         }
-        let kind = match s {
-            SinkFile::File { path, .. } => SinkKind::File(base.join(path)),
-            SinkFile::TransactionalFile { dir, .. } => SinkKind::TransactionalFile(base.join(dir)),
-            SinkFile::Stdout { .. } => SinkKind::Stdout,
-            SinkFile::Discard { .. } => SinkKind::Discard,
-        };
-        sinks.push(SinkSpec { id: s.id().to_string(), input: s.input().to_string(), kind });
+        let connector = ConnectorSpec { id: s.id.clone(), kind: s.kind.clone(), options: s.options.clone() };
+        sinks.push(SinkSpec { connector, input: s.input.clone() });
     }
-    Ok(JobSpec { name: file.name.clone(), max_parallelism, sources, operators, sinks })
-}
-
-fn check_rate(id: &str, rate: Option<f64>) -> Result<(), String> {
-    match rate {
-        Some(r) if !(r.is_finite() && r > 0.0) => {
-            Err(format!("source '{id}': records_per_second = {r} must be a positive number"))
-        }
-        _ => Ok(()),
-    }
+    Ok(JobSpec { name: file.name.clone(), max_parallelism, base: base.to_path_buf(), sources, operators, sinks })
 }
 
 /// Orders operators so each follows its inputs; a cycle is an error that
 /// names its members in order.
-fn topological(operators: Vec<OperatorSpec>) -> Result<Vec<OperatorSpec>, String> {
+fn topological(operators: Vec<OperatorSpec>) -> Result<Vec<OperatorSpec>, InvalidJob> {
     let index: HashMap<&str, usize> = operators.iter().enumerate().map(|(i, o)| (o.uid.as_str(), i)).collect();
     #[derive(Clone, Copy, PartialEq)]
     enum Mark {
@@ -610,7 +400,7 @@ fn topological(operators: Vec<OperatorSpec>) -> Result<Vec<OperatorSpec>, String
         marks: &mut [Mark],
         order: &mut Vec<usize>,
         path: &mut Vec<usize>,
-    ) -> Result<(), String> {
+    ) -> Result<(), InvalidJob> {
         match marks[i] {
             Mark::Done => return Ok(()),
             Mark::Active => {
@@ -618,7 +408,7 @@ fn topological(operators: Vec<OperatorSpec>) -> Result<Vec<OperatorSpec>, String
                 let mut names: Vec<&str> = path[start..].iter().map(|&p| ops[p].uid.as_str()).collect();
                 names.push(ops[i].uid.as_str());
                 names.reverse();
-                return Err(format!("the operators form a cycle: {}", names.join(" -> ")));
+                return Err(invalid!("the operators form a cycle: {}", names.join(" -> ")));
             }
             Mark::New => {}
         }

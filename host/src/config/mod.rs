@@ -7,12 +7,13 @@ pub mod job;
 pub mod settings;
 pub mod units;
 
-pub use job::{Format, InputSpec, JobSpec, OperatorSpec, Partition, SinkKind, SinkSpec, SourceKind, SourceSpec};
+pub use job::{ConnectorSpec, InputSpec, InvalidJob, JobSpec, OperatorSpec, Partition, SinkSpec};
 pub use settings::{
     BackendKind, CheckpointMode, CheckpointSettings, RestartStrategy, RocksDbSettings, S3Settings, Settings,
-    SettingsFile, StorageSettings,
+    SettingsError, SettingsFile, StorageSettings,
 };
 
+use crate::fault::{Classify, Domain, RetryHint};
 use std::path::{Path, PathBuf};
 use thiserror::Error;
 
@@ -39,11 +40,8 @@ pub enum ConfigError {
     },
     /// The merged host and job settings ask for something this host cannot
     /// do; the message names both files and the key.
-    #[error("{message}")]
-    Settings {
-        /// What is wrong.
-        message: String,
-    },
+    #[error(transparent)]
+    Settings(#[from] SettingsError),
     /// The values parse but do not make a runnable job.
     #[error("{path}: {message}")]
     Invalid {
@@ -52,6 +50,16 @@ pub enum ConfigError {
         /// What is wrong, naming the node and field.
         message: String,
     },
+}
+
+impl Classify for ConfigError {
+    fn domain(&self) -> Domain {
+        Domain::User
+    }
+
+    fn retry(&self) -> RetryHint {
+        RetryHint::NoRetry
+    }
 }
 
 /// A job ready to build: its validated graph and the merged settings.
@@ -65,6 +73,39 @@ pub struct LoadedJob {
     pub settings: Settings,
 }
 
+/// A host settings file (`config/host.toml`), read and checked.
+#[derive(Debug, Clone)]
+pub struct HostFile {
+    path: PathBuf,
+    table: toml::Table,
+}
+
+impl HostFile {
+    /// Reads and checks `path`.
+    pub fn load(path: &Path) -> Result<Self, ConfigError> {
+        let text = read(path)?;
+        // Checked against the schema first, for errors with a position.
+        parse::<SettingsFile>(path, &text)?;
+        Ok(HostFile { path: path.to_path_buf(), table: parse(path, &text)? })
+    }
+
+    /// Its path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The settings it gives on its own (for commands without a job).
+    pub fn resolve(&self) -> Result<Settings, ConfigError> {
+        let file: SettingsFile = from_table(&self.path, self.table.clone())?;
+        Ok(file.resolve(&self.path.display().to_string())?)
+    }
+}
+
+/// The built-in defaults, when no host file is given.
+pub fn default_settings() -> Settings {
+    SettingsFile::default().resolve("built-in defaults").expect("the built-in defaults are valid")
+}
+
 fn read(path: &Path) -> Result<String, ConfigError> {
     std::fs::read_to_string(path).map_err(|cause| ConfigError::Read { path: path.to_path_buf(), cause })
 }
@@ -74,32 +115,90 @@ fn parse<T: serde::de::DeserializeOwned>(path: &Path, text: &str) -> Result<T, C
         .map_err(|e| ConfigError::Parse { path: path.to_path_buf(), message: e.to_string().trim_end().to_string() })
 }
 
-/// Reads a host settings file.
-pub fn load_host_file(path: &Path) -> Result<SettingsFile, ConfigError> {
-    parse(path, &read(path)?)
+fn from_table<T: serde::de::DeserializeOwned>(path: &Path, table: toml::Table) -> Result<T, ConfigError> {
+    toml::Value::Table(table)
+        .try_into()
+        .map_err(|e: toml::de::Error| ConfigError::Parse { path: path.to_path_buf(), message: e.to_string() })
 }
 
-/// Loads `job_path`, layered over `host` (the parsed host file, if any).
+/// Lays `over` on `base`, key by key, tables merged all the way down: a
+/// job file sets only what it changes.
+fn merge(base: &mut toml::Table, over: toml::Table) {
+    for (key, value) in over {
+        match (base.get_mut(&key), value) {
+            (Some(toml::Value::Table(b)), toml::Value::Table(o)) => merge(b, o),
+            (_, value) => {
+                base.insert(key, value);
+            }
+        }
+    }
+}
+
+/// A job file's settings sections, under the keys the host file uses:
+/// `[checkpointing]` is `execution.checkpointing`.
+fn job_overrides(mut job: toml::Table) -> toml::Table {
+    let mut over = toml::Table::new();
+    for key in ["state", "wasm", "pipeline", "restart-strategy"] {
+        if let Some(v) = job.remove(key) {
+            over.insert(key.to_string(), v);
+        }
+    }
+    if let Some(c) = job.remove("checkpointing") {
+        let mut execution = toml::Table::new();
+        execution.insert("checkpointing".into(), c);
+        over.insert("execution".into(), toml::Value::Table(execution));
+    }
+    over
+}
+
+/// Loads `job_path`, layered over `host` (the host file, if any), with the
+/// job's default parallelism replaced by `parallelism_override`.
 pub fn load_job(
     job_path: &Path,
-    host: Option<(&Path, &SettingsFile)>,
+    host: Option<&HostFile>,
     parallelism_override: Option<u32>,
 ) -> Result<LoadedJob, ConfigError> {
     let text = read(job_path)?;
     let file: job::JobFile = parse(job_path, &text)?;
     let base = job_path.parent().map(Path::to_path_buf).unwrap_or_default();
     let base = if base.as_os_str().is_empty() { PathBuf::from(".") } else { base };
-    let invalid = |message: String| ConfigError::Invalid { path: job_path.to_path_buf(), message };
-    let spec = job::validate(&file, &base, parallelism_override).map_err(invalid)?;
-    let merged = match host {
-        Some((_, h)) => h.clone().overlay(&file.settings_overrides()),
-        None => file.settings_overrides(),
-    };
+    let spec = job::validate(&file, &base, parallelism_override)
+        .map_err(|e| ConfigError::Invalid { path: job_path.to_path_buf(), message: e.0 })?;
+    let mut merged = host.map(|h| h.table.clone()).unwrap_or_default();
+    merge(&mut merged, job_overrides(parse(job_path, &text)?));
     let origin = match host {
-        Some((p, _)) => format!("{} (over {})", job_path.display(), p.display()),
+        Some(h) => format!("{} (over {})", job_path.display(), h.path.display()),
         None => job_path.display().to_string(),
     };
-    let mut settings = merged.resolve(&origin).map_err(|message| ConfigError::Settings { message })?;
+    let merged: SettingsFile = from_table(job_path, merged)?;
+    let mut settings = merged.resolve(&origin)?;
     settings.warnings.extend(job::unconsumed(&spec));
     Ok(LoadedJob { path: job_path.to_path_buf(), spec, settings })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn table(text: &str) -> toml::Table {
+        toml::from_str(text).unwrap()
+    }
+
+    #[cfg(feature = "rocksdb")]
+    #[test]
+    fn job_settings_lay_over_the_host_file_key_by_key() {
+        let mut host = table(
+            "state.backend = { type = \"rocksdb\", rocksdb = { localdir = \"/var/weir\" } }\nexecution.checkpointing.interval = \"1s\"\nexecution.checkpointing.retained = 3\n",
+        );
+        let job = table("name = \"j\"\n[checkpointing]\ninterval = \"200ms\"\n[state.backend]\nincremental = true\n");
+        merge(&mut host, job_overrides(job));
+        let file: SettingsFile = from_table(Path::new("job.toml"), host).unwrap();
+        let s = file.resolve("job.toml").unwrap();
+        let c = s.checkpointing.unwrap();
+        assert_eq!(c.interval, std::time::Duration::from_millis(200), "the job's interval wins");
+        assert_eq!(c.retained, 3, "the host's retained stays");
+        assert_eq!(s.backend, BackendKind::RocksDb);
+        assert!(s.rocksdb.incremental, "a table merges into the host's table");
+        assert_eq!(s.rocksdb.localdir, PathBuf::from("/var/weir"));
+    }
 }

@@ -3,6 +3,17 @@
 //! `state.checkpoints.dir`) written as valid TOML.
 
 use super::units::{ByteSize, HumanDuration};
+
+/// Settings that parse but that this host cannot run with; the message
+/// names the files and the key.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct SettingsError(pub String);
+
+/// A [`SettingsError`] with a formatted message.
+macro_rules! bad {
+    ($($arg:tt)*) => { SettingsError(format!($($arg)*)) };
+}
 use serde::Deserialize;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -374,49 +385,10 @@ pub const DEFAULT_BATCH_SIZE: usize = 1024;
 pub const DEFAULT_CHANNEL_CAPACITY: usize = 8;
 
 impl SettingsFile {
-    /// Layers `over` on top of `self`: every field `over` sets wins.
-    pub fn overlay(mut self, over: &SettingsFile) -> SettingsFile {
-        fn pick<T: Clone>(base: &mut Option<T>, over: &Option<T>) {
-            if over.is_some() {
-                base.clone_from(over);
-            }
-        }
-        pick(&mut self.state.backend, &over.state.backend);
-        pick(&mut self.state.checkpoints.dir, &over.state.checkpoints.dir);
-        pick(&mut self.state.savepoints.dir, &over.state.savepoints.dir);
-        pick(&mut self.state.checkpoints.inline_threshold, &over.state.checkpoints.inline_threshold);
-        pick(&mut self.state.checkpoints.memory_max_state_size, &over.state.checkpoints.memory_max_state_size);
-        let (s3, o3) = (&mut self.state.checkpoints.s3, &over.state.checkpoints.s3);
-        pick(&mut s3.endpoint, &o3.endpoint);
-        pick(&mut s3.region, &o3.region);
-        pick(&mut s3.access_key_id, &o3.access_key_id);
-        pick(&mut s3.secret_access_key, &o3.secret_access_key);
-        pick(&mut s3.allow_http, &o3.allow_http);
-        pick(&mut self.restart.kind, &over.restart.kind);
-        pick(&mut self.restart.attempts, &over.restart.attempts);
-        pick(&mut self.restart.delay, &over.restart.delay);
-        let (c, o) = (&mut self.execution.checkpointing, &over.execution.checkpointing);
-        pick(&mut c.interval, &o.interval);
-        pick(&mut c.mode, &o.mode);
-        pick(&mut c.timeout, &o.timeout);
-        pick(&mut c.min_pause, &o.min_pause);
-        pick(&mut c.retained, &o.retained);
-        pick(&mut c.tolerable_failures, &o.tolerable_failures);
-        pick(&mut self.wasm.call_timeout, &over.wasm.call_timeout);
-        pick(&mut self.wasm.memory_limit, &over.wasm.memory_limit);
-        pick(&mut self.wasm.cache.enabled, &over.wasm.cache.enabled);
-        pick(&mut self.wasm.cache.dir, &over.wasm.cache.dir);
-        pick(&mut self.pipeline.batch_size, &over.pipeline.batch_size);
-        pick(&mut self.pipeline.channel_capacity, &over.pipeline.channel_capacity);
-        pick(&mut self.pipeline.progress_interval, &over.pipeline.progress_interval);
-        pick(&mut self.pipeline.idle_timeout, &over.pipeline.idle_timeout);
-        self
-    }
-
     /// Resolves the merged file into [`Settings`], rejecting choices this
     /// host cannot honour. `origin` names where the values came from, for
     /// error messages.
-    pub fn resolve(&self, origin: &str) -> Result<Settings, String> {
+    pub fn resolve(&self, origin: &str) -> Result<Settings, SettingsError> {
         let mut warnings = Vec::new();
         let backend_name = self.state.backend.as_ref().map(|b| b.name()).unwrap_or("hashmap");
         let backend = match backend_name {
@@ -437,17 +409,22 @@ impl SettingsFile {
                 BackendKind::HashMap
             }
             other => {
-                return Err(format!(
+                return Err(bad!(
                     "{origin}: state.backend = \"{other}\" is not a state backend (use \"hashmap\" or \"rocksdb\")"
                 ));
             }
         };
+        if backend == BackendKind::RocksDb && !cfg!(feature = "rocksdb") {
+            return Err(bad!(
+                "{origin}: state.backend = \"rocksdb\": this host was built without RocksDB (build it with the default features: cargo build --release -p weir-host)"
+            ));
+        }
         let (rocks, incremental) = match &self.state.backend {
             Some(BackendSetting::Table(t)) => (t.rocksdb.clone(), t.incremental),
             _ => (RocksDbSection::default(), None),
         };
         if incremental == Some(true) && backend != BackendKind::RocksDb {
-            return Err(format!(
+            return Err(bad!(
                 "{origin}: state.backend.incremental = true needs state.backend.type = \"rocksdb\" (the hashmap backend takes full checkpoints)"
             ));
         }
@@ -464,26 +441,26 @@ impl SettingsFile {
         if let Some(dir) = &savepoint_dir
             && !(dir.starts_with("file://") || dir.starts_with("s3://"))
         {
-            return Err(format!(
+            return Err(bad!(
                 "{origin}: state.savepoints.dir = \"{dir}\" must start with file:// (e.g. file:///var/lib/weir/savepoints) or s3:// (e.g. s3://bucket/savepoints)"
             ));
         }
         let restart = self.resolve_restart(origin, checkpointing.is_some())?;
         let batch_size = self.pipeline.batch_size.unwrap_or(DEFAULT_BATCH_SIZE);
         if batch_size == 0 {
-            return Err(format!("{origin}: pipeline.batch_size must be at least 1"));
+            return Err(bad!("{origin}: pipeline.batch_size must be at least 1"));
         }
         let channel_capacity = self.pipeline.channel_capacity.unwrap_or(DEFAULT_CHANNEL_CAPACITY);
         if channel_capacity == 0 {
-            return Err(format!("{origin}: pipeline.channel_capacity must be at least 1"));
+            return Err(bad!("{origin}: pipeline.channel_capacity must be at least 1"));
         }
         let call_timeout = self.wasm.call_timeout.map(|d| d.0).unwrap_or(DEFAULT_CALL_TIMEOUT);
         if call_timeout.is_zero() {
-            return Err(format!("{origin}: wasm.call_timeout must be more than zero"));
+            return Err(bad!("{origin}: wasm.call_timeout must be more than zero"));
         }
         let memory_limit = self.wasm.memory_limit.map(|b| b.0).unwrap_or(DEFAULT_MEMORY_LIMIT);
         if memory_limit < 1 << 20 {
-            return Err(format!("{origin}: wasm.memory_limit must be at least 1MiB"));
+            return Err(bad!("{origin}: wasm.memory_limit must be at least 1MiB"));
         }
         let cache_dir = if self.wasm.cache.enabled.unwrap_or(true) {
             self.wasm.cache.dir.clone().or_else(default_cache_dir)
@@ -510,18 +487,18 @@ impl SettingsFile {
 }
 
 impl SettingsFile {
-    fn resolve_checkpointing(&self, origin: &str) -> Result<Option<CheckpointSettings>, String> {
+    fn resolve_checkpointing(&self, origin: &str) -> Result<Option<CheckpointSettings>, SettingsError> {
         let c = &self.execution.checkpointing;
         let Some(interval) = c.interval.map(|d| d.0) else {
             if !c.is_empty() {
-                return Err(format!(
+                return Err(bad!(
                     "{origin}: execution.checkpointing.interval ([checkpointing] interval in a job) is not set, so checkpointing is off, but other checkpointing options are: set an interval such as \"1s\""
                 ));
             }
             return Ok(None);
         };
         if interval < Duration::from_millis(10) {
-            return Err(format!(
+            return Err(bad!(
                 "{origin}: execution.checkpointing.interval must be at least 10ms (got {})",
                 HumanDuration(interval)
             ));
@@ -530,18 +507,18 @@ impl SettingsFile {
             "exactly-once" | "exactly_once" => CheckpointMode::ExactlyOnce,
             "at-least-once" | "at_least_once" => CheckpointMode::AtLeastOnce,
             other => {
-                return Err(format!(
+                return Err(bad!(
                     "{origin}: execution.checkpointing.mode = \"{other}\" is not a mode (use \"exactly-once\" or \"at-least-once\")"
                 ));
             }
         };
         let timeout = c.timeout.map(|d| d.0).unwrap_or(DEFAULT_CHECKPOINT_TIMEOUT);
         if timeout.is_zero() {
-            return Err(format!("{origin}: execution.checkpointing.timeout must be more than zero"));
+            return Err(bad!("{origin}: execution.checkpointing.timeout must be more than zero"));
         }
         let retained = c.retained.unwrap_or(1);
         if retained == 0 {
-            return Err(format!("{origin}: execution.checkpointing.retained must be at least 1"));
+            return Err(bad!("{origin}: execution.checkpointing.retained must be at least 1"));
         }
         Ok(Some(CheckpointSettings {
             interval,
@@ -553,12 +530,12 @@ impl SettingsFile {
         }))
     }
 
-    fn resolve_storage(&self, origin: &str) -> Result<StorageSettings, String> {
+    fn resolve_storage(&self, origin: &str) -> Result<StorageSettings, SettingsError> {
         let c = &self.state.checkpoints;
         if let Some(dir) = &c.dir
             && !(dir.starts_with("file://") || dir.starts_with("s3://"))
         {
-            return Err(format!(
+            return Err(bad!(
                 "{origin}: state.checkpoints.dir = \"{dir}\" must start with file:// (e.g. file:///var/lib/weir/checkpoints) or s3:// (e.g. s3://bucket/prefix)"
             ));
         }
@@ -577,7 +554,7 @@ impl SettingsFile {
         })
     }
 
-    fn resolve_restart(&self, origin: &str, checkpointing: bool) -> Result<RestartStrategy, String> {
+    fn resolve_restart(&self, origin: &str, checkpointing: bool) -> Result<RestartStrategy, SettingsError> {
         let r = &self.restart;
         // As Flink: with checkpointing on, failed jobs restart by default.
         let default = if checkpointing { "fixed-delay" } else { "none" };
@@ -587,7 +564,7 @@ impl SettingsFile {
                 attempts: r.attempts.unwrap_or(DEFAULT_RESTART_ATTEMPTS),
                 delay: r.delay.map(|d| d.0).unwrap_or(DEFAULT_RESTART_DELAY),
             }),
-            other => Err(format!(
+            other => Err(bad!(
                 "{origin}: restart-strategy.type = \"{other}\" is not a restart strategy (use \"fixed-delay\" or \"none\")"
             )),
         }

@@ -1,37 +1,27 @@
-//! Human-readable durations (`"200ms"`, `"1s"`) and byte sizes (`"64MiB"`)
-//! as they appear in `host.toml` and `job.toml`.
+//! Durations (`"200ms"`, `"1.5s"`) and byte sizes (`"64MiB"`) as they
+//! appear in `host.toml` and `job.toml`, parsed by `humantime` and
+//! `bytesize` and wrapped so a bad value says which kind it should be.
 
 use serde::{Deserialize, Deserializer, de};
 use std::fmt;
 use std::time::Duration;
 
-/// A duration written as a number and a unit: `us`, `ms`, `s`, `m` or `h`
-/// (`"200ms"`, `"1.5s"`, `"10m"`).
+/// A duration written as a number and a unit, as `humantime` reads it:
+/// `"200ms"`, `"1.5s"`, `"10m"`, `"1h 30m"`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct HumanDuration(pub Duration);
 
+/// A value that is not a duration or size; the message shows the text.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct BadUnit(String);
+
 impl HumanDuration {
     /// Parses `"200ms"`-style text.
-    pub fn parse(text: &str) -> Result<Self, String> {
-        let t = text.trim();
-        let split = t.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(t.len());
-        let (num, unit) = t.split_at(split);
-        let value: f64 = num.parse().map_err(|_| {
-            format!("invalid duration {text:?}: expected a number and a unit such as \"200ms\" or \"1s\"")
-        })?;
-        let secs = match unit.trim() {
-            "us" => value / 1e6,
-            "ms" => value / 1e3,
-            "s" => value,
-            "m" | "min" => value * 60.0,
-            "h" => value * 3600.0,
-            "" => return Err(format!("invalid duration {text:?}: missing unit (us, ms, s, m or h)")),
-            u => return Err(format!("invalid duration {text:?}: unknown unit {u:?} (use us, ms, s, m or h)")),
-        };
-        if !secs.is_finite() || secs < 0.0 {
-            return Err(format!("invalid duration {text:?}"));
-        }
-        Ok(HumanDuration(Duration::from_secs_f64(secs)))
+    pub fn parse(text: &str) -> Result<Self, BadUnit> {
+        humantime::parse_duration(text.trim()).map(HumanDuration).map_err(|e| {
+            BadUnit(format!("invalid duration {text:?}: {e} (write a number and a unit: \"200ms\", \"1.5s\", \"10m\")"))
+        })
     }
 }
 
@@ -44,32 +34,22 @@ impl<'de> Deserialize<'de> for HumanDuration {
 
 impl fmt::Display for HumanDuration {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{:?}", self.0)
+        write!(f, "{}", humantime::format_duration(self.0))
     }
 }
 
-/// A byte size: a plain integer, or a number with `B`, `KiB`, `MiB` or `GiB`
-/// (`"64MiB"`).
+/// A byte size: a plain integer, or a number and a unit as `bytesize`
+/// reads it (`"64MiB"`, `"1 GiB"`; `KiB`, `MiB`, `GiB` are powers of 1024,
+/// `KB`, `MB`, `GB` powers of 1000).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ByteSize(pub u64);
 
 impl ByteSize {
     /// Parses `"64MiB"`-style text.
-    pub fn parse(text: &str) -> Result<Self, String> {
-        let t = text.trim();
-        let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
-        let (num, unit) = t.split_at(split);
-        let value: u64 = num
-            .parse()
-            .map_err(|_| format!("invalid size {text:?}: expected a number and a unit such as \"64MiB\""))?;
-        let mult: u64 = match unit.trim() {
-            "" | "B" => 1,
-            "KiB" | "KB" | "K" => 1 << 10,
-            "MiB" | "MB" | "M" => 1 << 20,
-            "GiB" | "GB" | "G" => 1 << 30,
-            u => return Err(format!("invalid size {text:?}: unknown unit {u:?} (use B, KiB, MiB or GiB)")),
-        };
-        value.checked_mul(mult).map(ByteSize).ok_or_else(|| format!("size {text:?} is too large"))
+    pub fn parse(text: &str) -> Result<Self, BadUnit> {
+        text.trim().parse::<bytesize::ByteSize>().map(|b| ByteSize(b.as_u64())).map_err(|e| {
+            BadUnit(format!("invalid size {text:?}: {e} (write bytes, or a number and a unit: \"64MiB\")"))
+        })
     }
 }
 
@@ -90,17 +70,13 @@ impl<'de> Deserialize<'de> for ByteSize {
 
 impl fmt::Display for ByteSize {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let b = self.0;
-        if b >= 1 << 30 && b.is_multiple_of(1 << 30) {
-            write!(f, "{} GiB", b >> 30)
-        } else if b >= 1 << 20 && b.is_multiple_of(1 << 20) {
-            write!(f, "{} MiB", b >> 20)
-        } else if b >= 1 << 10 && b.is_multiple_of(1 << 10) {
-            write!(f, "{} KiB", b >> 10)
-        } else {
-            write!(f, "{b} B")
-        }
+        write!(f, "{}", human_bytes(self.0))
     }
+}
+
+/// Bytes for people, in binary units: `"1.5 MiB"`.
+pub fn human_bytes(n: u64) -> String {
+    bytesize::ByteSize(n).display().iec().to_string()
 }
 
 #[cfg(test)]
@@ -112,16 +88,20 @@ mod tests {
         assert_eq!(HumanDuration::parse("200ms").unwrap().0, Duration::from_millis(200));
         assert_eq!(HumanDuration::parse("1.5s").unwrap().0, Duration::from_millis(1500));
         assert_eq!(HumanDuration::parse("2m").unwrap().0, Duration::from_secs(120));
-        assert!(HumanDuration::parse("200").unwrap_err().contains("missing unit"));
-        assert!(HumanDuration::parse("5 days").unwrap_err().contains("unknown unit"));
-        assert!(HumanDuration::parse("fast").is_err());
+        assert_eq!(HumanDuration::parse(" 1h 30m ").unwrap().0, Duration::from_secs(5400));
+        for bad in ["200", "5 parsecs", "fast", "-1s"] {
+            let e = HumanDuration::parse(bad).unwrap_err().to_string();
+            assert!(e.starts_with(&format!("invalid duration {bad:?}")), "{e}");
+        }
     }
 
     #[test]
     fn sizes_parse_with_units() {
         assert_eq!(ByteSize::parse("64MiB").unwrap().0, 64 << 20);
+        assert_eq!(ByteSize::parse("1 GiB").unwrap().0, 1 << 30);
         assert_eq!(ByteSize::parse("4096").unwrap().0, 4096);
-        assert!(ByteSize::parse("3 parsecs").is_err());
-        assert_eq!(ByteSize(64 << 20).to_string(), "64 MiB");
+        assert!(ByteSize::parse("3 parsecs").unwrap_err().to_string().starts_with("invalid size \"3 parsecs\""));
+        assert_eq!(ByteSize(64 << 20).to_string(), "64.0 MiB");
+        assert_eq!(human_bytes(1536), "1.5 KiB");
     }
 }

@@ -1,14 +1,68 @@
-//! The generator source: a deterministic stream of `count` records over
-//! `keys` distinct keys, for tests and benchmarks.
+//! `kind = "generator"` source: a deterministic stream of `count` records
+//! over `keys` distinct keys, for tests and benchmarks. Its position is the
+//! index of the next record.
 //!
 //! Record `i` has key `k = splitmix64(seed + i) % keys`, written as decimal
 //! ASCII, and the same bytes as payload; with `event_time_step`, its event
 //! time is `i * step` milliseconds. The same (count, keys, seed) always
 //! gives the same stream.
 
-use super::SourceContext;
-use crate::runtime::batch::Record;
-use crate::runtime::events::{Counters, TaskError};
+use super::file_source::rate_problem;
+use super::{OptionsError, options};
+use crate::config::ConnectorSpec;
+use crate::config::units::HumanDuration;
+use crate::record::Record;
+use crate::runtime::source::{Halt, Source, SourceContext};
+use serde::Deserialize;
+use std::path::Path;
+use std::sync::Arc;
+
+/// The entry's options.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Options {
+    /// Records to produce.
+    count: u64,
+    /// Distinct keys.
+    keys: u64,
+    /// Seed of the key sequence.
+    #[serde(default)]
+    seed: u64,
+    /// Event time of record `i` is `i * event_time_step`; unset, records
+    /// carry no timestamp.
+    event_time_step: Option<HumanDuration>,
+    /// At most this many records per second.
+    records_per_second: Option<f64>,
+}
+
+/// A configured generator.
+#[derive(Debug)]
+pub struct Generator {
+    count: u64,
+    keys: u64,
+    seed: u64,
+    step_ms: Option<i64>,
+    rate: Option<f64>,
+}
+
+/// Builds the generator from its entry.
+pub fn build(spec: &ConnectorSpec, _base: &Path) -> Result<Arc<dyn Source>, OptionsError> {
+    let o: Options = options(spec, "source")?;
+    let bad = |message: String| OptionsError { node: format!("source '{}'", spec.id), message };
+    if o.keys == 0 {
+        return Err(bad("keys must be at least 1".into()));
+    }
+    if let Some(problem) = rate_problem(o.records_per_second) {
+        return Err(bad(problem));
+    }
+    Ok(Arc::new(Generator {
+        count: o.count,
+        keys: o.keys,
+        seed: o.seed,
+        step_ms: o.event_time_step.map(|d| d.0.as_millis() as i64),
+        rate: o.records_per_second,
+    }))
+}
 
 /// SplitMix64: a fixed, well-known mixer, so streams are reproducible.
 #[inline]
@@ -25,54 +79,31 @@ pub fn key_of(seed: u64, i: u64, keys: u64) -> u64 {
     splitmix64(seed.wrapping_add(i)) % keys
 }
 
-/// Produces the stream.
-pub fn run(
-    mut ctx: SourceContext,
-    count: u64,
-    keys: u64,
-    seed: u64,
-    step_ms: Option<i64>,
-) -> Result<Counters, TaskError> {
-    let mut buf = itoa_buf();
-    // The position is the index of the next record.
-    for i in ctx.position..count {
-        ctx.position = i + 1;
-        let k = key_of(seed, i, keys);
-        let key = format_u64(&mut buf, k);
-        let timestamp = step_ms.map(|s| (i as i64).saturating_mul(s));
-        ctx.emit(Record { payload: key, key: Some(key), timestamp })?;
+impl Source for Generator {
+    fn watermark_lag_ms(&self) -> Option<i64> {
+        // Generated timestamps never go backwards.
+        self.step_ms.map(|_| 0)
     }
-    ctx.finish()
-}
 
-fn itoa_buf() -> [u8; 20] {
-    [0; 20]
-}
+    fn records_per_second(&self) -> Option<f64> {
+        self.rate
+    }
 
-fn format_u64(buf: &mut [u8; 20], mut n: u64) -> &[u8] {
-    let mut i = buf.len();
-    loop {
-        i -= 1;
-        buf[i] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
+    fn run(&self, ctx: &mut SourceContext) -> Result<(), Halt> {
+        let mut buf = itoa::Buffer::new();
+        for i in ctx.position..self.count {
+            ctx.position = i + 1;
+            let key = buf.format(key_of(self.seed, i, self.keys)).as_bytes();
+            let timestamp = self.step_ms.map(|s| (i as i64).saturating_mul(s));
+            ctx.emit(Record { payload: key, key: Some(key), timestamp })?;
         }
+        Ok(())
     }
-    &buf[i..]
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn formats_decimal() {
-        let mut b = itoa_buf();
-        assert_eq!(format_u64(&mut b, 0), b"0");
-        assert_eq!(format_u64(&mut b, 1234567890), b"1234567890");
-        assert_eq!(format_u64(&mut b, u64::MAX), u64::MAX.to_string().as_bytes());
-    }
 
     #[test]
     fn stream_is_deterministic_and_covers_keys() {

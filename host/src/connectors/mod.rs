@@ -1,212 +1,159 @@
-//! Connectors: sources that read records into the job and sinks that write
-//! them out. Each runs as one task thread; sources end the job when bounded.
+//! Connectors: the sources and sinks a job file names by `kind`, each in a
+//! module of its own that reads its options from its `[[sources]]` or
+//! `[[sinks]]` entry and implements [`Source`] or [`Sink`]. The registry
+//! below is the only place that knows them all: a new connector is one
+//! module and one line here.
 
+pub mod file_sink;
 pub mod file_source;
 pub mod generator;
 pub mod part_files;
-pub mod sink;
+pub mod transactional_file;
 
-use crate::checkpoint::metadata::TaskSnapshot;
-use crate::runtime::batch::Record;
-use crate::runtime::events::{Control, Counters, TaskError, TaskEvent};
-use crate::runtime::router::Router;
-use crate::runtime::task::{Reporter, route_error};
-use crossbeam_channel::Receiver;
+use crate::checkpoint::metadata::SinkState;
+use crate::config::ConnectorSpec;
+use crate::record::Batch;
+use crate::runtime::error::ConnectorError;
+use crate::runtime::sink::{Sink, SinkWriter};
+use crate::runtime::source::Source;
+use serde::de::DeserializeOwned;
+use std::io::Write;
+use std::path::Path;
 use std::sync::Arc;
+use thiserror::Error;
 
-/// What every source task shares: where to send, how to report, when to stop.
-pub struct SourceContext {
-    /// Source id.
-    pub id: Arc<str>,
-    /// Output side.
-    pub router: Router,
-    /// Progress.
-    pub reporter: Reporter,
-    /// Cancellation.
-    pub control: Receiver<Control>,
-    /// Records per batch (how often cancellation is checked).
-    pub batch_size: usize,
-    counters: Counters,
-    /// For sources with event time: how far watermarks trail the largest
-    /// timestamp seen.
-    watermark_lag: Option<i64>,
-    max_timestamp: i64,
-    watermark: i64,
-    /// With a rate limit: when the stream started, and the gap per record.
-    pace: Option<(std::time::Instant, std::time::Duration)>,
-    /// Where the source is: what a checkpoint records, so a restore
-    /// resumes at the next record. Sources set it before each `emit`.
-    pub position: u64,
+/// Builds a source from its entry; relative paths resolve against the
+/// directory given.
+type SourceBuilder = fn(&ConnectorSpec, &Path) -> Result<Arc<dyn Source>, OptionsError>;
+/// Builds a sink from its entry.
+type SinkBuilder = fn(&ConnectorSpec, &Path) -> Result<Arc<dyn Sink>, OptionsError>;
+
+/// Every source kind.
+const SOURCES: &[(&str, SourceBuilder)] = &[("file", file_source::build), ("generator", generator::build)];
+
+/// Every sink kind.
+const SINKS: &[(&str, SinkBuilder)] = &[
+    ("file", file_sink::build),
+    ("transactional-file", transactional_file::build),
+    ("stdout", build_stdout),
+    ("discard", build_discard),
+];
+
+/// A source or sink entry that cannot be used as written.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[error("{node}: {message}")]
+pub struct OptionsError {
+    /// "source 'lines'", "sink 'out'".
+    pub node: String,
+    /// What is wrong, naming the field.
+    pub message: String,
 }
 
-impl SourceContext {
-    /// A context for source `id`.
-    pub fn new(
-        id: Arc<str>,
-        router: Router,
-        reporter: Reporter,
-        control: Receiver<Control>,
-        batch_size: usize,
-        watermark_lag: Option<i64>,
-    ) -> Self {
-        SourceContext {
-            id,
-            router,
-            reporter,
-            control,
-            batch_size,
-            counters: Counters::default(),
-            watermark_lag,
-            max_timestamp: i64::MIN,
-            watermark: i64::MIN,
-            pace: None,
-            position: 0,
-        }
-    }
+/// The source `spec` configures.
+pub fn source(spec: &ConnectorSpec, base: &Path) -> Result<Arc<dyn Source>, OptionsError> {
+    let build = lookup(SOURCES, spec, "source")?;
+    build(spec, base)
+}
 
-    /// Limits the source to `rate` records per second. A paced source sends
-    /// every record as soon as it is due instead of waiting for a full batch.
-    pub fn with_rate(mut self, rate: Option<f64>) -> Self {
-        self.pace = rate.map(|r| (std::time::Instant::now(), std::time::Duration::from_secs_f64(1.0 / r)));
-        self
-    }
+/// The sink `spec` configures.
+pub fn sink(spec: &ConnectorSpec, base: &Path) -> Result<Arc<dyn Sink>, OptionsError> {
+    let build = lookup(SINKS, spec, "sink")?;
+    build(spec, base)
+}
 
-    /// Sends one record; every `batch_size` records checks for cancellation
-    /// and reports progress.
-    #[inline]
-    pub fn emit(&mut self, record: Record<'_>) -> Result<(), TaskError> {
-        if let Some(t) = record.timestamp {
-            self.max_timestamp = self.max_timestamp.max(t);
+fn lookup<B: Copy>(registry: &[(&str, B)], spec: &ConnectorSpec, role: &str) -> Result<B, OptionsError> {
+    registry.iter().find(|(kind, _)| *kind == spec.kind).map(|(_, b)| *b).ok_or_else(|| {
+        let kinds: Vec<&str> = registry.iter().map(|(k, _)| *k).collect();
+        OptionsError {
+            node: format!("{role} '{}'", spec.id),
+            message: format!("kind = {:?} is not a {role} kind (use one of: {})", spec.kind, kinds.join(", ")),
         }
-        let mut deferred = Vec::new();
-        if let Some((start, gap)) = self.pace {
-            let due = start + gap.mul_f64(self.counters.records_in as f64);
-            let wait = due.saturating_duration_since(std::time::Instant::now());
-            if !wait.is_zero() {
-                // Waiting on the control channel keeps a paced source
-                // responsive to cancellation and checkpoints.
-                let until = std::time::Instant::now() + wait;
-                loop {
-                    match self.control.recv_deadline(until) {
-                        Ok(Control::Cancel) => return Err(TaskError::Cancelled),
-                        // The position already counts this record: its
-                        // barrier must follow it.
-                        Ok(c) => deferred.push(c),
-                        Err(crossbeam_channel::RecvTimeoutError::Timeout) => break,
-                        Err(crossbeam_channel::RecvTimeoutError::Disconnected) => {
-                            std::thread::sleep(until.saturating_duration_since(std::time::Instant::now()));
-                            break;
-                        }
-                    }
-                }
-            }
-        }
-        self.router.push(record).map_err(|e| route_error(&self.id, e))?;
-        self.counters.records_in += 1;
-        if self.pace.is_some() {
-            self.router.flush().map_err(|e| route_error(&self.id, e))?;
-            for c in deferred {
-                self.on_control(c)?;
-            }
-        }
-        if self.counters.records_in.is_multiple_of(self.batch_size as u64) {
-            self.poll_control()?;
-            // Bounded out-of-orderness, as Flink's: the watermark trails the
-            // largest timestamp by the lag, minus one.
-            if let Some(lag) = self.watermark_lag {
-                let w = self.max_timestamp.saturating_sub(lag).saturating_sub(1);
-                if w > self.watermark {
-                    self.watermark = w;
-                    self.router.watermark(w).map_err(|e| route_error(&self.id, e))?;
-                }
-            }
-            self.counters.records_out = self.router.records_out();
-            self.reporter.tick(self.counters);
+    })
+}
+
+/// Reads a connector's options (every field of its entry but `id`, `kind`
+/// and `input`) as `T`, which should deny unknown fields.
+pub fn options<T: DeserializeOwned>(spec: &ConnectorSpec, role: &str) -> Result<T, OptionsError> {
+    toml::Value::Table(spec.options.clone()).try_into().map_err(|e: toml::de::Error| OptionsError {
+        node: format!("{role} '{}' (kind = {:?})", spec.id, spec.kind),
+        message: e.message().trim_end().to_string(),
+    })
+}
+
+/// Options of a connector that takes none.
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct NoOptions {}
+
+/// `kind = "stdout"`: payloads as lines on standard output (at-least-once
+/// across restarts: lines after the last checkpoint come again).
+struct Stdout;
+
+fn build_stdout(spec: &ConnectorSpec, _: &Path) -> Result<Arc<dyn Sink>, OptionsError> {
+    options::<NoOptions>(spec, "sink")?;
+    Ok(Arc::new(Stdout))
+}
+
+impl Sink for Stdout {
+    fn open(&self, _: Option<(u64, &SinkState)>) -> Result<Box<dyn SinkWriter>, ConnectorError> {
+        Ok(Box::new(std::io::BufWriter::new(std::io::stdout())))
+    }
+}
+
+impl SinkWriter for std::io::BufWriter<std::io::Stdout> {
+    fn write(&mut self, batch: &Batch) -> Result<(), ConnectorError> {
+        let io = |source| ConnectorError::Io { op: "write to", path: "standard output".into(), source };
+        for r in batch.iter() {
+            self.write_all(r.payload).and_then(|_| self.write_all(b"\n")).map_err(io)?;
         }
         Ok(())
     }
 
-    /// Handles what the coordinator sent since the last look.
-    fn poll_control(&mut self) -> Result<(), TaskError> {
-        while let Ok(c) = self.control.try_recv() {
-            self.on_control(c)?;
-        }
+    fn checkpoint(&mut self, _tag: &str) -> Result<Option<SinkState>, ConnectorError> {
+        self.flush().map_err(|source| ConnectorError::Io { op: "write to", path: "standard output".into(), source })?;
+        Ok(None)
+    }
+}
+
+/// `kind = "discard"`: drops everything (for benchmarks).
+struct Discard;
+
+fn build_discard(spec: &ConnectorSpec, _: &Path) -> Result<Arc<dyn Sink>, OptionsError> {
+    options::<NoOptions>(spec, "sink")?;
+    Ok(Arc::new(Discard))
+}
+
+impl Sink for Discard {
+    fn open(&self, _: Option<(u64, &SinkState)>) -> Result<Box<dyn SinkWriter>, ConnectorError> {
+        Ok(Box::new(Discard))
+    }
+}
+
+impl SinkWriter for Discard {
+    fn write(&mut self, _: &Batch) -> Result<(), ConnectorError> {
         Ok(())
     }
 
-    fn on_control(&mut self, c: Control) -> Result<(), TaskError> {
-        match c {
-            Control::Cancel => Err(TaskError::Cancelled),
-            Control::Trigger(id) => {
-                // The position and the barrier mark the same point: every
-                // record before it is covered by checkpoint `id`.
-                let started = std::time::Instant::now();
-                self.router.barrier(id).map_err(|e| route_error(&self.id, e))?;
-                self.reporter.send(TaskEvent::Acknowledged {
-                    task: self.reporter.id().clone(),
-                    id,
-                    snapshot: TaskSnapshot::Source(self.position),
-                    sync: started.elapsed(),
-                });
-                Ok(())
-            }
-            Control::Stop { id, drain } => self.stop(id, drain),
-            Control::Complete(_)
-            | Control::Resume
-            | Control::EndStopped
-            | Control::SwapCommit(_)
-            | Control::SwapAbort(_) => Ok(()),
-        }
+    fn checkpoint(&mut self, _tag: &str) -> Result<Option<SinkState>, ConnectorError> {
+        Ok(None)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(kind: &str, options: &str) -> ConnectorSpec {
+        ConnectorSpec { id: "x".into(), kind: kind.into(), options: toml::from_str(options).unwrap() }
     }
 
-    /// Stop with savepoint `id`: nothing follows the barrier until the
-    /// coordinator says how the savepoint went. If it completed, the stream
-    /// ends here (without the end-of-input watermark unless `drain` sent it
-    /// before the barrier); if it failed, the source carries on as if
-    /// nothing happened, unless it drained, which cannot be undone.
-    fn stop(&mut self, id: u64, drain: bool) -> Result<(), TaskError> {
-        if drain {
-            self.router.watermark(i64::MAX).map_err(|e| route_error(&self.id, e))?;
-        }
-        self.router.barrier(id).map_err(|e| route_error(&self.id, e))?;
-        self.reporter.send(TaskEvent::Acknowledged {
-            task: self.reporter.id().clone(),
-            id,
-            snapshot: TaskSnapshot::Source(self.position),
-            sync: std::time::Duration::ZERO,
-        });
-        loop {
-            match self.control.recv() {
-                Ok(Control::Complete(c)) if c >= id => {
-                    self.router.end().map_err(|e| route_error(&self.id, e))?;
-                    self.counters.records_out = self.router.records_out();
-                    return Err(TaskError::Stopped(self.counters));
-                }
-                Ok(Control::Resume) if !drain => return Ok(()),
-                Ok(Control::Resume) => {
-                    return Err(self.error(format!(
-                        "stop --drain with savepoint {id} failed after event time was advanced to the end"
-                    )));
-                }
-                Ok(Control::Cancel) | Err(_) => return Err(TaskError::Cancelled),
-                Ok(_) => {}
-            }
-        }
-    }
-
-    /// Ends the stream: event time jumps to the end (so pending event-time
-    /// timers downstream fire), then end of input.
-    pub fn finish(mut self) -> Result<Counters, TaskError> {
-        // A trigger that arrived with the last records still gets its barrier.
-        self.poll_control()?;
-        self.router.watermark(i64::MAX).map_err(|e| route_error(&self.id, e))?;
-        self.router.end().map_err(|e| route_error(&self.id, e))?;
-        self.counters.records_out = self.router.records_out();
-        Ok(self.counters)
-    }
-
-    /// A source error naming this source.
-    pub fn error(&self, message: String) -> TaskError {
-        TaskError::Source { id: self.id.clone(), message }
+    #[test]
+    fn unknown_kinds_and_fields_are_named() {
+        let e = source(&spec("kafka", ""), Path::new(".")).err().unwrap();
+        assert_eq!(e.to_string(), "source 'x': kind = \"kafka\" is not a source kind (use one of: file, generator)");
+        let e = sink(&spec("stdout", "colour = true"), Path::new(".")).err().unwrap();
+        assert!(e.to_string().starts_with("sink 'x' (kind = \"stdout\"): unknown field `colour`"), "{e}");
+        let e = source(&spec("generator", "count = 1"), Path::new(".")).err().unwrap();
+        assert!(e.to_string().contains("missing field `keys`"), "{e}");
     }
 }

@@ -12,7 +12,8 @@
 //! when newer ones are damaged) are withdrawn too, with a warning: their
 //! records come again, and keeping them would duplicate them.
 
-use super::super::checkpoint::metadata::SinkState;
+use crate::checkpoint::metadata::SinkState;
+use crate::runtime::error::ConnectorError;
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
@@ -37,16 +38,16 @@ impl PartFiles {
     /// Opens `dir` for a fresh run: removes unpublished files left by a
     /// run that was never checkpointed, and refuses a directory that holds
     /// published output (it would mix two runs).
-    pub fn fresh(dir: &Path) -> Result<Self, String> {
-        std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    pub fn fresh(dir: &Path) -> Result<Self, ConnectorError> {
+        std::fs::create_dir_all(dir).map_err(io("create", dir))?;
         let published = list(dir)?.into_iter().filter(|n| n.starts_with("part-")).collect::<Vec<_>>();
         if !published.is_empty() {
-            return Err(format!(
+            return Err(ConnectorError::Refused(format!(
                 "{} already holds published output of an earlier run ({}{}): remove it to start over, or continue that run with --resume",
                 dir.display(),
                 published[0],
                 if published.len() > 1 { format!(" and {} more", published.len() - 1) } else { String::new() }
-            ));
+            )));
         }
         let files = PartFiles { dir: dir.to_path_buf(), current: None, pending: Vec::new() };
         files.discard_unpublished(&[])?;
@@ -57,8 +58,8 @@ impl PartFiles {
     /// whose pending files were `pending`: publishes them, discards
     /// everything else unpublished, and withdraws files published by later
     /// checkpoints.
-    pub fn restore(dir: &Path, id: Option<u64>, pending: &[String]) -> Result<Self, String> {
-        std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    pub fn restore(dir: &Path, id: Option<u64>, pending: &[String]) -> Result<Self, ConnectorError> {
+        std::fs::create_dir_all(dir).map_err(io("create", dir))?;
         let mut files = PartFiles { dir: dir.to_path_buf(), current: None, pending: pending.to_vec() };
         files.publish_all()?;
         files.discard_unpublished(&[])?;
@@ -76,58 +77,58 @@ impl PartFiles {
                 );
                 for name in later {
                     let path = dir.join(&name);
-                    std::fs::remove_file(&path).map_err(|e| format!("cannot remove {}: {e}", path.display()))?;
+                    std::fs::remove_file(&path).map_err(io("remove", &path))?;
                 }
             }
         }
         Ok(files)
     }
 
-    fn discard_unpublished(&self, keep: &[String]) -> Result<(), String> {
+    fn discard_unpublished(&self, keep: &[String]) -> Result<(), ConnectorError> {
         for name in list(&self.dir)? {
             let unpublished = name.starts_with(".part-") || name.starts_with(IN_PROGRESS);
             if unpublished && !keep.contains(&name) {
                 let path = self.dir.join(&name);
-                std::fs::remove_file(&path).map_err(|e| format!("cannot remove {}: {e}", path.display()))?;
+                std::fs::remove_file(&path).map_err(io("remove", &path))?;
             }
         }
         Ok(())
     }
 
     /// Writes one line to the in-progress file.
-    pub fn write_line(&mut self, line: &[u8]) -> Result<(), String> {
+    pub fn write_line(&mut self, line: &[u8]) -> Result<(), ConnectorError> {
         if self.current.is_none() {
             let path = self.dir.join(format!("{IN_PROGRESS}-{}", std::process::id()));
-            let f = File::create(&path).map_err(|e| format!("cannot create {}: {e}", path.display()))?;
+            let f = File::create(&path).map_err(io("create", &path))?;
             self.current = Some((BufWriter::with_capacity(1 << 20, f), path));
         }
         let (w, path) = self.current.as_mut().expect("opened above");
-        w.write_all(line).and_then(|_| w.write_all(b"\n")).map_err(|e| format!("cannot write {}: {e}", path.display()))
+        w.write_all(line).and_then(|_| w.write_all(b"\n")).map_err(io("write", path))
     }
 
     /// Closes the in-progress file (if it has anything) as pending under
     /// `tag` (a checkpoint id, or "end"), and returns the sink's state.
-    pub fn seal(&mut self, tag: &str) -> Result<SinkState, String> {
+    pub fn seal(&mut self, tag: &str) -> Result<SinkState, ConnectorError> {
         if let Some((w, path)) = self.current.take() {
-            let f = w.into_inner().map_err(|e| format!("cannot write {}: {}", path.display(), e.error()))?;
-            f.sync_all().map_err(|e| format!("cannot sync {}: {e}", path.display()))?;
+            let f = w.into_inner().map_err(|e| io("write", &path)(e.into_error()))?;
+            f.sync_all().map_err(io("sync", &path))?;
             let name = format!(".part-{tag}.pending");
             let to = self.dir.join(&name);
-            std::fs::rename(&path, &to).map_err(|e| format!("cannot rename {}: {e}", path.display()))?;
+            std::fs::rename(&path, &to).map_err(io("rename", &path))?;
             self.pending.push(name);
         }
         Ok(SinkState::Parts { pending: self.pending.clone() })
     }
 
     /// Publishes every pending file: the checkpoint covering them completed.
-    pub fn publish_all(&mut self) -> Result<(), String> {
+    pub fn publish_all(&mut self) -> Result<(), ConnectorError> {
         self.publish(|_| true)
     }
 
     /// Publishes the files pending for checkpoints up to `id`: checkpoint
     /// `id` completed, and files sealed at later barriers (or at the end)
     /// wait for theirs.
-    pub fn publish_through(&mut self, id: u64) -> Result<(), String> {
+    pub fn publish_through(&mut self, id: u64) -> Result<(), ConnectorError> {
         self.publish(|name| {
             let tag = name.strip_prefix(".part-").and_then(|n| n.strip_suffix(".pending"));
             tag.and_then(|t| t.parse::<u64>().ok()).is_some_and(|t| t <= id)
@@ -136,40 +137,49 @@ impl PartFiles {
 
     /// Deletes every pending file and what is in progress: the job stopped
     /// with a savepoint, and these records come after it.
-    pub fn discard_pending(&mut self) -> Result<(), String> {
+    pub fn discard_pending(&mut self) -> Result<(), ConnectorError> {
         if let Some((_, path)) = self.current.take() {
-            std::fs::remove_file(&path).map_err(|e| format!("cannot remove {}: {e}", path.display()))?;
+            std::fs::remove_file(&path).map_err(io("remove", &path))?;
         }
         for name in std::mem::take(&mut self.pending) {
             let path = self.dir.join(&name);
-            std::fs::remove_file(&path).map_err(|e| format!("cannot remove {}: {e}", path.display()))?;
+            std::fs::remove_file(&path).map_err(io("remove", &path))?;
         }
         Ok(())
     }
 
-    fn publish(&mut self, due: impl Fn(&str) -> bool) -> Result<(), String> {
+    fn publish(&mut self, due: impl Fn(&str) -> bool) -> Result<(), ConnectorError> {
         let (now, later): (Vec<String>, Vec<String>) =
             std::mem::take(&mut self.pending).into_iter().partition(|n| due(n));
         self.pending = later;
         for name in now {
             let from = self.dir.join(&name);
-            let to = self.dir.join(published_name(&name).ok_or_else(|| format!("{name} is not a pending part file"))?);
+            let to = self.dir.join(
+                published_name(&name)
+                    .ok_or_else(|| ConnectorError::Inconsistent(format!("{name} is not a pending part file")))?,
+            );
             if from.exists() {
-                std::fs::rename(&from, &to).map_err(|e| format!("cannot publish {}: {e}", from.display()))?;
+                std::fs::rename(&from, &to).map_err(io("publish", &from))?;
             } else if !to.exists() {
-                return Err(format!(
+                return Err(ConnectorError::Inconsistent(format!(
                     "{} is missing: the checkpoint lists it as pending and it was never published",
                     from.display()
-                ));
+                )));
             }
         }
         // Make the renames durable before anyone is told they happened.
-        File::open(&self.dir).and_then(|d| d.sync_all()).map_err(|e| format!("cannot sync {}: {e}", self.dir.display()))
+        File::open(&self.dir).and_then(|d| d.sync_all()).map_err(io("sync", &self.dir))
     }
 }
 
-fn list(dir: &Path) -> Result<Vec<String>, String> {
-    let entries = std::fs::read_dir(dir).map_err(|e| format!("cannot read {}: {e}", dir.display()))?;
+/// An I/O failure of `op` on `path`.
+fn io(op: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> ConnectorError {
+    let path = path.to_path_buf();
+    move |source| ConnectorError::Io { op, path, source }
+}
+
+fn list(dir: &Path) -> Result<Vec<String>, ConnectorError> {
+    let entries = std::fs::read_dir(dir).map_err(io("read", dir))?;
     let mut names: Vec<String> =
         entries.filter_map(|e| e.ok()).filter_map(|e| e.file_name().into_string().ok()).collect();
     names.sort();
@@ -218,7 +228,7 @@ mod tests {
         PartFiles::restore(tmp.path(), Some(4), &pending).unwrap();
         assert_eq!(names(tmp.path()), ["part-4"]);
         // A fresh run refuses to mix with published output.
-        let err = PartFiles::fresh(tmp.path()).err().unwrap();
+        let err = PartFiles::fresh(tmp.path()).err().unwrap().to_string();
         assert!(err.contains("already holds published output") && err.contains("part-4"), "{err}");
         // An older checkpoint withdraws what later ones published.
         PartFiles::restore(tmp.path(), Some(3), &[]).unwrap();

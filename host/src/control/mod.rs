@@ -115,6 +115,9 @@ pub struct Status {
     pub pid: u32,
     /// Restarts so far (0 on the first attempt).
     pub attempt: u32,
+    /// Where the job is in its life: running, savepointing, stopping, ...
+    #[serde(default)]
+    pub state: String,
     /// Time since the run started, in milliseconds.
     pub uptime_ms: u64,
     /// Records read by the sources.
@@ -143,15 +146,60 @@ pub struct NodeStatus {
     pub records_out: u64,
 }
 
+/// Why the job refused or could not carry out a request.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum RequestError {
+    /// Savepoints and swaps ride on checkpoints.
+    #[error("{what} checkpointing: set [checkpointing] interval in the job file")]
+    NeedsCheckpointing {
+        /// "savepoints need", "a module swap needs".
+        what: &'static str,
+    },
+    /// The job is failing or being cancelled.
+    #[error("the job is failing")]
+    Failing,
+    /// Every source finished: nothing more can be taken.
+    #[error("the job's input is exhausted and it is finishing")]
+    Finishing,
+    /// One savepoint at a time.
+    #[error("a savepoint is already in progress")]
+    SavepointInProgress,
+    /// One swap at a time.
+    #[error("a module swap is already in progress")]
+    SwapInProgress,
+    /// No directory given and none configured.
+    #[error("no savepoint directory: pass --dir, or set state.savepoints.dir")]
+    NoSavepointDir,
+    /// The swap names no operator of the job.
+    #[error("the job has no operator '{uid}' (it has: {known})")]
+    UnknownOperator {
+        /// The uid asked for.
+        uid: String,
+        /// The job's operators.
+        known: String,
+    },
+    /// The new module of a swap cannot be loaded.
+    #[error("cannot load the new module: {0}")]
+    Module(String),
+    /// The savepoint directory cannot be used.
+    #[error("{0}")]
+    Storage(String),
+    /// The savepoint or swap was tried and failed; the reason says what
+    /// state the job is in now.
+    #[error("{0}")]
+    Failed(String),
+}
+
 /// A request the coordinator answers.
 #[derive(Debug)]
 pub enum Request {
     /// `GET /v1/status`.
     Status(crossbeam_channel::Sender<Status>),
     /// `POST /v1/savepoint`.
-    Savepoint(SavepointRequest, crossbeam_channel::Sender<Result<SavepointDone, String>>),
+    Savepoint(SavepointRequest, crossbeam_channel::Sender<Result<SavepointDone, RequestError>>),
     /// `POST /v1/cancel`.
     Cancel(crossbeam_channel::Sender<()>),
     /// `POST /v1/swap`.
-    Swap(SwapRequest, crossbeam_channel::Sender<Result<SwapDone, String>>),
+    Swap(SwapRequest, crossbeam_channel::Sender<Result<SwapDone, RequestError>>),
 }

@@ -144,7 +144,7 @@ fn serve(stream: TcpStream, requests: &Sender<Request>, token: &str) {
                 route(&method, &path, &body, requests)
             }
         }
-        Err(e) => (400, error_json(&e)),
+        Err(e) => (400, error_json(&e.to_string())),
     };
     let reason = match status {
         200 => "OK",
@@ -168,34 +168,47 @@ fn error_json(message: &str) -> Vec<u8> {
 
 type Parsed = (String, String, Option<String>, Vec<u8>);
 
-fn read_request(r: &mut impl BufRead) -> Result<Parsed, String> {
+/// A request that is not the HTTP this server speaks.
+#[derive(Debug, Error)]
+enum BadRequest {
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+    #[error("not an HTTP request")]
+    NotHttp,
+    #[error("bad Content-Length")]
+    Length,
+    #[error("too many headers")]
+    Headers,
+}
+
+fn read_request(r: &mut impl BufRead) -> Result<Parsed, BadRequest> {
     let mut line = String::new();
-    r.read_line(&mut line).map_err(|e| e.to_string())?;
+    r.read_line(&mut line)?;
     let mut parts = line.split_whitespace();
     let (Some(method), Some(path)) = (parts.next(), parts.next()) else {
-        return Err("not an HTTP request".into());
+        return Err(BadRequest::NotHttp);
     };
     let (method, path) = (method.to_string(), path.to_string());
     let (mut length, mut auth) = (0usize, None);
     for _ in 0..100 {
         line.clear();
-        r.read_line(&mut line).map_err(|e| e.to_string())?;
+        r.read_line(&mut line)?;
         let header = line.trim_end();
         if header.is_empty() {
             let mut body = vec![0; length.min(1 << 20)];
-            r.read_exact(&mut body).map_err(|e| e.to_string())?;
+            r.read_exact(&mut body)?;
             return Ok((method, path, auth, body));
         }
         if let Some((name, value)) = header.split_once(':') {
             let value = value.trim();
             match name.trim().to_ascii_lowercase().as_str() {
-                "content-length" => length = value.parse().map_err(|_| "bad Content-Length")?,
+                "content-length" => length = value.parse().map_err(|_| BadRequest::Length)?,
                 "authorization" => auth = value.strip_prefix("Bearer ").map(str::to_string),
                 _ => {}
             }
         }
     }
-    Err("too many headers".into())
+    Err(BadRequest::Headers)
 }
 
 fn route(method: &str, path: &str, body: &[u8], requests: &Sender<Request>) -> (u16, Vec<u8>) {
@@ -237,7 +250,7 @@ fn route(method: &str, path: &str, body: &[u8], requests: &Sender<Request>) -> (
 /// swap), waits for it, and turns it into a response.
 fn ask_long<T: serde::Serialize>(
     requests: &Sender<Request>,
-    make: impl FnOnce(crossbeam_channel::Sender<Result<T, String>>) -> Request,
+    make: impl FnOnce(crossbeam_channel::Sender<Result<T, super::RequestError>>) -> Request,
     what: &str,
 ) -> (u16, Vec<u8>) {
     let (tx, rx) = crossbeam_channel::bounded(1);
@@ -246,7 +259,7 @@ fn ask_long<T: serde::Serialize>(
     }
     match rx.recv_timeout(SAVEPOINT_WAIT) {
         Ok(Ok(done)) => (200, serde_json::to_vec(&done).expect("serializes")),
-        Ok(Err(reason)) => (409, error_json(&reason)),
+        Ok(Err(reason)) => (409, error_json(&reason.to_string())),
         Err(_) => (503, error_json(&format!("the job ended or restarted before the {what} completed"))),
     }
 }

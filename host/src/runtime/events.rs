@@ -1,15 +1,19 @@
-//! Messages between the coordinator and the tasks, and how a task fails.
+//! What tasks tell the coordinator ([`TaskEvent`]), who they are
+//! ([`TaskId`]), what they count ([`Counters`]), and the [`Reporter`] they
+//! send it through.
 
-use crate::checkpoint::metadata::{SinkState, TaskSnapshot};
+use super::error::TaskError;
+use super::swap::SwapError;
+use crate::checkpoint::metadata::{SinkState, StateHandle};
 use crate::checkpoint::protocol::CheckpointId;
-use crate::wasm::{GuestFailure, WasmError};
+use crate::checkpoint::upload::CheckpointError;
+use crossbeam_channel::Sender;
 use std::fmt;
 use std::sync::Arc;
-use std::time::Duration;
-use thiserror::Error;
+use std::time::{Duration, Instant};
 
 /// Identifies one task: a node and a subtask index.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct TaskId {
     /// Source id, operator uid or sink id.
     pub node: Arc<str>,
@@ -24,7 +28,7 @@ impl fmt::Display for TaskId {
 }
 
 /// Counters a task reports.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Counters {
     /// Records received (sources: records read).
     pub records_in: u64,
@@ -32,12 +36,30 @@ pub struct Counters {
     pub records_out: u64,
 }
 
+impl std::ops::AddAssign for Counters {
+    fn add_assign(&mut self, other: Counters) {
+        self.records_in += other.records_in;
+        self.records_out += other.records_out;
+    }
+}
+
+/// What one task contributed to a checkpoint.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TaskSnapshot {
+    /// An operator subtask's state.
+    Operator(StateHandle),
+    /// A source's position: the next record to read.
+    Source(u64),
+    /// A sink's position (none for sinks that cannot resume: stdout).
+    Sink(Option<SinkState>),
+}
+
 /// Task to coordinator.
 #[derive(Debug)]
 pub enum TaskEvent {
     /// Periodic counters.
     Progress(TaskId, Counters),
-    /// Finished after end of input.
+    /// Finished after end of input (or a stop with savepoint).
     Finished(TaskId, Counters),
     /// Failed (or stopped on cancel).
     Failed(TaskId, TaskError),
@@ -59,7 +81,7 @@ pub enum TaskEvent {
         /// The checkpoint.
         id: CheckpointId,
         /// Why.
-        reason: String,
+        reason: CheckpointError,
     },
     /// A sink reached the end of its input: it waits for the final
     /// checkpoint (with this position) before publishing its last output.
@@ -80,125 +102,50 @@ pub enum TaskEvent {
         /// The swap's savepoint.
         id: CheckpointId,
         /// When its barrier arrived, or why the new module failed.
-        result: Result<std::time::Instant, String>,
+        result: Result<Instant, SwapError>,
     },
 }
 
-/// Coordinator to task.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Control {
-    /// Stop now; the job is failing.
-    Cancel,
-    /// Sources: record your position and send barrier `id` downstream.
-    Trigger(CheckpointId),
-    /// Checkpoint `id` is complete, and with it every lower id: sinks
-    /// publish what they prepared up to it.
-    Complete(CheckpointId),
-    /// Sources: stop with savepoint `id`. Advance event time to the end
-    /// first if `drain` (so every event-time timer fires before the
-    /// savepoint), send barrier `id`, then wait: on `Complete(id)` end the
-    /// stream, on `Resume` (the savepoint failed) go on.
-    Stop {
-        /// The savepoint.
-        id: CheckpointId,
-        /// Advance event time to the end first.
-        drain: bool,
-    },
-    /// Sources: the savepoint of a `Stop` failed; carry on.
-    Resume,
-    /// Sinks: the job stopped with a savepoint; end without publishing what
-    /// came after it (a restore from the savepoint produces it again).
-    EndStopped,
-    /// Operator subtasks that prepared module swap `id`: go on with the new
-    /// module.
-    SwapCommit(CheckpointId),
-    /// Operator subtasks that prepared module swap `id`: go back to the old
-    /// module, with the state of the swap's savepoint.
-    SwapAbort(CheckpointId),
+/// Sends a task's events, and its progress at most once per interval.
+pub struct Reporter {
+    id: TaskId,
+    events: Sender<TaskEvent>,
+    interval: Duration,
+    last: Instant,
 }
 
-/// Why a task stopped without finishing.
-#[derive(Debug, Error)]
-#[non_exhaustive]
-pub enum TaskError {
-    /// The guest failed in a call.
-    #[error("operator '{uid}' (subtask {subtask} of {parallelism}) {what}: {}", failure.message)]
-    Guest {
-        /// Operator uid.
-        uid: Arc<str>,
-        /// Subtask index.
-        subtask: u32,
-        /// Parallelism.
-        parallelism: u32,
-        /// Where: "failed in open", "failed on input record 12 (key \"x\")".
-        what: String,
-        /// The failure.
-        failure: GuestFailure,
-    },
-    /// A subtask's state backend could not start.
-    #[error("operator '{uid}' (subtask {subtask}): {message}")]
-    Backend {
-        /// Operator uid.
-        uid: Arc<str>,
-        /// Subtask index.
-        subtask: u32,
-        /// What failed.
-        message: String,
-    },
-    /// A subtask's state could not be restored.
-    #[error("operator '{uid}' (subtask {subtask}) cannot restore its state: {message}")]
-    Restore {
-        /// Operator uid.
-        uid: Arc<str>,
-        /// Subtask index.
-        subtask: u32,
-        /// What failed.
-        message: String,
-    },
-    /// The module could not be instantiated.
-    #[error(transparent)]
-    Wasm(#[from] WasmError),
-    /// A source could not read its input.
-    #[error("source '{id}': {message}")]
-    Source {
-        /// Source id.
-        id: Arc<str>,
-        /// What failed, with file and line.
-        message: String,
-    },
-    /// A sink could not write.
-    #[error("sink '{id}': {message}")]
-    Sink {
-        /// Sink id.
-        id: Arc<str>,
-        /// What failed.
-        message: String,
-    },
-    /// A record without key was sent over a keyed edge.
-    #[error(
-        "'{from}' emitted a record without a key, but '{to}' reads it with partition = \"key\" (emit keyed records, or change the partition)"
-    )]
-    MissingKey {
-        /// Sender.
-        from: Arc<str>,
-        /// Keyed receiver.
-        to: Arc<str>,
-    },
-    /// A peer task went away; a consequence of another failure.
-    #[error("'{0}' lost a neighbouring task")]
-    Disconnected(Arc<str>),
-    /// Stopped by the coordinator.
-    #[error("cancelled")]
-    Cancelled,
-    /// A source stopped with a savepoint (not a failure: the source ends
-    /// with these counters).
-    #[error("stopped with a savepoint")]
-    Stopped(Counters),
-}
+impl Reporter {
+    /// A reporter for task `id`.
+    pub fn new(id: TaskId, events: Sender<TaskEvent>, interval: Duration) -> Self {
+        Reporter { id, events, interval, last: Instant::now() }
+    }
 
-impl TaskError {
-    /// Whether this error only follows from another task's failure.
-    pub fn is_secondary(&self) -> bool {
-        matches!(self, TaskError::Disconnected(_) | TaskError::Cancelled)
+    /// Reports `counters` if the interval has passed.
+    #[inline]
+    pub fn tick(&mut self, counters: Counters) {
+        if self.last.elapsed() >= self.interval {
+            self.last = Instant::now();
+            let _ = self.events.send(TaskEvent::Progress(self.id.clone(), counters));
+        }
+    }
+
+    /// Sends `event` to the coordinator now.
+    pub fn send(&self, event: TaskEvent) {
+        let _ = self.events.send(event);
+    }
+
+    /// Acknowledges checkpoint `id` with `snapshot`.
+    pub fn acknowledge(&self, id: CheckpointId, snapshot: TaskSnapshot, sync: Duration) {
+        self.send(TaskEvent::Acknowledged { task: self.id.clone(), id, snapshot, sync });
+    }
+
+    /// A channel to the coordinator, for a background thread of this task.
+    pub fn sender(&self) -> Sender<TaskEvent> {
+        self.events.clone()
+    }
+
+    /// The task's id.
+    pub fn id(&self) -> &TaskId {
+        &self.id
     }
 }

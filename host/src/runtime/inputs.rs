@@ -9,10 +9,11 @@
 //! at-least-once mode channels keep flowing and the barrier is reported when
 //! the last one delivers it. A channel that ended counts as aligned.
 
-use super::batch::{Batch, Message};
-use super::events::Control;
+use super::message::{Barrier, Control, Message};
 use crate::checkpoint::protocol::CheckpointId;
+use crate::record::Batch;
 use crossbeam_channel::{Receiver, RecvError, Select, TryRecvError};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// What the input side yields next.
@@ -27,8 +28,8 @@ pub enum Next {
     },
     /// The minimum watermark over the input channels advanced to this.
     Watermark(i64),
-    /// Every channel delivered barrier `id`: snapshot, then forward it.
-    Barrier(CheckpointId),
+    /// Every channel delivered this barrier: snapshot, then forward it.
+    Barrier(Arc<Barrier>),
     /// A newer barrier arrived before `id` was aligned: `id` is abandoned.
     BarrierAborted(CheckpointId),
     /// The deadline passed with nothing to do.
@@ -71,7 +72,7 @@ pub struct Inputs {
     idle_timeout: Option<Duration>,
     alignment: Alignment,
     /// The barrier being aligned.
-    aligning: Option<CheckpointId>,
+    aligning: Option<Arc<Barrier>>,
     /// The minimum watermark, as last reported.
     watermark: i64,
     control: Receiver<Control>,
@@ -144,13 +145,11 @@ impl Inputs {
 
     /// Completes the alignment if every channel has the barrier.
     fn aligned(&mut self) -> Option<Next> {
-        let id = self.aligning?;
-        if self.channels.iter().all(|c| c.barriered) {
-            self.aligning = None;
+        if self.aligning.is_some() && self.channels.iter().all(|c| c.barriered) {
             for c in &mut self.channels {
                 c.barriered = false;
             }
-            return Some(Next::Barrier(id));
+            return self.aligning.take().map(Next::Barrier);
         }
         None
     }
@@ -165,19 +164,19 @@ impl Inputs {
                 c.watermark = c.watermark.max(w);
                 self.advanced()
             }
-            Ok(Message::Barrier(id)) => match self.aligning {
-                Some(current) if id < current => None, // a barrier of an abandoned checkpoint
-                Some(current) if id > current => {
+            Ok(Message::Barrier(barrier)) => match self.aligning.as_ref().map(|b| b.id) {
+                Some(current) if barrier.id < current => None, // a barrier of an abandoned checkpoint
+                Some(current) if barrier.id > current => {
                     // The coordinator moved on: drop the old alignment.
                     for c in &mut self.channels {
                         c.barriered = false;
                     }
                     self.channels[i].barriered = true;
-                    self.aligning = Some(id);
+                    self.aligning = Some(barrier);
                     Some(Next::BarrierAborted(current))
                 }
                 _ => {
-                    self.aligning = Some(id);
+                    self.aligning = Some(barrier);
                     self.channels[i].barriered = true;
                     self.aligned()
                 }
@@ -191,6 +190,12 @@ impl Inputs {
             }
             Err(_) => Some(Next::Disconnected),
         }
+    }
+
+    /// The control channel alone (for a task with no data inputs: a
+    /// source).
+    pub fn into_control(self) -> Receiver<Control> {
+        self.control
     }
 
     /// Blocks until the coordinator sends something (after the end of
@@ -297,7 +302,7 @@ impl Inputs {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::runtime::batch::Record;
+    use crate::record::Record;
     use crossbeam_channel::{Sender, bounded, unbounded};
 
     fn inputs(n: usize, idle: Option<Duration>) -> (Vec<Sender<Message>>, Inputs, Sender<Control>) {
@@ -315,7 +320,7 @@ mod tests {
     fn tag(next: Next) -> String {
         match next {
             Next::Batch { batch, .. } => String::from_utf8(batch.get(0).payload.to_vec()).unwrap(),
-            Next::Barrier(id) => format!("barrier {id}"),
+            Next::Barrier(b) => format!("barrier {}", b.id),
             Next::BarrierAborted(id) => format!("aborted {id}"),
             Next::Watermark(w) => format!("watermark {w}"),
             Next::Ended => "ended".into(),
@@ -355,14 +360,14 @@ mod tests {
     #[test]
     fn exactly_once_alignment_holds_back_records_after_the_barrier() {
         let (tx, mut inputs, _ctl) = inputs(2, None);
-        tx[0].send(Message::Barrier(1)).unwrap();
+        tx[0].send(Message::Barrier(Barrier::checkpoint(1))).unwrap();
         tx[0].send(data("a-after")).unwrap();
         // Channel 0 is blocked once its barrier is in: its later record must
         // wait for channel 1's barrier, whatever order the channels are read.
         let mut seen = Vec::new();
         tx[1].send(data("b-before")).unwrap();
         seen.push(tag(inputs.next_batch()));
-        tx[1].send(Message::Barrier(1)).unwrap();
+        tx[1].send(Message::Barrier(Barrier::checkpoint(1))).unwrap();
         seen.push(tag(inputs.next_batch()));
         seen.push(tag(inputs.next_batch()));
         assert_eq!(seen, ["b-before", "barrier 1", "a-after"]);
@@ -372,21 +377,21 @@ mod tests {
     fn at_least_once_lets_records_overtake_and_reports_the_last_barrier() {
         let (tx, inputs, _ctl) = inputs(2, None);
         let mut inputs = inputs.with_alignment(Alignment::AtLeastOnce);
-        tx[0].send(Message::Barrier(1)).unwrap();
+        tx[0].send(Message::Barrier(Barrier::checkpoint(1))).unwrap();
         tx[0].send(data("a-after")).unwrap();
         assert_eq!(tag(inputs.next_batch()), "a-after", "not blocked");
-        tx[1].send(Message::Barrier(1)).unwrap();
+        tx[1].send(Message::Barrier(Barrier::checkpoint(1))).unwrap();
         assert_eq!(tag(inputs.next_batch()), "barrier 1");
     }
 
     #[test]
     fn an_ended_channel_counts_as_aligned_and_newer_barriers_abort_older() {
         let (tx, mut inputs, _ctl) = inputs(3, None);
-        tx[0].send(Message::Barrier(1)).unwrap();
+        tx[0].send(Message::Barrier(Barrier::checkpoint(1))).unwrap();
         assert!(matches!(inputs.next_until(Some(Instant::now() + Duration::from_millis(50))), Next::Timeout));
-        tx[1].send(Message::Barrier(2)).unwrap();
+        tx[1].send(Message::Barrier(Barrier::checkpoint(2))).unwrap();
         assert_eq!(tag(inputs.next_batch()), "aborted 1");
-        tx[0].send(Message::Barrier(2)).unwrap();
+        tx[0].send(Message::Barrier(Barrier::checkpoint(2))).unwrap();
         tx[2].send(Message::EndOfInput).unwrap();
         assert_eq!(tag(inputs.next_batch()), "barrier 2");
     }

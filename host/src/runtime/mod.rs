@@ -1,22 +1,23 @@
-//! The runtime: builds the job graph into tasks (one thread per source,
-//! operator subtask and sink), wires them with bounded channels, and runs
-//! them under the coordinator.
+//! The task side of a job: what runs on the task threads. An operator
+//! subtask ([`operator`]), a source ([`source`]) or a sink ([`sink`]) reads
+//! its inputs ([`inputs`]: batches, watermarks, aligned barriers), does its
+//! work, and sends on ([`router`]: partitioning, batching, back-pressure).
+//! Tasks hear the coordinator through [`message::Control`] and answer with
+//! [`events::TaskEvent`]s; nothing else passes between them.
 //!
-//! Architecture invariant: the coordinator and the tasks talk only through
-//! messages ([`events::TaskEvent`] up, [`events::Control`] down), with one
-//! exception: what a savepoint or a module swap asks of the subtasks at its
-//! barrier (where its state goes, which module comes in) is registered in
-//! a shared table before the trigger and only read after the barrier.
+//! Architecture invariant: the runtime never builds a job graph and never
+//! decides anything about checkpoints; the coordinator does both, and the
+//! tasks carry out what the messages and barriers they receive say.
 
-pub mod batch;
-pub mod checkpoints;
-pub mod coordinator;
+pub mod error;
 pub mod events;
 pub mod inputs;
-pub mod progress;
+pub mod message;
+pub mod operator;
 pub mod router;
+pub mod sink;
+pub mod source;
 pub mod swap;
-pub mod task;
 
-pub use coordinator::{JobError, JobReport, NodeReport, StartFrom, run_job};
-pub use events::TaskError;
+pub use error::{ConnectorError, TaskError};
+pub use events::{Counters, TaskEvent, TaskId};

@@ -2,10 +2,11 @@
 //! downstream node (forward, key, rebalance), buffers them into batches, and
 //! sends with back-pressure (a full channel blocks the sender).
 
-use super::batch::{Batch, Message, Record, record_at};
+use super::error::TaskError;
+use super::message::{Barrier, Message};
 use crate::config::Partition;
+use crate::record::{Batch, Record, Records};
 use crate::state::key_group::{key_group_of_hash, key_hash, subtask_for_key_group};
-use crate::wasm::ElementBatch;
 use crossbeam_channel::Sender;
 use std::sync::Arc;
 
@@ -19,6 +20,16 @@ pub enum RouteError {
     },
     /// The downstream task is gone (it failed or was cancelled).
     Disconnected,
+}
+
+impl RouteError {
+    /// The task error of a routing failure in node `from`.
+    pub fn into_task_error(self, from: &Arc<str>) -> TaskError {
+        match self {
+            RouteError::MissingKey { to } => TaskError::MissingKey { from: from.clone(), to },
+            RouteError::Disconnected => TaskError::Disconnected(from.clone()),
+        }
+    }
 }
 
 /// One downstream node as seen from one upstream subtask.
@@ -77,9 +88,9 @@ impl Router {
     }
 
     /// Routes every record of a flat batch, in order.
-    pub fn push_all(&mut self, records: &ElementBatch) -> Result<(), RouteError> {
-        for i in 0..records.elements.len() {
-            self.push(record_at(records, i))?;
+    pub fn push_all(&mut self, records: &Records) -> Result<(), RouteError> {
+        for r in records.iter() {
+            self.push(r)?;
         }
         Ok(())
     }
@@ -147,13 +158,13 @@ impl Router {
         Ok(())
     }
 
-    /// Flushes, then sends checkpoint barrier `id` to every downstream
-    /// subtask (after the records before it).
-    pub fn barrier(&mut self, id: u64) -> Result<(), RouteError> {
+    /// Flushes, then sends `barrier` to every downstream subtask (after
+    /// the records before it).
+    pub fn barrier(&mut self, barrier: &Arc<Barrier>) -> Result<(), RouteError> {
         self.flush()?;
         for edge in &self.edges {
             for s in &edge.senders {
-                s.send(Message::Barrier(id)).map_err(|_| RouteError::Disconnected)?;
+                s.send(Message::Barrier(barrier.clone())).map_err(|_| RouteError::Disconnected)?;
             }
         }
         Ok(())

@@ -17,7 +17,7 @@
 use super::FrozenState;
 use super::key_group::KeyGroupRange;
 use super::{
-    KeyRef, MapEntry, Shape, SnapshotEntry, StateBackend, StateDescriptor, StateError, StateId, StateKind, TimeDomain,
+    KeyRef, MapEntry, Shape, SnapshotEntry, StateBackend, StateDescriptor, StateError, StateId, TimeDomain,
     check_registration, push_value,
 };
 use hashbrown::HashTable;
@@ -678,26 +678,12 @@ impl FrozenState for FrozenHashMap {
     }
 }
 
-impl StateKind {
-    /// Convenience for tests and callers building descriptors.
-    pub fn descriptor(self, name: &str) -> StateDescriptor {
-        StateDescriptor {
-            name: name.to_string(),
-            kind: self,
-            version: 1,
-            encoding: "raw".to_string(),
-            ttl: None,
-            redistribution: (self == StateKind::OperatorList).then_some(super::Redistribution::EvenSplit),
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn passes_the_conformance_suite() {
-        super::super::conformance::run_all(&|range| Box::new(HashMapBackend::new(range)));
+        crate::state::conformance::run_all(&|range| Box::new(HashMapBackend::new(range)));
     }
 }

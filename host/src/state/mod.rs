@@ -6,6 +6,7 @@
 
 pub mod hashmap;
 pub mod key_group;
+#[cfg(feature = "rocksdb")]
 pub mod rocksdb;
 pub mod snapshot;
 pub mod ttl;
@@ -13,6 +14,7 @@ pub mod ttl;
 #[cfg(test)]
 mod conformance;
 
+use crate::fault::{Classify, Domain, RetryHint};
 use thiserror::Error;
 
 /// Index of a registered state within one backend, in registration order.
@@ -64,6 +66,20 @@ impl StateKind {
             StateKind::Map => Shape::Map,
             StateKind::OperatorList => Shape::OperatorList,
             StateKind::BroadcastMap => Shape::BroadcastMap,
+        }
+    }
+}
+
+impl StateKind {
+    /// Convenience for tests and callers building descriptors.
+    pub fn descriptor(self, name: &str) -> StateDescriptor {
+        StateDescriptor {
+            name: name.to_string(),
+            kind: self,
+            version: 1,
+            encoding: "raw".to_string(),
+            ttl: None,
+            redistribution: (self == StateKind::OperatorList).then_some(Redistribution::EvenSplit),
         }
     }
 }
@@ -182,6 +198,25 @@ pub enum StateError {
         /// Range end.
         end: u16,
     },
+}
+
+impl Classify for StateError {
+    fn domain(&self) -> Domain {
+        match self {
+            StateError::KindMismatch { .. } | StateError::InvalidName(_) | StateError::Unsupported { .. } => {
+                Domain::User
+            }
+            StateError::Storage(_) => Domain::External,
+            StateError::KeyGroupOutOfRange { .. } => Domain::Internal,
+        }
+    }
+
+    fn retry(&self) -> RetryHint {
+        match self {
+            StateError::Storage(_) | StateError::KeyGroupOutOfRange { .. } => RetryHint::Restart,
+            _ => RetryHint::NoRetry,
+        }
+    }
 }
 
 /// One piece of state as snapshots carry it, independent of any backend.
@@ -398,7 +433,7 @@ pub trait StateBackend: Send {
     /// against `clock`. True if it will: the TTL layer then skips its
     /// per-access clean-up for that state. The RocksDB backend does it in
     /// compaction; the hashmap backend cannot (false).
-    fn expire_in_background(&mut self, state: StateId, clock: &ttl::Clock) -> bool {
+    fn expire_in_background(&mut self, state: StateId, clock: &crate::clock::Clock) -> bool {
         let _ = (state, clock);
         false
     }

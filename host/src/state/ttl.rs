@@ -17,10 +17,7 @@ use super::{
     FrozenState, KeyRef, MapEntry, SnapshotEntry, StateBackend, StateDescriptor, StateError, StateId, TimeDomain,
     TtlConfig,
 };
-use std::sync::Arc;
-
-/// Processing time in milliseconds since the epoch.
-pub type Clock = Arc<dyn Fn() -> i64 + Send + Sync>;
+pub use crate::clock::Clock;
 
 /// Keys checked by incremental clean-up per access to a TTL state.
 const CLEANUP_KEYS_PER_ACCESS: u32 = 2;
@@ -516,6 +513,7 @@ mod tests {
     use crate::state::StateKind;
     use crate::state::hashmap::HashMapBackend;
     use crate::state::key_group::KeyGroupRange;
+    use std::sync::Arc;
     use std::sync::atomic::{AtomicI64, Ordering};
 
     const MAXP: u32 = 16;

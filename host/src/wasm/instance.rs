@@ -2,15 +2,16 @@
 //! and the calls into the guest with deadline, memory limit and failure
 //! reporting.
 
+use super::OperatorInfo;
 use super::bindings::exports::weir::operator::handler::Timer;
 use super::bindings::weir::operator::types::TimeDomain as WitTimeDomain;
 use super::bindings::{Operator, OperatorPre};
 use super::engine::deadline_ticks;
-use super::host::{Migration, OperatorHost, Phase};
+use super::flat;
+use super::host::{Input, Migration, OperatorHost, Phase};
 use super::log_stream::{GuestLog, Stream};
 use super::module::WasmError;
-use super::{ElementBatch, OperatorInfo};
-use crate::runtime::batch::Batch;
+use crate::record::{Batch, Record, Records};
 use crate::state::key_group::key_hash;
 use crate::state::{KeyRef, MapEntry, Shape, StateBackend, StateError, TimeDomain};
 use std::sync::Arc;
@@ -38,9 +39,24 @@ pub struct GuestFailure {
     pub kind: FailureKind,
     /// The guest's message or the trap, with the last lines of stderr.
     pub message: String,
-    /// Index of the batch element being processed, if the call was a batch.
+    /// Index of the batch element being processed, if the guest said which
+    /// (the batch fast path does not).
     pub element: Option<usize>,
+    /// That element, for messages: its key, or the start of its payload.
+    pub record: Option<String>,
 }
+
+impl std::fmt::Display for GuestFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for GuestFailure {}
+
+/// What a guest export returns: the WIT's `result<_, string>`, the guest's
+/// own error message (the contract's type, not the host's).
+type GuestResult<R> = Result<R, String>;
 
 /// Limits applied to every instance.
 #[derive(Debug, Clone, Copy)]
@@ -111,18 +127,17 @@ impl OperatorInstance {
 
     /// Hands what the guest emitted since the last call to `f`, then empties
     /// the buffer (keeping its capacity for the next call).
-    pub fn drain_outputs<R>(&mut self, f: impl FnOnce(&ElementBatch) -> R) -> R {
+    pub fn drain_outputs<R>(&mut self, f: impl FnOnce(&Records) -> R) -> R {
         let out = &mut self.store.data_mut().outputs;
         let r = f(out);
-        out.data.clear();
-        out.elements.clear();
+        out.clear();
         r
     }
 
     fn call<R>(
         &mut self,
         phase: Phase,
-        f: impl FnOnce(&Operator, &mut Store<OperatorHost>) -> wasmtime::Result<Result<R, String>>,
+        f: impl FnOnce(&Operator, &mut Store<OperatorHost>) -> wasmtime::Result<GuestResult<R>>,
     ) -> Result<R, GuestFailure> {
         self.store.data_mut().phase = phase;
         self.store.set_epoch_deadline(self.ticks);
@@ -131,7 +146,7 @@ impl OperatorInstance {
         self.store.data_mut().phase = Phase::Idle;
         match result {
             Ok(Ok(v)) => Ok(v),
-            Ok(Err(message)) => Err(GuestFailure { kind: FailureKind::Returned, message, element }),
+            Ok(Err(message)) => Err(GuestFailure { kind: FailureKind::Returned, message, element, record: None }),
             Err(e) => Err(self.classify(e, element)),
         }
     }
@@ -152,7 +167,7 @@ impl OperatorInstance {
             message.push_str("; guest stderr: ");
             message.push_str(&said.join(" | "));
         }
-        GuestFailure { kind, message, element }
+        GuestFailure { kind, message, element, record: None }
     }
 
     /// Calls `open`, then migrates the values of every restored state whose
@@ -178,6 +193,7 @@ impl OperatorInstance {
             kind: FailureKind::Returned,
             message: format!("cannot read or write the state: {e}"),
             element: None,
+            record: None,
         };
         let shape = self.store.data().backend().descriptors()[m.state as usize].kind.shape();
         let mut converted = 0;
@@ -252,23 +268,34 @@ impl OperatorInstance {
         self.call(Phase::Migrate, |w, s| w.weir_operator_handler().call_migrate_value(s, &m.name, m.from, &value))
     }
 
-    /// Calls `process-batch` (or `process` for a single element).
-    pub fn process(&mut self, batch: Arc<Batch>) -> Result<(), GuestFailure> {
-        let input = batch.clone();
-        self.store.data_mut().begin_batch(batch);
+    /// Calls `process-batch` (or `process` for a single element). A failure
+    /// names the element the guest was on, when it said.
+    pub fn process(&mut self, batch: Batch) -> Result<(), GuestFailure> {
+        let Batch { records, hashes, keyed } = batch;
+        let input = Arc::new(Input { records: flat::to_wit(records), hashes, keyed });
+        self.store.data_mut().begin_batch(input.clone());
         let result = if input.len() == 1 {
-            let element = input.get(0).to_element();
+            let element = flat::to_element(input.get(0));
             self.call(Phase::Process, |w, s| w.weir_operator_handler().call_process(s, &element))
         } else {
             self.call(Phase::Process, |w, s| w.weir_operator_handler().call_process_batch(s, &input.records))
         };
         self.store.data_mut().end_batch();
-        result
+        result.map_err(|mut f| {
+            f.record = f.element.filter(|&i| i < input.len()).map(|i| describe(input.get(i)));
+            f
+        })
     }
 
     /// Calls `process-broadcast` for one record of a broadcast input.
-    pub fn process_broadcast(&mut self, element: &super::Element) -> Result<(), GuestFailure> {
-        self.call(Phase::Broadcast, |w, s| w.weir_operator_handler().call_process_broadcast(s, element))
+    pub fn process_broadcast(&mut self, record: Record<'_>) -> Result<(), GuestFailure> {
+        let element = flat::to_element(record);
+        self.call(Phase::Broadcast, |w, s| w.weir_operator_handler().call_process_broadcast(s, &element)).map_err(
+            |mut f| {
+                f.record = Some(describe(record));
+                f
+            },
+        )
     }
 
     /// The earliest pending timer of `domain`.
@@ -299,6 +326,17 @@ impl OperatorInstance {
     /// Calls `end-of-input`.
     pub fn end_of_input(&mut self) -> Result<(), GuestFailure> {
         self.call(Phase::EndOfInput, |w, s| w.weir_operator_handler().call_end_of_input(s))
+    }
+}
+
+/// A record for a failure message: its key, else the start of its payload.
+fn describe(r: Record<'_>) -> String {
+    match r.key {
+        Some(k) => format!("key {:?}", String::from_utf8_lossy(k)),
+        None => {
+            let p: String = String::from_utf8_lossy(r.payload).chars().take(60).collect();
+            format!("payload {p:?}")
+        }
     }
 }
 

@@ -6,12 +6,13 @@
 
 mod bindings;
 pub mod engine;
+mod flat;
 pub mod host;
 pub mod instance;
 pub mod log_stream;
 pub mod module;
 
-pub use bindings::weir::operator::types::{Element, ElementBatch, ElementRef, OperatorInfo};
+pub use bindings::weir::operator::types::OperatorInfo;
 pub use instance::{FailureKind, GuestFailure, OperatorInstance};
 pub use module::{ModuleLoader, WasmError};
 

@@ -89,6 +89,17 @@ pub enum WasmError {
     },
 }
 
+impl crate::fault::Classify for WasmError {
+    fn domain(&self) -> crate::fault::Domain {
+        crate::fault::Domain::User
+    }
+
+    fn retry(&self) -> crate::fault::RetryHint {
+        // The same file fails the same way.
+        crate::fault::RetryHint::NoRetry
+    }
+}
+
 /// Whether a load hit the compiled-module cache.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CacheOutcome {

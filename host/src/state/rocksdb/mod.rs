@@ -39,235 +39,43 @@
 //! read-only and writes the canonical snapshot format from it, key group by
 //! key group.
 
-use super::key_group::KeyGroupRange;
-use super::ttl::{self, Clock};
-use super::{
-    FrozenState, KeyRef, MapEntry, Shape, SnapshotEntry, StateBackend, StateDescriptor, StateError, StateId, StateKind,
-    TimeDomain, check_registration, push_value,
+mod cache;
+mod frozen;
+mod keys;
+mod options;
+
+pub use frozen::open_checkpoint;
+pub use options::RocksDbMemory;
+
+use cache::{Cached, ValueCache};
+use frozen::FrozenRocksDb;
+use keys::{
+    TIMERS, cf_name, decode_list, domain_byte, encode_list, keyed_key, map_prefix, prefix_end, split_map_key,
+    split_timer_key, timer_key,
 };
+use options::{ExpiryClock, cf_options, remove_orphans, state_cf_options};
+
+use super::key_group::KeyGroupRange;
+use super::{
+    FrozenState, KeyRef, MapEntry, StateBackend, StateDescriptor, StateError, StateId, StateKind, TimeDomain,
+    check_registration, push_value,
+};
+use crate::clock::Clock;
 use ::rocksdb::{
-    BlockBasedOptions, Cache, ColumnFamilyDescriptor, DB, Direction, IteratorMode, MergeOperands, Options, ReadOptions,
-    WriteBatch, WriteOptions, compaction_filter::Decision,
+    Cache, ColumnFamilyDescriptor, DB, Direction, IteratorMode, Options, ReadOptions, WriteBatch, WriteOptions,
 };
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, OnceLock};
-
-const TIMERS: &str = "timers";
-
-/// Memory settings of one subtask's RocksDB.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct RocksDbMemory {
-    /// Block cache shared by the column families.
-    pub block_cache: usize,
-    /// Memtables of all column families together.
-    pub write_buffers: usize,
-    /// The write-back cache of value states.
-    pub write_cache: usize,
-}
-
-impl Default for RocksDbMemory {
-    fn default() -> Self {
-        RocksDbMemory { block_cache: 64 << 20, write_buffers: 64 << 20, write_cache: 64 << 20 }
-    }
-}
 
 fn storage_error(e: ::rocksdb::Error) -> StateError {
     StateError::Storage(e.to_string())
 }
 
-/// List values: `len(u32 LE) bytes`, repeated.
-fn encode_list(out: &mut Vec<u8>, values: &[&[u8]]) {
-    for v in values {
-        out.extend_from_slice(&(v.len() as u32).to_le_bytes());
-        out.extend_from_slice(v);
-    }
-}
-
-fn decode_list(mut b: &[u8]) -> Vec<&[u8]> {
-    let mut out = Vec::new();
-    while b.len() >= 4 {
-        let n = u32::from_le_bytes(b[..4].try_into().unwrap()) as usize;
-        let end = (4 + n).min(b.len());
-        out.push(&b[4..end]);
-        b = &b[end..];
-    }
-    out
-}
-
-/// The list merge: concatenation, which is associative.
-fn list_append(_key: &[u8], existing: Option<&[u8]>, operands: &MergeOperands) -> Option<Vec<u8>> {
-    let mut out = existing.map(<[u8]>::to_vec).unwrap_or_default();
-    for op in operands.iter() {
-        out.extend_from_slice(op);
-    }
-    Some(out)
-}
-
-fn keyed_key(kg: u16, key: &[u8]) -> Vec<u8> {
-    let mut k = Vec::with_capacity(2 + key.len());
-    k.extend_from_slice(&kg.to_be_bytes());
-    k.extend_from_slice(key);
-    k
-}
-
-fn map_prefix(kg: u16, key: &[u8]) -> Vec<u8> {
-    let mut k = Vec::with_capacity(6 + key.len());
-    k.extend_from_slice(&kg.to_be_bytes());
-    k.extend_from_slice(&(key.len() as u32).to_be_bytes());
-    k.extend_from_slice(key);
-    k
-}
-
-/// Splits a map key into (key group, key, user key).
-fn split_map_key(k: &[u8]) -> Option<(u16, &[u8], &[u8])> {
-    let kg = u16::from_be_bytes(k.get(..2)?.try_into().ok()?);
-    let n = u32::from_be_bytes(k.get(2..6)?.try_into().ok()?) as usize;
-    let key = k.get(6..6 + n)?;
-    Some((kg, key, &k[6 + n..]))
-}
-
-fn timer_key(d: TimeDomain, time: i64, kg: u16, key: &[u8]) -> Vec<u8> {
-    let mut k = Vec::with_capacity(11 + key.len());
-    k.push(domain_byte(d));
-    k.extend_from_slice(&((time as u64) ^ (1 << 63)).to_be_bytes());
-    k.extend_from_slice(&kg.to_be_bytes());
-    k.extend_from_slice(key);
-    k
-}
-
-fn split_timer_key(k: &[u8]) -> Option<(TimeDomain, i64, u16, &[u8])> {
-    let d = match *k.first()? {
-        0 => TimeDomain::EventTime,
-        _ => TimeDomain::ProcessingTime,
-    };
-    let time = (u64::from_be_bytes(k.get(1..9)?.try_into().ok()?) ^ (1 << 63)) as i64;
-    let kg = u16::from_be_bytes(k.get(9..11)?.try_into().ok()?);
-    Some((d, time, kg, &k[11..]))
-}
-
-fn domain_byte(d: TimeDomain) -> u8 {
-    match d {
-        TimeDomain::EventTime => 0,
-        TimeDomain::ProcessingTime => 1,
-    }
-}
-
-/// The smallest key after every key starting with `prefix`, if any.
-fn prefix_end(prefix: &[u8]) -> Option<Vec<u8>> {
-    let mut end = prefix.to_vec();
-    while let Some(last) = end.pop() {
-        if last < 0xff {
-            end.push(last + 1);
-            return Some(end);
-        }
-    }
-    None
-}
-
-/// Removes working directories `<name>-<pid>-<n>` (and frozen checkpoints
-/// `<name>-<pid>-<n>.f<k>`) under `localdir` left by processes that no
-/// longer run (killed before they could clean up).
-fn remove_orphans(localdir: &Path, name: &str) {
-    let Ok(entries) = std::fs::read_dir(localdir) else { return };
-    for e in entries.flatten() {
-        let file_name = e.file_name().to_string_lossy().into_owned();
-        let mut parts = file_name.rsplitn(3, '-');
-        let (Some(_n), Some(pid), Some(rest)) = (parts.next(), parts.next(), parts.next()) else { continue };
-        let Ok(pid) = pid.parse::<u32>() else { continue };
-        if rest == name && pid != std::process::id() && !Path::new(&format!("/proc/{pid}")).exists() {
-            tracing::info!(dir = %e.path().display(), "removing the RocksDB directory of a process that is gone");
-            let _ = std::fs::remove_dir_all(e.path());
-        }
-    }
-}
-
-fn cf_name(id: StateId) -> String {
-    format!("state-{id}")
-}
-
-fn cf_options(memory: &RocksDbMemory, cache: &Cache) -> Options {
-    let mut o = Options::default();
-    o.create_if_missing(true);
-    o.create_missing_column_families(true);
-    o.set_merge_operator_associative("weir-list-append", list_append);
-    o.set_compression_type(::rocksdb::DBCompressionType::Lz4);
-    o.set_db_write_buffer_size(memory.write_buffers);
-    let mut table = BlockBasedOptions::default();
-    table.set_block_cache(cache);
-    table.set_bloom_filter(10.0, false);
-    // Index and filters live in the bounded block cache, so memory stays
-    // within `block_cache`. Partitioned, so a lookup loads one small filter
-    // partition rather than a whole SST file's filter: with whole filters a
-    // cache smaller than the filters re-read megabytes per get.
-    table.set_cache_index_and_filter_blocks(true);
-    table.set_index_type(::rocksdb::BlockBasedIndexType::TwoLevelIndexSearch);
-    table.set_partition_filters(true);
-    table.set_pin_top_level_index_and_filter(true);
-    table.set_pin_l0_filter_and_index_blocks_in_cache(true);
-    o.set_block_based_table_factory(&table);
-    o
-}
-
-/// The clock of one state's TTL clean-up: unset (nothing expires in
-/// compaction) until the TTL layer hands it over.
-type ExpiryClock = Arc<OnceLock<Clock>>;
-
-/// Options of a state's column family: `base` plus a compaction filter that
-/// drops what expired, once `clock` is set.
-fn state_cf_options(base: &Options, shape: Shape, clock: &ExpiryClock) -> Options {
-    let mut o = base.clone();
-    let clock = clock.clone();
-    o.set_compaction_filter("weir-ttl", move |_level: u32, _key: &[u8], value: &[u8]| {
-        let Some(now) = clock.get().map(|c| c()) else { return Decision::Keep };
-        let expired = |v: &[u8]| ttl::expires_at(v) <= now;
-        let drop = match shape {
-            Shape::Value | Shape::Map => expired(value),
-            // Trimming a list would need `Decision::Change`, which takes a
-            // `'static` slice; reads trim lists instead.
-            Shape::List => decode_list(value).into_iter().all(expired),
-            Shape::OperatorList | Shape::BroadcastMap => false,
-        };
-        if drop { Decision::Remove } else { Decision::Keep }
-    });
-    o
-}
-
 static NEXT_DIR: AtomicU64 = AtomicU64::new(0);
-
-/// A cached value: the latest one (`None`: absent), and whether RocksDB
-/// has it yet.
-struct Cached {
-    value: Option<Vec<u8>>,
-    dirty: bool,
-}
-
-/// The write-back cache in front of value-shaped states: reads after the
-/// first and every write stay in memory until the cache is full or a
-/// checkpoint comes, when the dirty entries go to RocksDB in one sorted
-/// write batch. A read-modify-write per record (a counter) then costs a
-/// hash lookup, not a memtable search and insert.
-#[derive(Default)]
-struct ValueCache {
-    /// Per state id: encoded key to entry.
-    states: Vec<hashbrown::HashMap<Vec<u8>, Cached>>,
-    /// Approximate bytes held.
-    bytes: usize,
-}
-
-impl ValueCache {
-    fn get(&self, s: StateId, key: &[u8]) -> Option<&Cached> {
-        self.states.get(s as usize)?.get(key)
-    }
-}
 
 /// A key and its value, copied out of the database.
 type Row = (Vec<u8>, Vec<u8>);
-/// A key and its value, read from a frozen checkpoint.
-type FrozenRow = (Box<[u8]>, Box<[u8]>);
-/// A timer of a frozen state, filed under its key group.
-type GroupTimer = (TimeDomain, i64, Vec<u8>);
 
 /// State of one operator subtask in an embedded RocksDB.
 pub struct RocksDbBackend {
@@ -848,14 +656,14 @@ impl StateBackend for RocksDbBackend {
         // uploading when the subtask ends and removes its directory.
         let dir = PathBuf::from(format!("{}.f{}", self.path.display(), self.freezes));
         // The cache's dirty values first: the checkpoint must hold them.
-        let taken = self.write_back().map_err(|e| e.to_string()).and_then(|()| {
+        let taken = self.write_back().and_then(|()| {
             ::rocksdb::checkpoint::Checkpoint::new(self.db())
                 .and_then(|c| c.create_checkpoint(&dir))
-                .map_err(|e| e.to_string())
+                .map_err(storage_error)
         });
         Box::new(FrozenRocksDb {
             dir,
-            taken,
+            failed: taken.err(),
             db: None,
             range: self.range,
             descriptors: self.descriptors.clone(),
@@ -887,320 +695,5 @@ impl StateBackend for RocksDbBackend {
     }
 }
 
-/// A RocksDB checkpoint of the backend, read on the snapshot writer's
-/// thread; removed when dropped.
-struct FrozenRocksDb {
-    dir: PathBuf,
-    taken: Result<(), String>,
-    db: Option<DB>,
-    range: KeyGroupRange,
-    descriptors: Vec<StateDescriptor>,
-    timers_by_group: Option<BTreeMap<u16, Vec<GroupTimer>>>,
-}
-
-impl FrozenRocksDb {
-    fn open(&mut self) -> Result<&DB, StateError> {
-        if let Err(e) = &self.taken {
-            return Err(StateError::Storage(format!("taking a RocksDB checkpoint failed: {e}")));
-        }
-        if self.db.is_none() {
-            let mut names = vec![TIMERS.to_string()];
-            names.extend((0..self.descriptors.len()).map(|i| cf_name(i as StateId)));
-            let mut o = Options::default();
-            o.set_merge_operator_associative("weir-list-append", list_append);
-            let cfs = names.iter().map(|n| {
-                let mut c = Options::default();
-                c.set_merge_operator_associative("weir-list-append", list_append);
-                ColumnFamilyDescriptor::new(n, c)
-            });
-            self.db = Some(DB::open_cf_descriptors_read_only(&o, &self.dir, cfs, false).map_err(storage_error)?);
-        }
-        Ok(self.db.as_ref().expect("opened above"))
-    }
-}
-
-impl Drop for FrozenRocksDb {
-    fn drop(&mut self) {
-        drop(self.db.take());
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
-
-fn rows(db: &DB, cf: &str, prefix: &[u8]) -> Result<Vec<FrozenRow>, StateError> {
-    let cf = db.cf_handle(cf).ok_or_else(|| StateError::Storage(format!("checkpoint lacks column family {cf}")))?;
-    let mut ro = ReadOptions::default();
-    if let Some(end) = prefix_end(prefix) {
-        ro.set_iterate_upper_bound(end);
-    }
-    let mut out = Vec::new();
-    for item in db.iterator_cf_opt(cf, ro, IteratorMode::From(prefix, Direction::Forward)) {
-        let (k, v) = item.map_err(storage_error)?;
-        if !k.starts_with(prefix) {
-            break;
-        }
-        out.push((k, v));
-    }
-    Ok(out)
-}
-
-impl FrozenState for FrozenRocksDb {
-    fn descriptors(&self) -> &[StateDescriptor] {
-        &self.descriptors
-    }
-
-    fn range(&self) -> KeyGroupRange {
-        self.range
-    }
-
-    fn key_group(&mut self, kg: u16, visit: &mut dyn FnMut(SnapshotEntry<'_>)) -> Result<(), StateError> {
-        let shapes: Vec<Shape> = self.descriptors.iter().map(|d| d.kind.shape()).collect();
-        let db = self.open()?;
-        let prefix = kg.to_be_bytes();
-        for (i, shape) in shapes.iter().enumerate() {
-            let state = i as StateId;
-            match shape {
-                Shape::Value => {
-                    for (k, v) in rows(db, &cf_name(state), &prefix)? {
-                        visit(SnapshotEntry::Value { state, key: &k[2..], value: &v });
-                    }
-                }
-                Shape::List => {
-                    for (k, v) in rows(db, &cf_name(state), &prefix)? {
-                        for item in decode_list(&v) {
-                            visit(SnapshotEntry::ListItem { state, key: &k[2..], value: item });
-                        }
-                    }
-                }
-                Shape::Map => {
-                    for (k, v) in rows(db, &cf_name(state), &prefix)? {
-                        if let Some((_, key, user_key)) = split_map_key(&k) {
-                            visit(SnapshotEntry::MapItem { state, key, user_key, value: &v });
-                        }
-                    }
-                }
-                Shape::OperatorList | Shape::BroadcastMap => {}
-            }
-        }
-        if self.timers_by_group.is_none() {
-            let mut m: BTreeMap<u16, Vec<GroupTimer>> = BTreeMap::new();
-            for (k, _) in rows(self.open()?, TIMERS, b"")? {
-                if let Some((d, time, tkg, key)) = split_timer_key(&k) {
-                    m.entry(tkg).or_default().push((d, time, key.to_vec()));
-                }
-            }
-            self.timers_by_group = Some(m);
-        }
-        let timers = self.timers_by_group.as_mut().and_then(|m| m.remove(&kg)).unwrap_or_default();
-        for (domain, time, key) in timers {
-            visit(SnapshotEntry::Timer { domain, time, key: &key });
-        }
-        Ok(())
-    }
-
-    fn native_checkpoint(&self) -> Option<&Path> {
-        self.taken.is_ok().then_some(self.dir.as_path())
-    }
-
-    fn operator_state(&mut self, visit: &mut dyn FnMut(SnapshotEntry<'_>)) -> Result<(), StateError> {
-        let shapes: Vec<Shape> = self.descriptors.iter().map(|d| d.kind.shape()).collect();
-        let db = self.open()?;
-        for (i, shape) in shapes.iter().enumerate() {
-            let state = i as StateId;
-            match shape {
-                Shape::OperatorList => {
-                    for (_, v) in rows(db, &cf_name(state), b"")? {
-                        for item in decode_list(&v) {
-                            visit(SnapshotEntry::OperatorItem { state, value: item });
-                        }
-                    }
-                }
-                Shape::BroadcastMap => {
-                    for (k, v) in rows(db, &cf_name(state), b"")? {
-                        visit(SnapshotEntry::BroadcastItem { state, user_key: &k, value: &v });
-                    }
-                }
-                _ => {}
-            }
-        }
-        Ok(())
-    }
-}
-
-/// Reads a RocksDB checkpoint directory (an incremental checkpoint,
-/// downloaded) as a canonical snapshot, so any backend at any parallelism
-/// can restore the key groups it owns from it.
-pub fn checkpoint_to_snapshot(
-    dir: &Path,
-    descriptors: Vec<StateDescriptor>,
-    max_parallelism: u32,
-) -> Result<Vec<u8>, super::snapshot::SnapshotError> {
-    let mut frozen = FrozenRocksDb {
-        dir: dir.to_path_buf(),
-        taken: Ok(()),
-        db: None,
-        range: KeyGroupRange { start: 0, end: max_parallelism as u16 },
-        descriptors,
-        timers_by_group: None,
-    };
-    let bytes = super::snapshot::write_snapshot(&mut frozen, max_parallelism);
-    // Dropping removes the directory: it was a download.
-    bytes
-}
-
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn passes_the_conformance_suite() {
-        let dir = tempfile::tempdir().unwrap();
-        let localdir = dir.path().to_path_buf();
-        super::super::conformance::run_all(&move |range| {
-            Box::new(RocksDbBackend::open(&localdir, "test", range, RocksDbMemory::default()).unwrap())
-        });
-    }
-
-    #[test]
-    fn passes_the_conformance_suite_when_the_write_back_cache_keeps_filling() {
-        let dir = tempfile::tempdir().unwrap();
-        let localdir = dir.path().to_path_buf();
-        let memory = RocksDbMemory { write_cache: 512, ..RocksDbMemory::default() };
-        super::super::conformance::run_all(&move |range| {
-            Box::new(RocksDbBackend::open(&localdir, "test", range, memory).unwrap())
-        });
-    }
-
-    #[test]
-    fn a_full_write_back_cache_loses_no_value_in_a_batch_read() {
-        let dir = tempfile::tempdir().unwrap();
-        let range = KeyGroupRange { start: 0, end: 16 };
-        let memory = RocksDbMemory { write_cache: 1024, ..RocksDbMemory::default() };
-        let mut b = RocksDbBackend::open(dir.path(), "t", range, memory).unwrap();
-        let s = b.register(StateKind::Value.descriptor("n")).unwrap();
-        let keys: Vec<Vec<u8>> = (0..500).map(|i| format!("k{i}").into_bytes()).collect();
-        let refs: Vec<KeyRef<'_>> = keys
-            .iter()
-            .map(|k| {
-                let hash = super::super::key_group::key_hash(k);
-                KeyRef { key: k, hash, key_group: super::super::key_group::key_group_of_hash(hash, 16) }
-            })
-            .collect();
-        let values: Vec<Option<&[u8]>> = keys.iter().map(|k| Some(k.as_slice())).collect();
-        b.value_set_many(s, &refs, &values).unwrap();
-        for _ in 0..3 {
-            let (mut out, mut spans) = (Vec::new(), Vec::new());
-            b.value_get_many(s, &refs, &mut out, &mut spans).unwrap();
-            for (k, (start, len, present)) in keys.iter().zip(spans) {
-                assert!(present);
-                assert_eq!(&out[start as usize..(start + len) as usize], &k[..]);
-            }
-        }
-        assert_eq!(b.key_count(s), 500);
-    }
-
-    impl RocksDbBackend {
-        /// Every state's entries on disk, compacted twice (merged lists
-        /// reach the compaction filter as values only the second time).
-        fn compact_and_count(&mut self) -> Vec<usize> {
-            self.write_back().unwrap();
-            (0..self.descriptors.len() as StateId)
-                .map(|s| {
-                    for _ in 0..2 {
-                        self.db().flush_cf(self.cf(s)).unwrap();
-                        self.db().compact_range_cf(self.cf(s), None::<&[u8]>, None::<&[u8]>);
-                    }
-                    self.scan(self.cf(s), b"", b"", usize::MAX).unwrap().len()
-                })
-                .collect()
-        }
-    }
-
-    #[test]
-    fn compaction_drops_what_expired_without_any_access() {
-        use crate::state::TtlConfig;
-        use crate::state::ttl::TtlBackend;
-        use std::sync::atomic::AtomicI64;
-        let dir = tempfile::tempdir().unwrap();
-        let now = Arc::new(AtomicI64::new(1_000));
-        let clock_now = now.clone();
-        let clock: Clock = Arc::new(move || clock_now.load(Ordering::SeqCst));
-        let range = KeyGroupRange { start: 0, end: 16 };
-        let db = RocksDbBackend::open(dir.path(), "t", range, RocksDbMemory::default()).unwrap();
-        let mut b = TtlBackend::new(db, clock, 16);
-        let ttl = Some(TtlConfig { ttl_ms: 100, renew_on_read: false, return_expired: false });
-        let [value, list, map] = [StateKind::Value, StateKind::List, StateKind::Map]
-            .map(|kind| b.register(StateDescriptor { ttl, ..kind.descriptor(kind.name()) }).unwrap());
-        let plain = b.register(StateKind::Value.descriptor("no-ttl")).unwrap();
-        let keys: Vec<Vec<u8>> = (0..300).map(|i| format!("k{i}").into_bytes()).collect();
-        fn at(k: &[u8]) -> KeyRef<'_> {
-            let hash = super::super::key_group::key_hash(k);
-            KeyRef { key: k, hash, key_group: super::super::key_group::key_group_of_hash(hash, 16) }
-        }
-        for k in &keys {
-            b.value_set(value, at(k), b"v").unwrap();
-            b.list_add(list, at(k), &[b"old"]).unwrap();
-            b.map_put(map, at(k), b"uk", b"m").unwrap();
-            b.value_set(plain, at(k), b"kept").unwrap();
-        }
-        // Written later: 100 keys of each state still live when the rest
-        // expired, and 100 lists with one live element among expired ones.
-        now.store(1_050, Ordering::SeqCst);
-        for k in &keys[..100] {
-            b.value_set(value, at(k), b"v2").unwrap();
-            b.map_put(map, at(k), b"uk", b"m2").unwrap();
-            b.list_add(list, at(k), &[b"new"]).unwrap();
-        }
-        assert_eq!(b.inner().compact_and_count(), vec![300, 300, 300, 300], "nothing expired yet");
-        now.store(1_120, Ordering::SeqCst);
-        assert_eq!(b.inner().compact_and_count(), vec![100, 100, 100, 300], "expired entries gone, others kept");
-        assert_eq!(b.value_get(value, at(&keys[0])).unwrap().as_deref(), Some(&b"v2"[..]));
-        assert_eq!(b.list_read(list, at(&keys[0]), 0, 10).unwrap(), vec![b"new".to_vec()]);
-        assert_eq!(b.value_get(value, at(&keys[200])).unwrap(), None);
-        now.store(1_200, Ordering::SeqCst);
-        assert_eq!(b.inner().compact_and_count(), vec![0, 0, 0, 300]);
-    }
-
-    #[test]
-    fn the_working_directory_goes_away_with_the_backend() {
-        let dir = tempfile::tempdir().unwrap();
-        let b = RocksDbBackend::open(dir.path(), "op-0", KeyGroupRange { start: 0, end: 4 }, RocksDbMemory::default())
-            .unwrap();
-        let path = b.path().to_path_buf();
-        assert!(path.join("db").is_dir());
-        drop(b);
-        assert!(!path.exists());
-    }
-
-    #[test]
-    fn directories_of_dead_processes_are_removed() {
-        let dir = tempfile::tempdir().unwrap();
-        // A pid above Linux's maximum: no such process.
-        let orphan = dir.path().join("op-0-4194999-0");
-        let other_operator = dir.path().join("op-1-4194999-0");
-        std::fs::create_dir_all(&orphan).unwrap();
-        std::fs::create_dir_all(&other_operator).unwrap();
-        let b = RocksDbBackend::open(dir.path(), "op-0", KeyGroupRange { start: 0, end: 4 }, RocksDbMemory::default())
-            .unwrap();
-        assert!(!orphan.exists());
-        assert!(other_operator.exists(), "only directories of the same subtask name are touched");
-        assert!(b.path().exists());
-    }
-
-    #[test]
-    fn keys_and_timers_sort_as_documented() {
-        assert!(timer_key(TimeDomain::EventTime, -5, 0, b"a") < timer_key(TimeDomain::EventTime, 3, 0, b"a"));
-        assert!(timer_key(TimeDomain::EventTime, 3, 0, b"b") < timer_key(TimeDomain::EventTime, 3, 1, b"a"));
-        assert_eq!(
-            split_timer_key(&timer_key(TimeDomain::ProcessingTime, -7, 9, b"k")),
-            Some((TimeDomain::ProcessingTime, -7, 9, &b"k"[..]))
-        );
-        assert_eq!(prefix_end(&[1, 0xff]), Some(vec![2]));
-        assert_eq!(prefix_end(&[0xff, 0xff]), None);
-        let m = {
-            let mut k = map_prefix(3, b"key");
-            k.extend_from_slice(b"uk");
-            k
-        };
-        assert_eq!(split_map_key(&m), Some((3, &b"key"[..], &b"uk"[..])));
-    }
-}
+mod tests;

@@ -1,21 +1,30 @@
-//! Finding and reading a checkpoint to restore: the latest usable one of a
-//! job (`--resume`, falling back past damaged ones with a warning), or one
-//! named by its URI (`--from-checkpoint`). Everything a restore needs is
-//! read and checked here, before any task starts, so a damaged checkpoint
-//! is reported instead of failing tasks half-way.
+//! Restoring: finding and reading a checkpoint or savepoint ([`load`],
+//! [`load_latest`], [`load_savepoint`], [`Target`]), deciding what each
+//! operator subtask takes from it ([`plan`]), and opening a subtask's state
+//! backend with that state ([`backend::open_backend`]): the one restore
+//! path, for a fresh start, a restart, `--resume`, `--from-checkpoint`,
+//! `--from-savepoint`, at any parallelism, into either backend.
+//!
+//! Everything a restore needs from `_metadata` and the state files is read
+//! and checked here before any task starts, so a damaged checkpoint is
+//! reported instead of failing tasks half-way.
+
+pub mod backend;
+pub mod plan;
 
 use super::metadata::{CheckpointMetadata, DbFile, MetadataError, StateHandle};
 use super::storage::{CheckpointStorage, StorageError};
-use super::uploader::DESCRIPTORS_FILE;
 use crate::config::StorageSettings;
-use crate::state::StateDescriptor;
-use crate::state::snapshot::{SnapshotError, decode_descriptors, verify_snapshot, verify_snapshot_stream};
+use crate::fault::{Classify, Domain, RetryHint};
+use crate::state::StateError;
+use crate::state::snapshot::{SnapshotError, verify_snapshot};
 use bytes::Bytes;
 use std::collections::HashMap;
+use std::path::PathBuf;
 use std::sync::Arc;
 use thiserror::Error;
 
-/// Why a checkpoint cannot be restored.
+/// Why a checkpoint or savepoint cannot be restored.
 #[derive(Debug, Error)]
 #[non_exhaustive]
 pub enum RestoreError {
@@ -56,6 +65,58 @@ pub enum RestoreError {
         "{0:?} is not a savepoint directory (one holding a savepoint's _metadata): use the location `host savepoint` printed, as in file:///var/lib/weir/savepoints/savepoint-wordcount-1764428000000"
     )]
     BadSavepointUri(String),
+    /// `_metadata` names a file that is not a plain file name: written by
+    /// something other than Weir, and never followed.
+    #[error("{location}: refusing the stored file name {name:?} (not a plain file name)")]
+    BadFileName {
+        /// The checkpoint.
+        location: String,
+        /// The name.
+        name: String,
+    },
+    /// An incremental checkpoint's files lack the state descriptors.
+    #[error("{location}: the checkpoint lists no {}", upload_descriptors())]
+    NoDescriptors {
+        /// The checkpoint.
+        location: String,
+    },
+    /// Local scratch space for downloaded state failed.
+    #[error("cannot write {}: {source}", path.display())]
+    Local {
+        /// Where.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The state backend could not be opened or refused the state.
+    #[error("{0}")]
+    Backend(#[from] StateError),
+}
+
+fn upload_descriptors() -> &'static str {
+    super::upload::DESCRIPTORS_FILE
+}
+
+impl Classify for RestoreError {
+    fn domain(&self) -> Domain {
+        match self {
+            RestoreError::Storage(e) => e.domain(),
+            RestoreError::Local { .. } => Domain::External,
+            RestoreError::Backend(e) => e.domain(),
+            _ => Domain::User,
+        }
+    }
+
+    fn retry(&self) -> RetryHint {
+        match self {
+            RestoreError::Storage(e) => e.retry(),
+            RestoreError::Local { .. } => RetryHint::Restart,
+            RestoreError::Backend(e) => e.retry(),
+            // Damaged or foreign files stay damaged.
+            _ => RetryHint::NoRetry,
+        }
+    }
 }
 
 /// One subtask's state in a checkpoint, as a restoring subtask gets it.
@@ -85,7 +146,7 @@ pub struct Restored {
     pub states: HashMap<String, Arc<Vec<RestoreSource>>>,
     /// Where it was read from, for messages.
     pub location: String,
-    /// The storage it is in (incremental state is downloaded from there).
+    /// The storage it is in (state files are read from there).
     pub storage: Arc<CheckpointStorage>,
 }
 
@@ -100,24 +161,27 @@ pub fn load(storage: &Arc<CheckpointStorage>, id: u64) -> Result<Restored, Resto
     for (uid, op) in &metadata.operators {
         let mut subtasks = Vec::with_capacity(op.subtasks.len());
         for (i, handle) in op.subtasks.iter().enumerate() {
-            let snapshot_error = |source| RestoreError::Snapshot {
-                location: format!("{location}: state of operator '{uid}' subtask {i}"),
+            let snapshot_error = |place: String, source| RestoreError::Snapshot {
+                location: format!("{place}: state of operator '{uid}' subtask {i}"),
                 source,
             };
             match handle {
-                StateHandle::Rocksdb { files } => subtasks.push(RestoreSource::Rocksdb(files.clone())),
+                StateHandle::Rocksdb { files } => {
+                    if let Some(f) = files.iter().find(|f| !is_plain_name(&f.name)) {
+                        return Err(RestoreError::BadFileName { location, name: f.name.clone() });
+                    }
+                    subtasks.push(RestoreSource::Rocksdb(files.clone()));
+                }
                 StateHandle::Inline { data } => {
-                    verify_snapshot(data).map_err(snapshot_error)?;
+                    verify_snapshot(&mut &data[..]).map_err(|e| snapshot_error(location.clone(), e))?;
                     subtasks.push(RestoreSource::Snapshot(Bytes::from(data.clone())));
                 }
                 StateHandle::File { path, size, crc32 } => {
                     // Checked whole now, streamed (never held whole in
                     // memory), and streamed again by the subtask.
                     let mut reader = storage.open_reader(path, *size, *crc32)?;
-                    verify_snapshot_stream(&mut reader).map_err(|source| RestoreError::Snapshot {
-                        location: format!("{}/{path}: state of operator '{uid}' subtask {i}", storage.display()),
-                        source,
-                    })?;
+                    verify_snapshot(&mut reader)
+                        .map_err(|e| snapshot_error(format!("{}/{path}", storage.display()), e))?;
                     subtasks.push(RestoreSource::File { path: path.clone(), size: *size, crc32: *crc32 });
                 }
             }
@@ -125,6 +189,12 @@ pub fn load(storage: &Arc<CheckpointStorage>, id: u64) -> Result<Restored, Resto
         states.insert(uid.clone(), Arc::new(subtasks));
     }
     Ok(Restored { metadata, states, location, storage: storage.clone() })
+}
+
+/// Whether `name` is a plain file name: no directory parts, nothing that
+/// climbs out of the directory it is joined onto.
+fn is_plain_name(name: &str) -> bool {
+    !name.is_empty() && name != "." && name != ".." && !name.contains(['/', '\\', '\0'])
 }
 
 /// Reads the savepoint in directory `uri` whole and checks every part of
@@ -162,31 +232,47 @@ pub fn load_latest(storage: &Arc<CheckpointStorage>) -> Result<Option<Restored>,
     }
 }
 
-/// Downloads an incremental checkpoint's files into `dir` (created, emptied
-/// first); returns the state descriptors stored with them.
-pub fn download_rocksdb(
-    storage: &CheckpointStorage,
-    files: &[DbFile],
-    dir: &std::path::Path,
-) -> Result<Vec<StateDescriptor>, String> {
-    let _ = std::fs::remove_dir_all(dir);
-    std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
-    let mut descriptors = None;
-    for f in files {
-        let bytes = storage.get_object(&f.path, f.size, f.crc32).map_err(|e| e.to_string())?;
-        if f.name == DESCRIPTORS_FILE {
-            let (_, d) = decode_descriptors(&bytes).map_err(|e| format!("{}: {e}", f.path))?;
-            descriptors = Some(d);
-        } else {
-            let to = dir.join(&f.name);
-            std::fs::write(&to, &bytes).map_err(|e| format!("cannot write {}: {e}", to.display()))?;
+/// What a URI given to `--from-checkpoint`, `--from-savepoint` or
+/// `host inspect` names.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Target {
+    /// `<dir>/<job>/chk-<n>[/_metadata]`: checkpoint `id` of job `job`.
+    Checkpoint {
+        /// The checkpoint directory (`state.checkpoints.dir`).
+        dir: String,
+        /// The job.
+        job: String,
+        /// The checkpoint.
+        id: u64,
+    },
+    /// A savepoint's own directory.
+    Savepoint(String),
+}
+
+impl Target {
+    /// Reads a URI: a path ending in `chk-<n>` names a checkpoint, anything
+    /// else a savepoint directory.
+    pub fn parse(uri: &str) -> Target {
+        match parse_checkpoint_uri(uri) {
+            Ok((dir, job, id)) => Target::Checkpoint { dir, job, id },
+            Err(_) => Target::Savepoint(uri.to_string()),
         }
     }
-    descriptors.ok_or_else(|| format!("the checkpoint lists no {DESCRIPTORS_FILE}"))
+
+    /// Loads what the URI names, with the S3 options of `settings`.
+    pub fn load(&self, settings: &StorageSettings) -> Result<Restored, RestoreError> {
+        match self {
+            Target::Checkpoint { dir, job, id } => {
+                let settings = StorageSettings { dir: Some(dir.clone()), ..settings.clone() };
+                load(&Arc::new(CheckpointStorage::open(&settings, job)?), *id)
+            }
+            Target::Savepoint(uri) => load_savepoint(uri, settings),
+        }
+    }
 }
 
 /// Splits `<dir>/<job>/chk-<n>[/_metadata]` into (dir, job, n).
-pub fn parse_uri(uri: &str) -> Result<(String, String, u64), RestoreError> {
+pub fn parse_checkpoint_uri(uri: &str) -> Result<(String, String, u64), RestoreError> {
     let bad = || RestoreError::BadUri(uri.to_string());
     let trimmed = uri.trim_end_matches('/');
     let trimmed = trimmed.strip_suffix("/_metadata").unwrap_or(trimmed);
@@ -199,14 +285,6 @@ pub fn parse_uri(uri: &str) -> Result<(String, String, u64), RestoreError> {
     Ok((dir.to_string(), job.to_string(), id))
 }
 
-/// Opens the storage a checkpoint URI points into, with the S3 options of
-/// `settings`.
-pub fn open_uri(uri: &str, settings: &StorageSettings) -> Result<(Arc<CheckpointStorage>, String, u64), RestoreError> {
-    let (dir, job, id) = parse_uri(uri)?;
-    let settings = StorageSettings { dir: Some(dir), ..settings.clone() };
-    Ok((Arc::new(CheckpointStorage::open(&settings, &job)?), job, id))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -214,11 +292,25 @@ mod tests {
     #[test]
     fn uris_name_dir_job_and_id() {
         assert_eq!(
-            parse_uri("file:///var/ck/wc/chk-12").unwrap(),
+            parse_checkpoint_uri("file:///var/ck/wc/chk-12").unwrap(),
             ("file:///var/ck".to_string(), "wc".to_string(), 12)
         );
-        assert_eq!(parse_uri("s3://b/p/wc/chk-3/_metadata").unwrap(), ("s3://b/p".to_string(), "wc".to_string(), 3));
-        assert!(parse_uri("file:///var/ck/wc").is_err());
-        assert!(parse_uri("/var/ck/wc/chk-1").is_err());
+        assert_eq!(
+            parse_checkpoint_uri("s3://b/p/wc/chk-3/_metadata").unwrap(),
+            ("s3://b/p".to_string(), "wc".to_string(), 3)
+        );
+        assert!(parse_checkpoint_uri("file:///var/ck/wc").is_err());
+        assert!(parse_checkpoint_uri("/var/ck/wc/chk-1").is_err());
+        assert_eq!(Target::parse("file:///sp/savepoint-wc-1"), Target::Savepoint("file:///sp/savepoint-wc-1".into()));
+    }
+
+    #[test]
+    fn stored_names_must_be_plain_file_names() {
+        for good in ["000012.sst", "MANIFEST-000005", "CURRENT", "WEIR-DESCRIPTORS"] {
+            assert!(is_plain_name(good), "{good}");
+        }
+        for bad in ["", ".", "..", "../../etc/passwd", "/etc/passwd", "a/b", "a\\b", "x\0y"] {
+            assert!(!is_plain_name(bad), "{bad:?}");
+        }
     }
 }

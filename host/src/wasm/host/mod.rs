@@ -6,20 +6,20 @@
 //! call costs no table lookup; guests cannot forge handles (the component
 //! model maps them), so an id always names a state this subtask registered.
 
+mod state;
+
 use super::bindings::weir::operator::{
-    broadcast_state, collector, context, keyed_state, operator_state, timers,
+    collector, context,
     types::{
-        self, Element, ElementBatch, ErrorCode, Redistribution as WitRedistribution, StateDescriptor as WitDescriptor,
-        TtlUpdate, TtlVisibility, ValueSpan,
+        self, Element, ElementBatch, ErrorCode, StateDescriptor as WitDescriptor, TtlUpdate, TtlVisibility, ValueSpan,
     },
 };
-use crate::runtime::batch::{Batch, check_flat, push_flat, record_at};
+use super::flat;
+use crate::record::{Record, Records};
 use crate::state::key_group::{key_group_of_hash, key_hash};
-use crate::state::{
-    KeyRef, Redistribution, StateBackend, StateDescriptor, StateError, StateId, StateKind, TimeDomain, TtlConfig,
-};
+use crate::state::{KeyRef, Redistribution, StateBackend, StateDescriptor, StateError, StateId, StateKind, TtlConfig};
 use std::sync::Arc;
-use wasmtime::component::{Resource, ResourceTable};
+use wasmtime::component::ResourceTable;
 use wasmtime::{ResourceLimiter, Result as WtResult};
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
@@ -71,6 +71,35 @@ enum Current {
 /// What `get-batch` returns: one buffer and one span per key slot.
 type BatchValues = (Vec<u8>, Vec<ValueSpan>);
 
+/// The batch a `process` or `process-batch` call is working on, in the form
+/// the guest received it.
+pub struct Input {
+    /// The records, as lowered into the guest.
+    pub records: ElementBatch,
+    /// Key hashes from the sender's partitioner (keyed edges only).
+    pub hashes: Vec<u64>,
+    /// Whether the batch came over a keyed edge.
+    pub keyed: bool,
+}
+
+impl Input {
+    /// Number of records.
+    pub fn len(&self) -> usize {
+        self.records.elements.len()
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.records.elements.is_empty()
+    }
+
+    /// Record `i`.
+    #[inline]
+    pub fn get(&self, i: usize) -> Record<'_> {
+        flat::record_at(&self.records, i)
+    }
+}
+
 /// The distinct keys of a keyed batch: `slot_of[i]` is element `i`'s slot,
 /// `first[s]` the first element with slot `s`'s key.
 #[derive(Default)]
@@ -80,7 +109,7 @@ struct BatchSlots {
 }
 
 impl BatchSlots {
-    fn of(batch: &Batch) -> Self {
+    fn of(batch: &Input) -> Self {
         let n = batch.len();
         let mut seen: hashbrown::HashTable<u32> = hashbrown::HashTable::with_capacity(n);
         let mut slots = BatchSlots { slot_of: Vec::with_capacity(n), first: Vec::new() };
@@ -142,7 +171,7 @@ pub struct OperatorHost {
     max_parallelism: u32,
     /// The export in progress.
     pub phase: Phase,
-    batch: Option<Arc<Batch>>,
+    batch: Option<Arc<Input>>,
     current: Current,
     /// Computed on the first fast-path call of a batch.
     slots: Option<BatchSlots>,
@@ -153,7 +182,7 @@ pub struct OperatorHost {
     /// keyed call; the fast path needs no prefetch).
     prefetched: bool,
     /// Elements the guest emitted during the current call.
-    pub outputs: ElementBatch,
+    pub outputs: Records,
     /// Watermark the guest sees.
     pub watermark: i64,
     /// States registered in `open` whose values need migrating.
@@ -175,7 +204,7 @@ impl OperatorHost {
             slots: None,
             position_known: false,
             prefetched: false,
-            outputs: ElementBatch { data: Vec::new(), elements: Vec::new() },
+            outputs: Records::default(),
             watermark: i64::MIN,
             migrations: Vec::new(),
         }
@@ -187,7 +216,7 @@ impl OperatorHost {
     }
 
     /// Makes `batch` the input of the next `process-batch`, element 0 current.
-    pub fn begin_batch(&mut self, batch: Arc<Batch>) {
+    pub fn begin_batch(&mut self, batch: Arc<Input>) {
         self.position_known = batch.len() == 1;
         self.batch = Some(batch);
         self.current = Current::Batch(0);
@@ -379,7 +408,7 @@ impl OperatorHost {
 /// The key of element `i` of a keyed batch (every element of a keyed batch
 /// has a key: the router refuses records without one).
 #[inline]
-fn key_of(b: &Batch, i: usize, max_parallelism: u32) -> KeyRef<'_> {
+fn key_of(b: &Input, i: usize, max_parallelism: u32) -> KeyRef<'_> {
     let key = b.get(i).key.unwrap_or_default();
     let hash = b.hashes.get(i).copied().unwrap_or_else(|| key_hash(key));
     KeyRef { key, hash, key_group: key_group_of_hash(hash, max_parallelism) }
@@ -435,383 +464,26 @@ impl context::Host for OperatorHost {
     }
 
     fn current_processing_time(&mut self) -> WtResult<i64> {
-        Ok(crate::runtime::task::now_ms())
+        Ok(crate::clock::now_ms())
     }
 }
 
 impl collector::Host for OperatorHost {
     fn emit(&mut self, output: Element) -> WtResult<()> {
-        push_flat(
-            &mut self.outputs,
-            crate::runtime::batch::Record {
-                payload: &output.payload,
-                key: output.key.as_deref(),
-                timestamp: output.timestamp,
-            },
-        );
+        self.outputs.push(Record { payload: &output.payload, key: output.key.as_deref(), timestamp: output.timestamp });
         Ok(())
     }
 
     fn emit_batch(&mut self, outputs: ElementBatch) -> WtResult<()> {
         // A guest's offsets are not trusted: a bad one traps the guest here
         // rather than panicking the task later.
-        check_flat(&outputs).map_err(|m| wasmtime::format_err!("emit-batch: {m}"))?;
-        if self.outputs.elements.is_empty() {
+        let outputs = flat::from_wit(outputs);
+        outputs.check().map_err(|e| wasmtime::format_err!("emit-batch: emitted {e}"))?;
+        if self.outputs.is_empty() {
             self.outputs = outputs;
         } else {
-            for i in 0..outputs.elements.len() {
-                push_flat(&mut self.outputs, record_at(&outputs, i));
-            }
+            self.outputs.extend(&outputs);
         }
         Ok(())
-    }
-}
-
-type KS = keyed_state::ValueState;
-
-impl keyed_state::Host for OperatorHost {
-    fn register_value(&mut self, d: WitDescriptor) -> WtResult<Result<Resource<KS>, ErrorCode>> {
-        Ok(self.register(&d, StateKind::Value, None)?.map(Resource::new_own))
-    }
-
-    fn register_list(&mut self, d: WitDescriptor) -> WtResult<Result<Resource<keyed_state::ListState>, ErrorCode>> {
-        Ok(self.register(&d, StateKind::List, None)?.map(Resource::new_own))
-    }
-
-    fn register_map(&mut self, d: WitDescriptor) -> WtResult<Result<Resource<keyed_state::MapState>, ErrorCode>> {
-        Ok(self.register(&d, StateKind::Map, None)?.map(Resource::new_own))
-    }
-
-    fn register_reducing(
-        &mut self,
-        d: WitDescriptor,
-    ) -> WtResult<Result<Resource<keyed_state::AccumulatorState>, ErrorCode>> {
-        Ok(self.register(&d, StateKind::Reducing, None)?.map(Resource::new_own))
-    }
-
-    fn register_aggregating(
-        &mut self,
-        d: WitDescriptor,
-    ) -> WtResult<Result<Resource<keyed_state::AccumulatorState>, ErrorCode>> {
-        Ok(self.register(&d, StateKind::Aggregating, None)?.map(Resource::new_own))
-    }
-}
-
-impl keyed_state::HostValueState for OperatorHost {
-    #[inline]
-    fn get(&mut self, h: Resource<KS>) -> WtResult<Result<Option<Vec<u8>>, ErrorCode>> {
-        let s = h.rep();
-        self.keyed(|b, k| b.value_get(s, k))
-    }
-
-    #[inline]
-    fn set(&mut self, h: Resource<KS>, value: Vec<u8>) -> WtResult<Result<(), ErrorCode>> {
-        let s = h.rep();
-        self.keyed(|b, k| b.value_set(s, k, &value))
-    }
-
-    fn clear(&mut self, h: Resource<KS>) -> WtResult<Result<(), ErrorCode>> {
-        let s = h.rep();
-        self.keyed(|b, k| b.value_clear(s, k))
-    }
-
-    fn get_batch(&mut self, h: Resource<KS>) -> WtResult<Result<BatchValues, ErrorCode>> {
-        self.read_slots(h.rep())
-    }
-
-    fn set_batch(
-        &mut self,
-        h: Resource<KS>,
-        slots: Vec<u32>,
-        data: Vec<u8>,
-        spans: Vec<ValueSpan>,
-    ) -> WtResult<Result<(), ErrorCode>> {
-        self.write_slots(h.rep(), &slots, &data, &spans)
-    }
-
-    fn drop(&mut self, _h: Resource<KS>) -> WtResult<()> {
-        Ok(())
-    }
-}
-
-impl keyed_state::HostAccumulatorState for OperatorHost {
-    fn get(&mut self, h: Resource<keyed_state::AccumulatorState>) -> WtResult<Result<Option<Vec<u8>>, ErrorCode>> {
-        let s = h.rep();
-        self.keyed(|b, k| b.value_get(s, k))
-    }
-
-    fn set(&mut self, h: Resource<keyed_state::AccumulatorState>, value: Vec<u8>) -> WtResult<Result<(), ErrorCode>> {
-        let s = h.rep();
-        self.keyed(|b, k| b.value_set(s, k, &value))
-    }
-
-    fn clear(&mut self, h: Resource<keyed_state::AccumulatorState>) -> WtResult<Result<(), ErrorCode>> {
-        let s = h.rep();
-        self.keyed(|b, k| b.value_clear(s, k))
-    }
-
-    fn get_batch(&mut self, h: Resource<keyed_state::AccumulatorState>) -> WtResult<Result<BatchValues, ErrorCode>> {
-        self.read_slots(h.rep())
-    }
-
-    fn set_batch(
-        &mut self,
-        h: Resource<keyed_state::AccumulatorState>,
-        slots: Vec<u32>,
-        data: Vec<u8>,
-        spans: Vec<ValueSpan>,
-    ) -> WtResult<Result<(), ErrorCode>> {
-        self.write_slots(h.rep(), &slots, &data, &spans)
-    }
-
-    fn drop(&mut self, _h: Resource<keyed_state::AccumulatorState>) -> WtResult<()> {
-        Ok(())
-    }
-}
-
-type LS = keyed_state::ListState;
-
-impl keyed_state::HostListState for OperatorHost {
-    fn add(&mut self, h: Resource<LS>, value: Vec<u8>) -> WtResult<Result<(), ErrorCode>> {
-        let s = h.rep();
-        self.keyed(|b, k| b.list_add(s, k, &[&value]))
-    }
-
-    fn add_all(&mut self, h: Resource<LS>, values: Vec<Vec<u8>>) -> WtResult<Result<(), ErrorCode>> {
-        let s = h.rep();
-        let refs: Vec<&[u8]> = values.iter().map(Vec::as_slice).collect();
-        self.keyed(|b, k| b.list_add(s, k, &refs))
-    }
-
-    fn update(&mut self, h: Resource<LS>, values: Vec<Vec<u8>>) -> WtResult<Result<(), ErrorCode>> {
-        let s = h.rep();
-        self.keyed(|b, k| b.list_update(s, k, values))
-    }
-
-    fn read(&mut self, h: Resource<LS>, start: u32, max: u32) -> WtResult<Result<Vec<Vec<u8>>, ErrorCode>> {
-        let s = h.rep();
-        self.keyed(|b, k| b.list_read(s, k, start, max))
-    }
-
-    fn len(&mut self, h: Resource<LS>) -> WtResult<Result<u32, ErrorCode>> {
-        let s = h.rep();
-        self.keyed(|b, k| b.list_len(s, k))
-    }
-
-    fn clear(&mut self, h: Resource<LS>) -> WtResult<Result<(), ErrorCode>> {
-        let s = h.rep();
-        self.keyed(|b, k| b.list_clear(s, k))
-    }
-
-    fn drop(&mut self, _h: Resource<LS>) -> WtResult<()> {
-        Ok(())
-    }
-}
-
-type MS = keyed_state::MapState;
-
-impl keyed_state::HostMapState for OperatorHost {
-    fn get(&mut self, h: Resource<MS>, user_key: Vec<u8>) -> WtResult<Result<Option<Vec<u8>>, ErrorCode>> {
-        let s = h.rep();
-        self.keyed(|b, k| b.map_get(s, k, &user_key))
-    }
-
-    fn put(&mut self, h: Resource<MS>, user_key: Vec<u8>, value: Vec<u8>) -> WtResult<Result<(), ErrorCode>> {
-        let s = h.rep();
-        self.keyed(|b, k| b.map_put(s, k, &user_key, &value))
-    }
-
-    fn remove(&mut self, h: Resource<MS>, user_key: Vec<u8>) -> WtResult<Result<(), ErrorCode>> {
-        let s = h.rep();
-        self.keyed(|b, k| b.map_remove(s, k, &user_key))
-    }
-
-    fn contains(&mut self, h: Resource<MS>, user_key: Vec<u8>) -> WtResult<Result<bool, ErrorCode>> {
-        let s = h.rep();
-        self.keyed(|b, k| b.map_contains(s, k, &user_key))
-    }
-
-    fn is_empty(&mut self, h: Resource<MS>) -> WtResult<Result<bool, ErrorCode>> {
-        let s = h.rep();
-        self.keyed(|b, k| b.map_is_empty(s, k))
-    }
-
-    fn entries(
-        &mut self,
-        h: Resource<MS>,
-        after: Option<Vec<u8>>,
-        max: u32,
-    ) -> WtResult<Result<Vec<(Vec<u8>, Vec<u8>)>, ErrorCode>> {
-        let s = h.rep();
-        self.keyed(|b, k| b.map_entries(s, k, after.as_deref(), max))
-    }
-
-    fn keys(&mut self, h: Resource<MS>, after: Option<Vec<u8>>, max: u32) -> WtResult<Result<Vec<Vec<u8>>, ErrorCode>> {
-        let s = h.rep();
-        self.keyed(|b, k| Ok(b.map_entries(s, k, after.as_deref(), max)?.into_iter().map(|(k, _)| k).collect()))
-    }
-
-    fn clear(&mut self, h: Resource<MS>) -> WtResult<Result<(), ErrorCode>> {
-        let s = h.rep();
-        self.keyed(|b, k| b.map_clear(s, k))
-    }
-
-    fn drop(&mut self, _h: Resource<MS>) -> WtResult<()> {
-        Ok(())
-    }
-}
-
-type Ols = operator_state::OperatorListState;
-
-impl operator_state::Host for OperatorHost {
-    fn register_list(
-        &mut self,
-        d: WitDescriptor,
-        mode: WitRedistribution,
-    ) -> WtResult<Result<Resource<Ols>, ErrorCode>> {
-        if d.ttl.is_some() {
-            return Ok(Err(ErrorCode::InvalidName(format!("state '{}': operator state takes no TTL", d.name))));
-        }
-        let mode = match mode {
-            WitRedistribution::EvenSplit => Redistribution::EvenSplit,
-            WitRedistribution::Union => Redistribution::Union,
-        };
-        Ok(self.register(&d, StateKind::OperatorList, Some(mode))?.map(Resource::new_own))
-    }
-}
-
-impl operator_state::HostOperatorListState for OperatorHost {
-    fn add(&mut self, h: Resource<Ols>, value: Vec<u8>) -> WtResult<Result<(), ErrorCode>> {
-        finish(self.backend.operator_list_add(h.rep(), &[&value]))
-    }
-
-    fn add_all(&mut self, h: Resource<Ols>, values: Vec<Vec<u8>>) -> WtResult<Result<(), ErrorCode>> {
-        let refs: Vec<&[u8]> = values.iter().map(Vec::as_slice).collect();
-        finish(self.backend.operator_list_add(h.rep(), &refs))
-    }
-
-    fn update(&mut self, h: Resource<Ols>, values: Vec<Vec<u8>>) -> WtResult<Result<(), ErrorCode>> {
-        finish(self.backend.operator_list_update(h.rep(), values))
-    }
-
-    fn read(&mut self, h: Resource<Ols>, start: u32, max: u32) -> WtResult<Result<Vec<Vec<u8>>, ErrorCode>> {
-        finish(self.backend.operator_list_read(h.rep(), start, max))
-    }
-
-    fn len(&mut self, h: Resource<Ols>) -> WtResult<Result<u32, ErrorCode>> {
-        finish(self.backend.operator_list_len(h.rep()))
-    }
-
-    fn clear(&mut self, h: Resource<Ols>) -> WtResult<Result<(), ErrorCode>> {
-        finish(self.backend.operator_list_update(h.rep(), Vec::new()))
-    }
-
-    fn drop(&mut self, _h: Resource<Ols>) -> WtResult<()> {
-        Ok(())
-    }
-}
-
-type Bms = broadcast_state::BroadcastMapState;
-
-impl broadcast_state::Host for OperatorHost {
-    fn register_map(&mut self, d: WitDescriptor) -> WtResult<Result<Resource<Bms>, ErrorCode>> {
-        if d.ttl.is_some() {
-            return Ok(Err(ErrorCode::InvalidName(format!("state '{}': broadcast state takes no TTL", d.name))));
-        }
-        Ok(self.register(&d, StateKind::BroadcastMap, None)?.map(Resource::new_own))
-    }
-}
-
-impl OperatorHost {
-    /// Broadcast state is written only while a broadcast record is processed,
-    /// which keeps every subtask's replica equal.
-    fn broadcast_writable(&self, id: StateId) -> Result<(), ErrorCode> {
-        if self.phase == Phase::Broadcast {
-            Ok(())
-        } else {
-            Err(ErrorCode::ReadOnly(format!(
-                "broadcast state '{}' is written only in process-broadcast",
-                self.state_name(id)
-            )))
-        }
-    }
-}
-
-impl broadcast_state::HostBroadcastMapState for OperatorHost {
-    fn get(&mut self, h: Resource<Bms>, k: Vec<u8>) -> WtResult<Result<Option<Vec<u8>>, ErrorCode>> {
-        finish(self.backend.broadcast_get(h.rep(), &k))
-    }
-
-    fn put(&mut self, h: Resource<Bms>, k: Vec<u8>, v: Vec<u8>) -> WtResult<Result<(), ErrorCode>> {
-        if let Err(e) = self.broadcast_writable(h.rep()) {
-            return Ok(Err(e));
-        }
-        finish(self.backend.broadcast_put(h.rep(), &k, &v))
-    }
-
-    fn remove(&mut self, h: Resource<Bms>, k: Vec<u8>) -> WtResult<Result<(), ErrorCode>> {
-        if let Err(e) = self.broadcast_writable(h.rep()) {
-            return Ok(Err(e));
-        }
-        finish(self.backend.broadcast_remove(h.rep(), &k))
-    }
-
-    fn contains(&mut self, h: Resource<Bms>, k: Vec<u8>) -> WtResult<Result<bool, ErrorCode>> {
-        finish(self.backend.broadcast_get(h.rep(), &k).map(|v| v.is_some()))
-    }
-
-    fn is_empty(&mut self, h: Resource<Bms>) -> WtResult<Result<bool, ErrorCode>> {
-        finish(self.backend.broadcast_len(h.rep()).map(|n| n == 0))
-    }
-
-    fn entries(
-        &mut self,
-        h: Resource<Bms>,
-        after: Option<Vec<u8>>,
-        max: u32,
-    ) -> WtResult<Result<Vec<(Vec<u8>, Vec<u8>)>, ErrorCode>> {
-        finish(self.backend.broadcast_entries(h.rep(), after.as_deref(), max))
-    }
-
-    fn keys(
-        &mut self,
-        h: Resource<Bms>,
-        after: Option<Vec<u8>>,
-        max: u32,
-    ) -> WtResult<Result<Vec<Vec<u8>>, ErrorCode>> {
-        finish(
-            self.backend
-                .broadcast_entries(h.rep(), after.as_deref(), max)
-                .map(|e| e.into_iter().map(|(k, _)| k).collect()),
-        )
-    }
-
-    fn clear(&mut self, h: Resource<Bms>) -> WtResult<Result<(), ErrorCode>> {
-        if let Err(e) = self.broadcast_writable(h.rep()) {
-            return Ok(Err(e));
-        }
-        finish(self.backend.broadcast_clear(h.rep()))
-    }
-
-    fn drop(&mut self, _h: Resource<Bms>) -> WtResult<()> {
-        Ok(())
-    }
-}
-
-impl timers::Host for OperatorHost {
-    fn register_event_time_timer(&mut self, t: i64) -> WtResult<Result<(), ErrorCode>> {
-        self.keyed(|b, k| b.timer_register(TimeDomain::EventTime, k, t))
-    }
-
-    fn register_processing_time_timer(&mut self, t: i64) -> WtResult<Result<(), ErrorCode>> {
-        self.keyed(|b, k| b.timer_register(TimeDomain::ProcessingTime, k, t))
-    }
-
-    fn delete_event_time_timer(&mut self, t: i64) -> WtResult<Result<(), ErrorCode>> {
-        self.keyed(|b, k| b.timer_delete(TimeDomain::EventTime, k, t))
-    }
-
-    fn delete_processing_time_timer(&mut self, t: i64) -> WtResult<Result<(), ErrorCode>> {
-        self.keyed(|b, k| b.timer_delete(TimeDomain::ProcessingTime, k, t))
     }
 }

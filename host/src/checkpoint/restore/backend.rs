@@ -1,0 +1,262 @@
+//! Opening one operator subtask's state backend, empty or with its state
+//! from a checkpoint or savepoint as a [`SubtaskPlan`] says: the single
+//! place where restored bytes become live state. Also reads any stored
+//! subtask state as a canonical snapshot stream ([`read_canonical`]), which
+//! `host inspect` shares.
+
+use super::plan::SubtaskPlan;
+use super::{RestoreError, RestoreSource, Restored};
+use crate::checkpoint::metadata::DbFile;
+use crate::checkpoint::storage::CheckpointStorage;
+use crate::checkpoint::upload::DESCRIPTORS_FILE;
+use crate::clock::Clock;
+use crate::config::{BackendKind, RocksDbSettings};
+use crate::state::hashmap::HashMapBackend;
+use crate::state::key_group::KeyGroupRange;
+use crate::state::snapshot::{decode_descriptors, restore_snapshot_stream};
+use crate::state::ttl::TtlBackend;
+use crate::state::{StateBackend, StateDescriptor};
+use std::io::Read;
+use std::path::Path;
+use std::sync::Arc;
+
+/// How a subtask's backend is built.
+#[derive(Clone)]
+pub struct BackendSpec {
+    /// Which backend.
+    pub kind: BackendKind,
+    /// RocksDB options (for that backend, and as scratch space for
+    /// downloads).
+    pub rocksdb: RocksDbSettings,
+    /// The job's key groups.
+    pub max_parallelism: u32,
+    /// Processing time, for state TTL.
+    pub clock: Clock,
+}
+
+/// What a subtask restores: the checkpoint, its operator's state in it,
+/// and the plan.
+#[derive(Debug, Clone)]
+pub struct SubtaskRestore {
+    /// The checkpoint or savepoint.
+    pub from: Arc<Restored>,
+    /// The operator's state in it, one entry per old subtask.
+    pub sources: Arc<Vec<RestoreSource>>,
+    /// What this subtask takes.
+    pub plan: SubtaskPlan,
+}
+
+/// A subtask's backend, opened.
+pub struct Opened {
+    /// The backend, with the TTL layer on top.
+    pub backend: Box<dyn StateBackend>,
+    /// Stored files it took over as its database (an incremental uploader
+    /// need not store them again).
+    pub adopted: Vec<DbFile>,
+}
+
+/// Opens the backend of subtask `name` (`<uid>-<subtask>`), owning `range`,
+/// with the state `restore` gives it (none: empty).
+pub fn open_backend(
+    spec: &BackendSpec,
+    name: &str,
+    range: KeyGroupRange,
+    restore: Option<&SubtaskRestore>,
+) -> Result<Opened, RestoreError> {
+    let adopt = restore.and_then(|r| Some((r, r.plan.adopt?)));
+    let mut opened = match adopt {
+        Some((r, i)) => adopt_files(spec, name, range, r, i)?,
+        None => Opened { backend: empty(spec, name, range)?, adopted: Vec::new() },
+    };
+    let Some(r) = restore else { return Ok(opened) };
+    for &(i, share) in &r.plan.read {
+        let scratch = scratch_dir(spec)?;
+        let source =
+            r.sources.get(i).ok_or_else(|| RestoreError::BadUri(format!("{}: subtask {i}", r.from.location)))?;
+        let mut reader = read_canonical(&r.from.storage, source, r.from.metadata.max_parallelism, scratch.path())?;
+        restore_snapshot_stream(&mut reader, opened.backend.as_mut(), range, spec.max_parallelism, share).map_err(
+            |source| RestoreError::Snapshot { location: format!("{}: state of subtask {i}", r.from.location), source },
+        )?;
+    }
+    Ok(opened)
+}
+
+/// An empty backend of `spec`'s kind.
+fn empty(spec: &BackendSpec, name: &str, range: KeyGroupRange) -> Result<Box<dyn StateBackend>, RestoreError> {
+    let _ = name;
+    match spec.kind {
+        BackendKind::HashMap => {
+            Ok(Box::new(TtlBackend::new(HashMapBackend::new(range), spec.clock.clone(), spec.max_parallelism)))
+        }
+        #[cfg(feature = "rocksdb")]
+        BackendKind::RocksDb => {
+            use crate::state::rocksdb::RocksDbBackend;
+            let db = RocksDbBackend::open(&spec.rocksdb.localdir, name, range, memory(&spec.rocksdb))?;
+            Ok(Box::new(TtlBackend::new(db, spec.clock.clone(), spec.max_parallelism)))
+        }
+        #[cfg(not(feature = "rocksdb"))]
+        BackendKind::RocksDb => Err(crate::state::StateError::Unsupported {
+            name: name.to_string(),
+            what: "the RocksDB backend (this host was built without the `rocksdb` feature)",
+        }
+        .into()),
+    }
+}
+
+#[cfg(feature = "rocksdb")]
+fn memory(s: &RocksDbSettings) -> crate::state::rocksdb::RocksDbMemory {
+    crate::state::rocksdb::RocksDbMemory {
+        block_cache: s.block_cache as usize,
+        write_buffers: s.write_buffers as usize,
+        write_cache: s.write_cache as usize,
+    }
+}
+
+/// Takes over old subtask `i`'s incremental RocksDB files as this
+/// subtask's database.
+fn adopt_files(
+    spec: &BackendSpec,
+    name: &str,
+    range: KeyGroupRange,
+    r: &SubtaskRestore,
+    i: usize,
+) -> Result<Opened, RestoreError> {
+    let Some(RestoreSource::Rocksdb(files)) = r.sources.get(i) else {
+        // The plan adopts only RocksDB files; anything else is read.
+        return Err(RestoreError::BadUri(format!("{}: subtask {i} holds no RocksDB files", r.from.location)));
+    };
+    #[cfg(feature = "rocksdb")]
+    {
+        use crate::state::rocksdb::RocksDbBackend;
+        let scratch = scratch_dir(spec)?;
+        let descriptors = download_rocksdb(&r.from.storage, files, scratch.path(), &r.from.location)?;
+        // The database holds values as the TTL layer stored them: it sees
+        // the states without TTL, and the layer over it registers them
+        // again in stored order, so their ids line up.
+        let inner: Vec<StateDescriptor> =
+            descriptors.iter().map(|d| StateDescriptor { ttl: None, ..d.clone() }).collect();
+        let db =
+            RocksDbBackend::adopt(&spec.rocksdb.localdir, name, range, memory(&spec.rocksdb), scratch.path(), inner)?;
+        let mut backend = TtlBackend::new(db, spec.clock.clone(), spec.max_parallelism);
+        for d in descriptors {
+            backend.register(d)?;
+        }
+        Ok(Opened { backend: Box::new(backend), adopted: files.clone() })
+    }
+    #[cfg(not(feature = "rocksdb"))]
+    {
+        let _ = (spec, name, range, files);
+        Err(crate::state::StateError::Unsupported { name: name.to_string(), what: "restoring RocksDB files" }.into())
+    }
+}
+
+/// A scratch directory for downloads, under the RocksDB local directory
+/// (where restored files end up, so adopting them is a rename), removed
+/// when dropped.
+fn scratch_dir(spec: &BackendSpec) -> Result<tempfile::TempDir, RestoreError> {
+    let dir = &spec.rocksdb.localdir;
+    std::fs::create_dir_all(dir).map_err(|source| RestoreError::Local { path: dir.clone(), source })?;
+    tempfile::Builder::new()
+        .prefix("restore-")
+        .tempdir_in(dir)
+        .map_err(|source| RestoreError::Local { path: dir.clone(), source })
+}
+
+/// One stored subtask state as a canonical snapshot stream, whatever form
+/// it was stored in: inline bytes, a snapshot file (streamed from storage),
+/// or an incremental RocksDB checkpoint (downloaded into `scratch` and
+/// converted into a snapshot file there). `max_parallelism` is the
+/// checkpoint's.
+pub fn read_canonical<'a>(
+    storage: &'a CheckpointStorage,
+    source: &'a RestoreSource,
+    max_parallelism: u32,
+    scratch: &Path,
+) -> Result<Box<dyn Read + 'a>, RestoreError> {
+    match source {
+        RestoreSource::Snapshot(bytes) => Ok(Box::new(&bytes[..])),
+        RestoreSource::File { path, size, crc32 } => Ok(Box::new(storage.open_reader(path, *size, *crc32)?)),
+        RestoreSource::Rocksdb(files) => {
+            let location = storage.display().to_string();
+            let db = scratch.join("db");
+            let descriptors = download_rocksdb(storage, files, &db, &location)?;
+            let converted = scratch.join("snapshot");
+            convert_rocksdb(&db, descriptors, max_parallelism, &converted)?;
+            let file = std::fs::File::open(&converted)
+                .map_err(|source| RestoreError::Local { path: converted.clone(), source })?;
+            Ok(Box::new(std::io::BufReader::with_capacity(1 << 20, file)))
+        }
+    }
+}
+
+/// Writes the RocksDB checkpoint in `db` as a canonical snapshot file.
+#[cfg(feature = "rocksdb")]
+fn convert_rocksdb(
+    db: &Path,
+    descriptors: Vec<StateDescriptor>,
+    max_parallelism: u32,
+    to: &Path,
+) -> Result<(), RestoreError> {
+    use crate::state::snapshot::SnapshotError;
+    use std::io::Write;
+    /// Either side of the conversion.
+    enum Failed {
+        Read(SnapshotError),
+        Write(std::io::Error),
+    }
+    impl From<SnapshotError> for Failed {
+        fn from(e: SnapshotError) -> Self {
+            Failed::Read(e)
+        }
+    }
+    let mut frozen = crate::state::rocksdb::open_checkpoint(db, descriptors, max_parallelism);
+    let file = std::fs::File::create(to).map_err(|source| RestoreError::Local { path: to.to_path_buf(), source })?;
+    let mut out = std::io::BufWriter::new(file);
+    crate::state::snapshot::write_snapshot_streamed::<Failed>(frozen.as_mut(), max_parallelism, 1 << 20, &mut |p| {
+        out.write_all(p).map_err(Failed::Write)
+    })
+    .and_then(|()| out.flush().map_err(Failed::Write))
+    .map_err(|e| match e {
+        Failed::Read(source) => RestoreError::Snapshot { location: db.display().to_string(), source },
+        Failed::Write(source) => RestoreError::Local { path: to.to_path_buf(), source },
+    })
+}
+
+#[cfg(not(feature = "rocksdb"))]
+fn convert_rocksdb(
+    _db: &Path,
+    _descriptors: Vec<StateDescriptor>,
+    _max_parallelism: u32,
+    _to: &Path,
+) -> Result<(), RestoreError> {
+    Err(crate::state::StateError::Unsupported {
+        name: "(incremental checkpoint)".into(),
+        what: "reading RocksDB files (this host was built without the `rocksdb` feature)",
+    }
+    .into())
+}
+
+/// Downloads an incremental checkpoint's files into `dir` (created; it must
+/// not exist yet); returns the state descriptors stored with them. Every
+/// name was checked to be a plain file name when `_metadata` was read.
+pub fn download_rocksdb(
+    storage: &CheckpointStorage,
+    files: &[DbFile],
+    dir: &Path,
+    location: &str,
+) -> Result<Vec<StateDescriptor>, RestoreError> {
+    std::fs::create_dir_all(dir).map_err(|source| RestoreError::Local { path: dir.to_path_buf(), source })?;
+    let mut descriptors = None;
+    for f in files {
+        let bytes = storage.get_object(&f.path, f.size, f.crc32)?;
+        if f.name == DESCRIPTORS_FILE {
+            let (_, d) = decode_descriptors(&bytes)
+                .map_err(|source| RestoreError::Snapshot { location: format!("{location}/{}", f.path), source })?;
+            descriptors = Some(d);
+        } else {
+            let to = dir.join(&f.name);
+            std::fs::write(&to, &bytes).map_err(|source| RestoreError::Local { path: to, source })?;
+        }
+    }
+    descriptors.ok_or_else(|| RestoreError::NoDescriptors { location: location.to_string() })
+}

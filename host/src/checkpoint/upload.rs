@@ -1,0 +1,226 @@
+//! The asynchronous part of a subtask's snapshot: a background thread
+//! writes the frozen state in the snapshot format and stores it, or, for
+//! incremental RocksDB checkpoints, stores the checkpoint's files that are
+//! not stored yet; then it reports the state's handle (or why it failed) to
+//! whoever asked. The task goes on processing as soon as it has frozen its
+//! state and forwarded the barrier.
+//!
+//! This module knows storage and state, not tasks: how a result reaches
+//! the coordinator is the caller's business (a closure).
+
+use super::metadata::{DbFile, StateHandle};
+use super::protocol::CheckpointId;
+use super::storage::{CheckpointStorage, StorageError, checkpoint_dir_name};
+use crate::fault::{Classify, Domain, RetryHint};
+use crate::state::FrozenState;
+use crate::state::snapshot::{SnapshotError, encode_descriptors, write_snapshot_sized, write_snapshot_streamed};
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use thiserror::Error;
+
+/// Why a subtask could not store its part of a checkpoint.
+#[derive(Debug, Error)]
+#[non_exhaustive]
+pub enum CheckpointError {
+    /// Writing the snapshot failed (the backend could not be read).
+    #[error("cannot write its snapshot: {0}")]
+    Snapshot(#[from] SnapshotError),
+    /// Storing it failed.
+    #[error("cannot store it: {0}")]
+    Storage(#[from] StorageError),
+    /// A file of a RocksDB checkpoint could not be read.
+    #[error("cannot read {}: {source}", path.display())]
+    LocalFile {
+        /// The file or directory.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// No thread could be started for the upload.
+    #[error("cannot start a snapshot thread: {0}")]
+    Thread(#[source] std::io::Error),
+}
+
+impl Classify for CheckpointError {
+    fn domain(&self) -> Domain {
+        match self {
+            CheckpointError::Storage(e) => e.domain(),
+            CheckpointError::Snapshot(_) | CheckpointError::LocalFile { .. } => Domain::External,
+            CheckpointError::Thread(_) => Domain::Internal,
+        }
+    }
+
+    fn retry(&self) -> RetryHint {
+        match self {
+            CheckpointError::Storage(e) => e.retry(),
+            _ => RetryHint::Restart,
+        }
+    }
+}
+
+/// Stores one subtask's snapshots.
+pub struct Uploader {
+    /// `<node>-<subtask>`: names its files.
+    owner: String,
+    storage: Arc<CheckpointStorage>,
+    max_parallelism: u32,
+    /// The size of the last snapshot, to size the next one's buffer.
+    last_size: Arc<AtomicUsize>,
+    /// Incremental: SST files already stored, by (name, size). Shared only
+    /// with this subtask's own upload threads (an aborted checkpoint's
+    /// upload may still run when the next one starts).
+    shared: Option<Arc<Mutex<SharedFiles>>>,
+}
+
+/// SST files already stored, by (name, size).
+type SharedFiles = HashMap<(String, u64), DbFile>;
+
+/// Bytes a streamed snapshot hands to storage at a time.
+const STREAM_PIECE: usize = 1 << 20;
+
+/// The name under which an incremental checkpoint keeps the state
+/// descriptors, beside the database files.
+pub const DESCRIPTORS_FILE: &str = "WEIR-DESCRIPTORS";
+
+impl Uploader {
+    /// An uploader for the subtask named `owner` (`<node>-<subtask>`).
+    pub fn new(owner: String, storage: Arc<CheckpointStorage>, max_parallelism: u32) -> Self {
+        Uploader { owner, storage, max_parallelism, last_size: Arc::new(AtomicUsize::new(0)), shared: None }
+    }
+
+    /// Stores backends that can (RocksDB) incrementally: files already
+    /// stored are referenced again, not uploaded. `known` are the files of
+    /// the checkpoint the subtask was restored from (none after a rebuild:
+    /// a new database numbers its files afresh, so nothing it writes may
+    /// pass for a file stored before).
+    pub fn incremental(&mut self, known: &[DbFile]) {
+        let map = known.iter().filter(|f| f.path.starts_with("shared/")).map(|f| ((f.name.clone(), f.size), f.clone()));
+        self.shared = Some(Arc::new(Mutex::new(map.collect())));
+    }
+
+    /// Writes and stores `frozen` for checkpoint `id` on a background
+    /// thread, then calls `done` there with the handle. A savepoint
+    /// (`savepoint` names its directory) is always written canonically and
+    /// streamed, never whole in memory.
+    pub fn upload<F>(
+        &self,
+        id: CheckpointId,
+        savepoint: Option<Arc<CheckpointStorage>>,
+        frozen: Box<dyn FrozenState>,
+        done: F,
+    ) where
+        F: FnOnce(Result<StateHandle, CheckpointError>) + Send + 'static,
+    {
+        let owner = self.owner.clone();
+        let storage = savepoint.clone().unwrap_or_else(|| self.storage.clone());
+        let max_parallelism = self.max_parallelism;
+        let last_size = self.last_size.clone();
+        let shared = self.shared.clone().filter(|_| savepoint.is_none());
+        // The work reaches the thread through a channel, so a thread that
+        // cannot start leaves it here to be answered.
+        let (tx, rx) = std::sync::mpsc::channel::<(Box<dyn FrozenState>, F)>();
+        let spawned = std::thread::Builder::new().name(format!("weir-snap-{owner}")).spawn(move || {
+            let Ok((mut frozen, done)) = rx.recv() else { return };
+            let result = match (shared, frozen.native_checkpoint()) {
+                (Some(shared), Some(dir)) => {
+                    let descriptors = encode_descriptors(max_parallelism, frozen.descriptors());
+                    upload_files(&storage, &owner, id, dir, descriptors, &shared)
+                        .map(|files| StateHandle::Rocksdb { files })
+                }
+                _ if savepoint.is_some() => storage.put_state_streamed(id, &owner, &format!("{owner}.snap"), |sink| {
+                    write_snapshot_streamed::<CheckpointError>(frozen.as_mut(), max_parallelism, STREAM_PIECE, sink)
+                }),
+                _ => {
+                    // A checkpoint is written into one buffer sized from
+                    // the last one, then stored: the fastest way for the
+                    // state sizes a periodic checkpoint holds in memory
+                    // anyway (the hashmap backend keeps it there).
+                    let hint = last_size.load(Ordering::Relaxed);
+                    write_snapshot_sized(frozen.as_mut(), max_parallelism, hint + hint / 8)
+                        .map_err(CheckpointError::from)
+                        .and_then(|bytes| {
+                            last_size.store(bytes.len(), Ordering::Relaxed);
+                            Ok(storage.put_state(id, &owner, &format!("{owner}.snap"), bytes)?)
+                        })
+                }
+            };
+            drop(frozen);
+            done(result);
+        });
+        match spawned {
+            Ok(_) => {
+                let _ = tx.send((frozen, done));
+            }
+            Err(e) => done(Err(CheckpointError::Thread(e))),
+        }
+    }
+}
+
+/// Stores a RocksDB checkpoint directory: SST files not stored before go to
+/// `shared/`, under a name unique to this run of this subtask (a restored
+/// database numbers its files from where the checkpoint left off, so names
+/// alone could repeat across runs); the other files, and the descriptors,
+/// to `chk-<id>/`.
+fn upload_files(
+    storage: &CheckpointStorage,
+    owner: &str,
+    id: CheckpointId,
+    dir: &Path,
+    descriptors: Vec<u8>,
+    shared: &Mutex<SharedFiles>,
+) -> Result<Vec<DbFile>, CheckpointError> {
+    let local = |path: &Path| {
+        let path = path.to_path_buf();
+        move |source| CheckpointError::LocalFile { path, source }
+    };
+    let run = run_token();
+    let mut files = Vec::new();
+    let mut known = shared.lock().expect("not poisoned").clone();
+    let mut now_shared = HashMap::new();
+    for entry in std::fs::read_dir(dir).map_err(local(dir))? {
+        let entry = entry.map_err(local(dir))?;
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let size = entry.metadata().map_err(local(&entry.path()))?.len();
+        let is_sst = name.ends_with(".sst");
+        if is_sst && let Some(f) = known.remove(&(name.clone(), size)) {
+            now_shared.insert((name, size), f.clone());
+            files.push(f);
+            continue;
+        }
+        let bytes = std::fs::read(entry.path()).map_err(local(&entry.path()))?;
+        let path = if is_sst {
+            format!("shared/{owner}-{run}/{name}")
+        } else {
+            format!("{}/{owner}/{name}", checkpoint_dir_name(id))
+        };
+        let (size, crc32) = storage.put_object(&path, bytes)?;
+        let f = DbFile { name: name.clone(), path, size, crc32 };
+        if is_sst {
+            now_shared.insert((name, size), f.clone());
+            crate::crash_point::crash_point("upload.shared-file");
+        }
+        files.push(f);
+    }
+    let path = format!("{}/{owner}/{DESCRIPTORS_FILE}", checkpoint_dir_name(id));
+    let (size, crc32) = storage.put_object(&path, descriptors)?;
+    files.push(DbFile { name: DESCRIPTORS_FILE.to_string(), path, size, crc32 });
+    // Files the database dropped are not offered again.
+    *shared.lock().expect("not poisoned") = now_shared;
+    files.sort_by(|a, b| a.name.cmp(&b.name));
+    Ok(files)
+}
+
+/// A token unique to this process run.
+fn run_token() -> String {
+    static TOKEN: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    TOKEN
+        .get_or_init(|| {
+            let nanos =
+                std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0);
+            format!("{:x}{:x}", std::process::id(), nanos & 0xffff_ffff)
+        })
+        .clone()
+}

@@ -1,0 +1,55 @@
+//! `host checkpoints`: lists a job's checkpoints, damaged ones included.
+
+use super::{host_file, host_settings, utc};
+use anyhow::Context;
+use std::path::Path;
+use weir_host::checkpoint::listing;
+use weir_host::checkpoint::storage::CheckpointStorage;
+use weir_host::config::units::human_bytes;
+use weir_host::config::{self, StorageSettings};
+
+/// Lists the checkpoints of the job that `target` names: a job file (its
+/// `state.checkpoints.dir` and name are used) or a `<dir>/<job>` URI.
+pub fn list(target: &str, config_flag: Option<&Path>) -> anyhow::Result<()> {
+    let (storage_settings, job_name) = if target.starts_with("file://") || target.starts_with("s3://") {
+        let (dir, job) = target
+            .trim_end_matches('/')
+            .rsplit_once('/')
+            .filter(|(d, j)| !j.is_empty() && !d.ends_with(':'))
+            .with_context(|| format!("{target:?} is not a <dir>/<job> URI such as file:///var/ck/wordcount"))?;
+        let base = host_settings(config_flag)?;
+        (StorageSettings { dir: Some(dir.to_string()), ..base.storage }, job.to_string())
+    } else {
+        let host = host_file(config_flag)?;
+        let job = config::load_job(Path::new(target), host.as_ref(), None)?;
+        if job.settings.storage.dir.is_none() {
+            anyhow::bail!(
+                "job '{}' ({target}) has no state.checkpoints.dir: its checkpoints, if any, lived in host memory",
+                job.spec.name
+            );
+        }
+        (job.settings.storage.clone(), job.spec.name.clone())
+    };
+    let storage = CheckpointStorage::open(&storage_settings, &job_name)?;
+    let checkpoints = listing::list(&storage)?;
+    if checkpoints.is_empty() {
+        println!("no checkpoints in {}", storage.display());
+        return Ok(());
+    }
+    println!("checkpoints in {}", storage.display());
+    println!("{:>8}  {:<24} {:>12} {:>10}  status", "id", "triggered (UTC)", "size", "duration");
+    for c in checkpoints {
+        match c.metadata {
+            Ok(m) => println!(
+                "{:>8}  {:<24} {:>12} {:>8}ms  {}",
+                c.id,
+                utc(m.triggered_at_ms),
+                human_bytes(m.state_size()),
+                m.duration_ms,
+                if m.finished { "complete (job finished)" } else { "complete" }
+            ),
+            Err(e) => println!("{:>8}  {:<24} {:>12} {:>10}  unusable: {e}", c.id, "-", "-", "-"),
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,79 @@
+//! `host status`, `host savepoint`, `host swap` and `host cancel`: clients
+//! of a running job's control API.
+
+use super::job_name;
+use anyhow::Context;
+use std::path::Path;
+use weir_host::config::units::human_bytes;
+use weir_host::control::client::Client;
+use weir_host::control::{SavepointRequest, SwapRequest};
+
+/// `host status`.
+pub fn status(job: &str, json: bool) -> anyhow::Result<()> {
+    let s = Client::find(&job_name(job)?)?.status()?;
+    if json {
+        println!("{}", serde_json::to_string_pretty(&s)?);
+        return Ok(());
+    }
+    println!(
+        "job '{}' {} (pid {}, attempt {}, up {:.1}s): {} records read, {} written",
+        s.job,
+        s.state,
+        s.pid,
+        s.attempt,
+        s.uptime_ms as f64 / 1e3,
+        s.records_read,
+        s.records_written
+    );
+    if let Some(c) = &s.checkpoints {
+        println!("  {c}");
+    }
+    println!("  {:<10} {:<24} {:>4} {:>14} {:>14}", "role", "id", "par", "records in", "records out");
+    for n in &s.nodes {
+        println!("  {:<10} {:<24} {:>4} {:>14} {:>14}", n.role, n.id, n.parallelism, n.records_in, n.records_out);
+    }
+    Ok(())
+}
+
+/// `host savepoint`.
+pub fn savepoint(job: &str, request: SavepointRequest) -> anyhow::Result<()> {
+    let client = Client::find(&job_name(job)?)?;
+    let started = std::time::Instant::now();
+    let done = client.savepoint(&request).context("savepoint failed")?;
+    println!("{}", done.location);
+    eprintln!(
+        "savepoint {} of {} complete in {} ms (asked {} ms ago){}",
+        done.id,
+        human_bytes(done.size),
+        done.duration_ms,
+        started.elapsed().as_millis(),
+        if done.stopped { "; the job stops" } else { "" }
+    );
+    Ok(())
+}
+
+/// `host swap`.
+pub fn swap(job: &str, operator: String, module: &Path, dir: Option<String>) -> anyhow::Result<()> {
+    let client = Client::find(&job_name(job)?)?;
+    // The host resolves paths from its own directory: send an absolute one.
+    let module = std::fs::canonicalize(module).with_context(|| format!("cannot read {}", module.display()))?;
+    let request = SwapRequest { operator, module: module.display().to_string(), dir };
+    let done = client.swap(&request).context("module swap failed")?;
+    println!("{}", done.savepoint.location);
+    eprintln!(
+        "operator '{}' now runs {}; paused {:.1} ms; savepoint {} kept for rollback",
+        request.operator,
+        module.display(),
+        done.pause_ms,
+        done.savepoint.location
+    );
+    Ok(())
+}
+
+/// `host cancel`.
+pub fn cancel(job: &str) -> anyhow::Result<()> {
+    let name = job_name(job)?;
+    Client::find(&name)?.cancel()?;
+    eprintln!("job '{name}' is being cancelled");
+    Ok(())
+}

@@ -1,0 +1,22 @@
+//! Processing time: the one wall clock the host reads for guests (timers,
+//! `current-processing-time`), for state TTL and for checkpoint times.
+//!
+//! A leaf module: it depends on nothing in the crate. Code that must be
+//! testable without waiting takes a [`Clock`] instead of calling [`now_ms`].
+
+use std::sync::Arc;
+
+/// A source of processing time in milliseconds since the epoch; tests
+/// inject a fake one.
+pub type Clock = Arc<dyn Fn() -> i64 + Send + Sync>;
+
+/// The wall clock in milliseconds since the epoch (0 if the system clock is
+/// set before 1970).
+pub fn now_ms() -> i64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
+}
+
+/// The wall clock as a [`Clock`].
+pub fn system() -> Clock {
+    Arc::new(now_ms)
+}

@@ -1,0 +1,492 @@
+//! The coordinator's checkpoint edge: feeds task events and time into the
+//! pure [`Protocol`], carries out its commands (barriers into the sources,
+//! `_metadata` writes, completion notices to every task), keeps completed
+//! checkpoints to `retained`, and writes the job's final checkpoint.
+//! Savepoints and module swaps ride on the same protocol
+//! ([`super::savepoints`]).
+//!
+//! [`Checkpoints`] lives for a whole `host run` (ids keep growing and
+//! retention keeps counting); each attempt gets an [`Attempt`] with a fresh
+//! [`Protocol`] and the channels to that attempt's tasks.
+
+use super::savepoints::{PendingSavepoint, PendingSwap};
+use crate::checkpoint::metadata::{CheckpointMetadata, OperatorState, SinkState, StateHandle};
+use crate::checkpoint::protocol::{CheckpointId, Command, Protocol, ProtocolConfig};
+use crate::checkpoint::storage::{CheckpointStorage, StorageError};
+use crate::checkpoint::upload::CheckpointError;
+use crate::clock::now_ms;
+use crate::config::CheckpointSettings;
+use crate::config::units::human_bytes;
+use crate::control::SavepointDone;
+use crate::fault::{Classify, Domain, RetryHint};
+use crate::runtime::TaskId;
+use crate::runtime::events::TaskSnapshot;
+use crate::runtime::message::{Barrier, BarrierKind, Control};
+use crate::wasm::OperatorModule;
+use crossbeam_channel::Sender;
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use thiserror::Error;
+
+/// Why checkpointing fails the job.
+#[derive(Debug, Error)]
+#[non_exhaustive]
+pub enum CheckpointingError {
+    /// More checkpoints failed in a row than `tolerable_failures` allows.
+    #[error("{reason}")]
+    TooManyFailures {
+        /// The count and the last failure.
+        reason: String,
+    },
+    /// The final checkpoint, which ends the job, could not be written.
+    #[error("cannot write the final checkpoint {id}: {source}")]
+    FinalCheckpoint {
+        /// Its id.
+        id: CheckpointId,
+        /// Why.
+        source: StorageError,
+    },
+}
+
+impl Classify for CheckpointingError {
+    fn domain(&self) -> Domain {
+        match self {
+            CheckpointingError::TooManyFailures { .. } => Domain::External,
+            CheckpointingError::FinalCheckpoint { source, .. } => source.domain(),
+        }
+    }
+
+    fn retry(&self) -> RetryHint {
+        match self {
+            // As Flink: past the tolerable failures, the job restarts from
+            // its latest checkpoint.
+            CheckpointingError::TooManyFailures { .. } => RetryHint::Restart,
+            CheckpointingError::FinalCheckpoint { source, .. } => source.retry(),
+        }
+    }
+}
+
+/// Statistics of the checkpoints of one run, for logs and benchmarks.
+#[derive(Debug, Clone, Default)]
+pub struct CheckpointStats {
+    /// Completed checkpoints.
+    pub completed: u64,
+    /// Failed (aborted) checkpoints.
+    pub failed: u64,
+    /// Synchronous pauses of operator subtasks, one per acknowledgement.
+    pub sync_pauses: Vec<Duration>,
+    /// Trigger-to-complete durations.
+    pub durations: Vec<Duration>,
+    /// State bytes per completed checkpoint.
+    pub sizes: Vec<u64>,
+    /// The latest completed checkpoint.
+    pub latest: Option<CheckpointId>,
+}
+
+/// State kept across the attempts of one run.
+pub struct Checkpoints {
+    settings: CheckpointSettings,
+    storage: Arc<CheckpointStorage>,
+    pub(super) job: String,
+    max_parallelism: u32,
+    /// Highest id used or seen in storage: the next trigger takes the one after.
+    highest_id: CheckpointId,
+    /// Completed by this run, oldest first, with the shared files each
+    /// uses (retention deletes only these: a checkpoint restored from but
+    /// not created is never deleted).
+    created: VecDeque<(CheckpointId, Vec<String>)>,
+    /// Shared files of the checkpoint the run started from: never deleted.
+    pinned: HashSet<String>,
+    /// Statistics.
+    pub stats: CheckpointStats,
+}
+
+/// One attempt's view: the protocol and the tasks to talk to.
+pub struct Attempt<'a> {
+    pub(super) cp: &'a mut Checkpoints,
+    pub(super) protocol: Protocol<TaskSnapshot>,
+    tasks: HashMap<String, TaskId>,
+    parallelism: HashMap<String, u32>,
+    pub(super) sources: Vec<Sender<Control>>,
+    pub(super) everyone: Vec<Sender<Control>>,
+    triggered: HashMap<CheckpointId, (Instant, i64)>,
+    /// Files stored for checkpoints in flight, to delete if they abort.
+    pub(super) stored: HashMap<CheckpointId, Vec<String>>,
+    /// Shared files of checkpoints whose metadata was written.
+    shared_of: HashMap<CheckpointId, Vec<String>>,
+    /// Set once a source finished (or a stop completed): no more triggers.
+    pub(super) stopped: bool,
+    started: Instant,
+    /// The savepoint asked for and not finished.
+    pub(super) savepoint: Option<PendingSavepoint>,
+    /// The savepoint the job stopped with.
+    pub(super) stopped_with: Option<SavepointDone>,
+    /// A triggered module swap, until it commits or aborts.
+    pub(super) swap: Option<PendingSwap>,
+    /// Swaps committed: (operator uid, new module), for the coordinator.
+    pub(super) committed: Vec<(String, OperatorModule)>,
+}
+
+impl Checkpoints {
+    /// Checkpointing for job `job` into `storage`, numbering after
+    /// `highest_id`; `pinned` shared files are never deleted.
+    pub fn new(
+        settings: CheckpointSettings,
+        storage: Arc<CheckpointStorage>,
+        job: &str,
+        max_parallelism: u32,
+        highest_id: CheckpointId,
+        pinned: HashSet<String>,
+    ) -> Self {
+        Checkpoints {
+            settings,
+            storage,
+            job: job.to_string(),
+            max_parallelism,
+            highest_id,
+            created: VecDeque::new(),
+            pinned,
+            stats: CheckpointStats::default(),
+        }
+    }
+
+    /// The storage.
+    pub fn storage(&self) -> &Arc<CheckpointStorage> {
+        &self.storage
+    }
+
+    /// The latest checkpoint this run completed.
+    pub fn latest_created(&self) -> Option<CheckpointId> {
+        self.created.back().map(|(id, _)| *id)
+    }
+
+    /// Starts an attempt over `tasks` (every task acknowledges every
+    /// checkpoint, each with its node's parallelism); `sources` receive
+    /// triggers, `everyone` completion notices.
+    pub fn attempt(
+        &mut self,
+        tasks: Vec<(TaskId, u32)>,
+        sources: Vec<Sender<Control>>,
+        everyone: Vec<Sender<Control>>,
+    ) -> Attempt<'_> {
+        let config = ProtocolConfig {
+            interval_ms: self.settings.interval.as_millis() as u64,
+            min_pause_ms: self.settings.min_pause.as_millis() as u64,
+            timeout_ms: self.settings.timeout.as_millis() as u64,
+            tolerable_failures: self.settings.tolerable_failures,
+        };
+        let names: Vec<String> = tasks.iter().map(|(t, _)| t.to_string()).collect();
+        let protocol = Protocol::new(config, names, Some(self.highest_id));
+        Attempt {
+            protocol,
+            parallelism: tasks.iter().map(|(t, p)| (t.node.to_string(), *p)).collect(),
+            tasks: tasks.into_iter().map(|(t, _)| (t.to_string(), t)).collect(),
+            sources,
+            everyone,
+            triggered: HashMap::new(),
+            stored: HashMap::new(),
+            shared_of: HashMap::new(),
+            stopped: false,
+            started: Instant::now(),
+            savepoint: None,
+            stopped_with: None,
+            swap: None,
+            committed: Vec::new(),
+            cp: self,
+        }
+    }
+
+    /// Deletes checkpoints beyond `retained`: the checkpoint first
+    /// (`_metadata` first), then the shared files no kept checkpoint uses,
+    /// so a deletion cut short leaves unused files, never a checkpoint
+    /// pointing at a missing one.
+    fn retain(&mut self) {
+        while self.created.len() > self.settings.retained as usize {
+            let (old, shared) = self.created.pop_front().expect("longer than retained");
+            if let Err(e) = self.storage.delete_checkpoint(old) {
+                tracing::warn!(checkpoint = old, error = %e, "cannot delete an old checkpoint");
+                continue;
+            }
+            tracing::debug!(checkpoint = old, "deleted (beyond retained)");
+            let in_use: HashSet<&str> = self
+                .created
+                .iter()
+                .flat_map(|(_, files)| files.iter().map(String::as_str))
+                .chain(self.pinned.iter().map(String::as_str))
+                .collect();
+            for path in shared.iter().filter(|p| !in_use.contains(p.as_str())) {
+                if let Err(e) = self.storage.delete_object(path) {
+                    tracing::warn!(file = %path, error = %e, "cannot delete an unused shared file");
+                }
+                crate::crash_point::crash_point("retention.shared-file-deleted");
+            }
+        }
+    }
+}
+
+impl Attempt<'_> {
+    pub(super) fn now_ms(&self) -> u64 {
+        self.started.elapsed().as_millis() as u64
+    }
+
+    /// Time passed: triggers and timeouts.
+    pub fn tick(&mut self) -> Result<(), CheckpointingError> {
+        if self.stopped {
+            return Ok(());
+        }
+        let now = self.now_ms();
+        let commands = self.protocol.tick(now);
+        self.execute(commands)
+    }
+
+    /// How long the coordinator may wait for events before calling `tick`.
+    pub fn poll_interval(&self) -> Duration {
+        (self.cp.settings.interval / 4).clamp(Duration::from_millis(2), Duration::from_millis(100))
+    }
+
+    /// A task acknowledged checkpoint `id`.
+    pub fn on_ack(
+        &mut self,
+        task: &TaskId,
+        id: CheckpointId,
+        snapshot: TaskSnapshot,
+        sync: Duration,
+    ) -> Result<(), CheckpointingError> {
+        if let TaskSnapshot::Operator(handle) = &snapshot {
+            self.cp.stats.sync_pauses.push(sync);
+            self.stored.entry(id).or_default().extend(handle.paths().iter().map(|p| p.to_string()));
+        }
+        let commands = self.protocol.on_ack(id, &task.to_string(), snapshot);
+        self.execute(commands)
+    }
+
+    /// A task declined checkpoint `id`.
+    pub fn on_decline(
+        &mut self,
+        task: &TaskId,
+        id: CheckpointId,
+        reason: &CheckpointError,
+    ) -> Result<(), CheckpointingError> {
+        let now = self.now_ms();
+        if self.stopped {
+            // The input is done and tasks are ending: the final checkpoint
+            // covers everything, so a checkpoint lost now is no failure.
+            if self.protocol.in_flight() == Some(id) {
+                self.protocol.cancel_in_flight(now);
+                tracing::debug!(checkpoint = id, task = %task, "abandoned while the job ends: {reason}");
+                self.discard(id);
+                if self.savepoint_of(id).is_some() {
+                    self.fail_savepoint(format!("declined by {task}: {reason}"));
+                }
+            }
+            return Ok(());
+        }
+        let commands = self.protocol.on_decline(id, &task.to_string(), &reason.to_string(), now);
+        self.execute(commands)
+    }
+
+    /// Source `task` finished: nothing more is triggered, and a checkpoint
+    /// it never saw cannot complete.
+    pub fn on_source_finished(&mut self, task: &TaskId) {
+        self.stopped = true;
+        if self.protocol.awaits(&task.to_string()) {
+            let now = self.now_ms();
+            if let Some(id) = self.protocol.cancel_in_flight(now) {
+                tracing::debug!(checkpoint = id, "abandoned: a source finished before its barrier");
+                self.discard(id);
+            }
+        }
+        // A savepoint not triggered, or abandoned above, cannot complete.
+        let in_flight = self.protocol.in_flight();
+        if self.savepoint.as_ref().is_some_and(|p| p.id.is_none() || p.id != in_flight) {
+            self.fail_savepoint("the job's input ended before the savepoint was taken".into());
+        }
+    }
+
+    /// One line for the progress display: the latest checkpoint, failures.
+    pub fn status(&self) -> String {
+        let s = &self.cp.stats;
+        let latest = match s.latest {
+            Some(id) => format!("checkpoint chk-{id} ({})", human_bytes(s.sizes.last().copied().unwrap_or(0))),
+            None => "no checkpoint yet".to_string(),
+        };
+        match (s.failed, self.protocol.in_flight()) {
+            (0, None) => latest,
+            (0, Some(n)) => format!("{latest}, chk-{n} in flight"),
+            (f, _) => format!("{latest}, {f} failed"),
+        }
+    }
+
+    /// Whether a checkpoint is in flight.
+    pub fn in_flight(&self) -> bool {
+        self.protocol.in_flight().is_some()
+    }
+
+    pub(super) fn send_all(&self, c: Control) {
+        for tx in &self.everyone {
+            let _ = tx.send(c.clone());
+        }
+    }
+
+    pub(super) fn execute(&mut self, commands: Vec<Command<TaskSnapshot>>) -> Result<(), CheckpointingError> {
+        let mut queue: VecDeque<_> = commands.into();
+        while let Some(c) = queue.pop_front() {
+            match c {
+                Command::Trigger { id, savepoint } => {
+                    self.cp.highest_id = self.cp.highest_id.max(id);
+                    self.triggered.insert(id, (Instant::now(), now_ms()));
+                    let kind = if savepoint { self.savepoint_barrier(id) } else { BarrierKind::Checkpoint };
+                    tracing::debug!(checkpoint = id, savepoint, "triggered");
+                    let barrier = Arc::new(Barrier { id, kind });
+                    for tx in &self.sources {
+                        let _ = tx.send(Control::Trigger(barrier.clone()));
+                    }
+                }
+                Command::WriteMetadata { id, handles } if self.savepoint_of(id).is_some() => {
+                    let metadata = CheckpointMetadata { savepoint: true, ..self.metadata(id, handles, false) };
+                    let storage = self.savepoint_of(id).expect("checked").storage.clone();
+                    let result = storage.write_metadata(id, metadata.encode());
+                    if result.is_ok() {
+                        self.savepoint_complete(id, &storage, &metadata);
+                    }
+                    let now = self.now_ms();
+                    queue.extend(self.protocol.on_metadata_written(id, result, now));
+                }
+                Command::WriteMetadata { id, handles } => {
+                    let metadata = self.metadata(id, handles, false);
+                    let result = self.cp.storage.write_metadata(id, metadata.encode());
+                    match &result {
+                        Ok(()) => {
+                            crate::crash_point::crash_point("checkpoint.metadata-written");
+                            self.shared_of.insert(id, shared_files(&metadata));
+                            self.cp.stats.sizes.push(metadata.state_size());
+                            self.cp.stats.durations.push(Duration::from_millis(metadata.duration_ms));
+                            tracing::info!(
+                                checkpoint = id,
+                                size = %human_bytes(metadata.state_size()),
+                                duration_ms = metadata.duration_ms,
+                                "checkpoint complete"
+                            );
+                        }
+                        // Another run committed this id: its files are not
+                        // ours to delete.
+                        Err(StorageError::AlreadyCommitted { .. }) => {
+                            self.stored.remove(&id);
+                        }
+                        Err(_) => {}
+                    }
+                    let now = self.now_ms();
+                    queue.extend(self.protocol.on_metadata_written(id, result, now));
+                }
+                Command::NotifyComplete { id } => {
+                    self.stored.retain(|&c, _| c > id);
+                    self.triggered.retain(|&c, _| c > id);
+                    // A savepoint is not one of the job's checkpoints:
+                    // retention never deletes it.
+                    if let Some(shared) = self.shared_of.remove(&id) {
+                        self.cp.stats.completed += 1;
+                        self.cp.stats.latest = Some(id);
+                        self.cp.created.push_back((id, shared));
+                    }
+                    self.send_all(Control::Complete(id));
+                    self.cp.retain();
+                }
+                Command::Abort { id, reason } if self.savepoint_of(id).is_some() => {
+                    self.discard(id);
+                    self.fail_savepoint(reason);
+                }
+                Command::Abort { id, reason } => {
+                    self.cp.stats.failed += 1;
+                    tracing::warn!(checkpoint = id, "checkpoint failed: {reason}");
+                    self.discard(id);
+                }
+                Command::FailJob { reason } => return Err(CheckpointingError::TooManyFailures { reason }),
+            }
+        }
+        Ok(())
+    }
+
+    /// Deletes what this run stored for an abandoned checkpoint or savepoint.
+    pub(super) fn discard(&mut self, id: CheckpointId) {
+        self.triggered.remove(&id);
+        let storage = self.savepoint_of(id).map_or_else(|| self.cp.storage.clone(), |p| p.storage.clone());
+        if self.stored.remove(&id).is_some()
+            && let Err(e) = storage.delete_checkpoint(id)
+        {
+            tracing::debug!(checkpoint = id, error = %e, "cannot delete the files of a failed checkpoint");
+        }
+    }
+
+    fn metadata(
+        &self,
+        id: CheckpointId,
+        handles: BTreeMap<String, TaskSnapshot>,
+        finished: bool,
+    ) -> CheckpointMetadata {
+        let (at, at_ms) = self.triggered.get(&id).copied().unwrap_or_else(|| (Instant::now(), now_ms()));
+        let mut operators: BTreeMap<String, Vec<(u32, StateHandle)>> = BTreeMap::new();
+        let mut sources = BTreeMap::new();
+        let mut sinks = BTreeMap::new();
+        for (name, snapshot) in handles {
+            let Some(task) = self.tasks.get(&name) else { continue };
+            match snapshot {
+                TaskSnapshot::Operator(h) => {
+                    operators.entry(task.node.to_string()).or_default().push((task.subtask, h))
+                }
+                TaskSnapshot::Source(offset) => {
+                    sources.insert(task.node.to_string(), offset);
+                }
+                TaskSnapshot::Sink(Some(state)) => {
+                    sinks.insert(task.node.to_string(), state);
+                }
+                TaskSnapshot::Sink(None) => {}
+            }
+        }
+        let operators = operators
+            .into_iter()
+            .map(|(uid, mut subtasks)| {
+                subtasks.sort_by_key(|(i, _)| *i);
+                let parallelism = self.parallelism.get(&uid).copied().unwrap_or(subtasks.len() as u32);
+                (uid, OperatorState { parallelism, subtasks: subtasks.into_iter().map(|(_, h)| h).collect() })
+            })
+            .collect();
+        CheckpointMetadata {
+            job: self.cp.job.clone(),
+            id,
+            triggered_at_ms: at_ms,
+            duration_ms: at.elapsed().as_millis() as u64,
+            finished,
+            savepoint: false,
+            max_parallelism: self.cp.max_parallelism,
+            operators,
+            sources,
+            sinks,
+        }
+    }
+
+    /// The job's input is fully processed and every sink is waiting with
+    /// `sinks`: records the end as a final checkpoint, so a crash from here
+    /// on only publishes what the sinks hold. The store retries as its own
+    /// retry policy says; a write that still fails fails the attempt.
+    pub fn finish(&mut self, sinks: BTreeMap<String, SinkState>) -> Result<CheckpointId, CheckpointingError> {
+        let id = self.protocol.next_id().max(self.cp.highest_id + 1);
+        self.cp.highest_id = id;
+        let metadata = CheckpointMetadata { sinks, ..self.metadata(id, BTreeMap::new(), true) };
+        self.cp
+            .storage
+            .write_metadata(id, metadata.encode())
+            .map_err(|source| CheckpointingError::FinalCheckpoint { id, source })?;
+        tracing::info!(checkpoint = id, "final checkpoint complete");
+        self.cp.created.push_back((id, Vec::new()));
+        self.cp.stats.latest = Some(id);
+        self.send_all(Control::Complete(id));
+        self.cp.retain();
+        Ok(id)
+    }
+}
+
+/// The shared files (incremental RocksDB state) `metadata` uses.
+pub fn shared_files(metadata: &CheckpointMetadata) -> Vec<String> {
+    metadata.files().filter(|p| p.starts_with("shared/")).map(str::to_string).collect()
+}

@@ -1,0 +1,439 @@
+//! One attempt of a job, from its tasks' start to their end: the
+//! controller follows the tasks' events, answers the control API's
+//! requests, drives checkpoints, and moves the job through its states
+//! ([`JobState`]). Each input has a method of its own; the loop that feeds
+//! them is a few lines.
+
+use super::JobError;
+use super::checkpointing::{Attempt as Checkpointing, CheckpointingError};
+use super::job_state::JobState;
+use super::plan::{Plan, Role};
+use super::progress::Progress;
+use super::report::{JobReport, TaskCounters};
+use super::spawn::Started;
+use crate::checkpoint::metadata::SinkState;
+use crate::config::LoadedJob;
+use crate::control::{Request, RequestError, Status};
+use crate::runtime::message::Control;
+use crate::runtime::{TaskError, TaskEvent, TaskId};
+use crate::wasm::ModuleLoader;
+use crossbeam_channel::{Receiver, Sender};
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+/// Runs one attempt.
+pub struct Controller<'a> {
+    job: &'a LoadedJob,
+    plan: &'a Plan,
+    state: JobState,
+    attempt: u32,
+    /// When the run (not the attempt) started.
+    run_started: Instant,
+    counters: TaskCounters,
+    controls: Vec<Sender<Control>>,
+    threads: usize,
+    ended: usize,
+    sources_left: usize,
+    sinks: usize,
+    /// Sinks that reached their end and wait for the final checkpoint.
+    sinks_waiting: usize,
+    sink_states: BTreeMap<String, SinkState>,
+    /// The final checkpoint (or, after a stop, the sinks' end) was asked for.
+    end_sent: bool,
+    checkpoints: Option<Checkpointing<'a>>,
+    /// The first root failure; a secondary one until a root one comes.
+    failure: Option<JobError>,
+    progress: Progress,
+    last_draw: Instant,
+}
+
+impl<'a> Controller<'a> {
+    /// A controller for the started tasks of attempt `attempt`.
+    pub fn new(
+        job: &'a LoadedJob,
+        plan: &'a Plan,
+        started: &Started,
+        attempt: u32,
+        run_started: Instant,
+        checkpoints: Option<Checkpointing<'a>>,
+    ) -> Self {
+        let count = |role| plan.nodes.iter().filter(|n| n.role == role).map(|n| n.parallelism as usize).sum();
+        let mut state = JobState::Starting;
+        state.to(JobState::Running).expect("a starting job runs");
+        Controller {
+            job,
+            plan,
+            state,
+            attempt,
+            run_started,
+            counters: TaskCounters::default(),
+            controls: started.controls.clone(),
+            threads: started.threads.len(),
+            ended: 0,
+            sources_left: count(Role::Source),
+            sinks: count(Role::Sink),
+            sinks_waiting: 0,
+            sink_states: BTreeMap::new(),
+            end_sent: false,
+            checkpoints,
+            failure: None,
+            progress: Progress::new(),
+            last_draw: Instant::now(),
+        }
+    }
+
+    /// Follows the attempt until every task ended; answers `requests`
+    /// meanwhile, loading swapped-in modules with `loader`.
+    pub fn run(
+        mut self,
+        events: &Receiver<TaskEvent>,
+        requests: &Receiver<Request>,
+        loader: &mut ModuleLoader,
+        modules: &mut std::collections::HashMap<String, crate::wasm::OperatorModule>,
+    ) -> (JobState, Result<JobReport, JobError>) {
+        let wait = match &self.checkpoints {
+            Some(c) => c.poll_interval().min(self.job.settings.progress_interval),
+            None => self.job.settings.progress_interval,
+        };
+        while self.ended < self.threads {
+            crossbeam_channel::select! {
+                recv(events) -> e => match e {
+                    Ok(e) => self.on_event(e),
+                    Err(_) => break,
+                },
+                recv(requests) -> r => {
+                    if let Ok(r) = r {
+                        self.on_request(r, loader);
+                    }
+                }
+                default(wait) => {}
+            }
+            self.on_tick();
+            if let Some(c) = self.checkpoints.as_mut() {
+                modules.extend(c.take_committed_swaps());
+            }
+        }
+        self.progress.finish();
+        self.outcome()
+    }
+
+    /// A task's event.
+    fn on_event(&mut self, event: TaskEvent) {
+        let failing = self.state.is_stopping_tasks();
+        let result = match event {
+            TaskEvent::Progress(task, c) => {
+                self.counters.set(task, c);
+                Ok(())
+            }
+            TaskEvent::Finished(task, c) => {
+                tracing::debug!(task = %task, records_in = c.records_in, records_out = c.records_out, "task finished");
+                self.ended += 1;
+                if self.plan.node(&task.node).is_some_and(|n| n.role == Role::Source) {
+                    self.on_source_finished(&task);
+                }
+                self.counters.set(task, c);
+                Ok(())
+            }
+            TaskEvent::Failed(task, e) => {
+                self.ended += 1;
+                self.on_task_failed(task, e);
+                Ok(())
+            }
+            TaskEvent::Acknowledged { task, id, snapshot, sync } => match self.checkpoints.as_mut() {
+                Some(c) if !failing => c.on_ack(&task, id, snapshot, sync),
+                _ => Ok(()),
+            },
+            TaskEvent::Declined { task, id, reason } => match self.checkpoints.as_mut() {
+                Some(c) if !failing => c.on_decline(&task, id, &reason),
+                _ => Ok(()),
+            },
+            TaskEvent::SwapPrepared { task, id, result } => {
+                if let Some(c) = self.checkpoints.as_mut() {
+                    c.on_swap_prepared(&task, id, result);
+                }
+                Ok(())
+            }
+            TaskEvent::SinkEnded { task, state, counters } => {
+                self.sinks_waiting += 1;
+                if let Some(s) = state {
+                    self.sink_states.insert(task.node.to_string(), s);
+                }
+                self.counters.set(task, counters);
+                Ok(())
+            }
+        };
+        if let Err(e) = result {
+            self.fail(e.into());
+        }
+    }
+
+    fn on_source_finished(&mut self, task: &TaskId) {
+        self.sources_left -= 1;
+        if let Some(c) = self.checkpoints.as_mut() {
+            c.on_source_finished(task);
+        }
+        let stopped = self.checkpoints.as_ref().is_some_and(|c| c.stopped_with().is_some());
+        if self.sources_left == 0 && !stopped && self.state.allows(JobState::Finishing) {
+            self.move_to(JobState::Finishing);
+        }
+    }
+
+    /// Keeps the first root failure (a root failure replaces a secondary
+    /// one) and stops every task once.
+    fn on_task_failed(&mut self, task: TaskId, e: TaskError) {
+        if e.is_secondary() {
+            tracing::debug!(task = %task, error = %e, "task stopped");
+        } else {
+            tracing::error!(task = %task, error = %e, "task failed");
+        }
+        if self.state == JobState::Cancelling {
+            return;
+        }
+        let replaces = match &self.failure {
+            None => true,
+            Some(JobError::Task(f)) => f.is_secondary() && !e.is_secondary(),
+            Some(_) => false,
+        };
+        if replaces {
+            self.fail(JobError::Task(e));
+        }
+    }
+
+    /// The attempt fails with `e` (kept if it is the first, or replaces a
+    /// secondary task failure); every task is told to stop, once.
+    fn fail(&mut self, e: JobError) {
+        if !self.state.is_stopping_tasks() {
+            if let JobError::Checkpoints(c) = &e {
+                tracing::error!(job = %self.job.spec.name, "{c}");
+            }
+            self.move_to(JobState::Failing);
+            self.cancel_all();
+        }
+        if self.state == JobState::Failing {
+            self.failure = Some(e);
+        }
+    }
+
+    fn cancel_all(&self) {
+        for c in &self.controls {
+            let _ = c.send(Control::Cancel);
+        }
+    }
+
+    fn move_to(&mut self, to: JobState) {
+        if let Err(e) = self.state.to(to) {
+            // A transition the controller should never ask for.
+            tracing::error!(job = %self.job.spec.name, "{e}");
+        }
+    }
+
+    /// A request of the control API.
+    fn on_request(&mut self, request: Request, loader: &mut ModuleLoader) {
+        match request {
+            Request::Status(reply) => {
+                let _ = reply.send(self.status());
+            }
+            Request::Cancel(reply) => {
+                self.cancel();
+                let _ = reply.send(());
+            }
+            Request::Savepoint(request, reply) => {
+                let job = self.job;
+                let settings = &job.settings;
+                match self.accepting("savepoints need") {
+                    Err(e) => {
+                        let _ = reply.send(Err(e));
+                    }
+                    Ok(c) => c.request_savepoint(request, settings.savepoint_dir.as_deref(), &settings.storage, reply),
+                }
+            }
+            Request::Swap(request, reply) => {
+                let job = self.job;
+                let Some(operator) = job.spec.operators.iter().find(|o| o.uid == request.operator) else {
+                    let known = job.spec.operators.iter().map(|o| o.uid.as_str()).collect::<Vec<_>>().join(", ");
+                    let _ = reply.send(Err(RequestError::UnknownOperator { uid: request.operator, known }));
+                    return;
+                };
+                let c = match self.accepting("a module swap needs") {
+                    Ok(c) => c,
+                    Err(e) => {
+                        let _ = reply.send(Err(e));
+                        return;
+                    }
+                };
+                match loader.load(&operator.uid, Path::new(&request.module)) {
+                    Err(e) => {
+                        let _ = reply.send(Err(RequestError::Module(e.to_string())));
+                    }
+                    Ok(module) => c.request_swap(
+                        &operator.uid,
+                        module,
+                        operator.parallelism,
+                        request.dir,
+                        job.settings.savepoint_dir.as_deref(),
+                        &job.settings.storage,
+                        reply,
+                    ),
+                }
+            }
+        }
+        self.follow_savepoint();
+    }
+
+    /// The checkpointing that takes a savepoint or swap now, or why none
+    /// can be taken.
+    fn accepting(&mut self, what: &'static str) -> Result<&mut Checkpointing<'a>, RequestError> {
+        match (self.state, self.checkpoints.as_mut()) {
+            (_, None) => Err(RequestError::NeedsCheckpointing { what }),
+            (JobState::Failing | JobState::Cancelling, _) => Err(RequestError::Failing),
+            (JobState::Finishing, _) => Err(RequestError::Finishing),
+            (_, Some(c)) => Ok(c),
+        }
+    }
+
+    /// `host cancel`: every task stops; no restart follows.
+    fn cancel(&mut self) {
+        if matches!(self.state, JobState::Cancelling) {
+            return;
+        }
+        tracing::warn!(job = %self.job.spec.name, "cancelled on request");
+        if !self.state.is_stopping_tasks() {
+            self.cancel_all();
+        }
+        self.move_to(JobState::Cancelling);
+    }
+
+    /// Keeps the job's state in step with its savepoint: savepointing or
+    /// stopping while one is under way, running again when it failed.
+    fn follow_savepoint(&mut self) {
+        let Some(c) = &self.checkpoints else { return };
+        let (pending, stop, stopped) = (c.savepoint_pending(), c.stop_pending(), c.stopped_with().is_some());
+        let next = match self.state {
+            JobState::Running if pending && stop => JobState::Stopping,
+            JobState::Running if pending => JobState::Savepointing,
+            JobState::Savepointing if !pending => JobState::Running,
+            JobState::Stopping if !pending && !stopped => JobState::Running,
+            _ => return,
+        };
+        self.move_to(next);
+    }
+
+    /// Time passed: checkpoints, the job's end, the progress line.
+    fn on_tick(&mut self) {
+        let result = self.drive_checkpoints();
+        if let Err(e) = result {
+            self.fail(e.into());
+        }
+        self.follow_savepoint();
+        if self.last_draw.elapsed() >= self.job.settings.progress_interval {
+            self.last_draw = Instant::now();
+            let (read, written) = self.counters.totals(&self.plan.nodes);
+            self.progress.set_checkpoints(self.checkpoints.as_ref().map(|c| c.status()));
+            self.progress.update(read, written);
+        }
+    }
+
+    fn drive_checkpoints(&mut self) -> Result<(), CheckpointingError> {
+        if self.state.is_stopping_tasks() {
+            return Ok(());
+        }
+        let Some(c) = self.checkpoints.as_mut() else { return Ok(()) };
+        c.tick()?;
+        // Every task but the sinks is done and the sinks wait: once no
+        // checkpoint is in flight, the final one ends the job.
+        let only_sinks_left =
+            self.sinks > 0 && self.sinks_waiting == self.sinks && self.ended == self.threads - self.sinks;
+        if self.end_sent || !only_sinks_left || c.in_flight() {
+            return Ok(());
+        }
+        self.end_sent = true;
+        if c.stopped_with().is_some() {
+            // Stopped with a savepoint: not the end of the input, so no
+            // final checkpoint; sinks drop what followed it.
+            for tx in &self.controls {
+                let _ = tx.send(Control::EndStopped);
+            }
+            Ok(())
+        } else {
+            c.finish(std::mem::take(&mut self.sink_states)).map(|_| ())
+        }
+    }
+
+    fn status(&self) -> Status {
+        let (records_read, records_written) = self.counters.totals(&self.plan.nodes);
+        Status {
+            job: self.job.spec.name.clone(),
+            pid: std::process::id(),
+            attempt: self.attempt,
+            state: self.state.to_string(),
+            uptime_ms: self.run_started.elapsed().as_millis() as u64,
+            records_read,
+            records_written,
+            checkpoints: self.checkpoints.as_ref().map(|c| c.status()),
+            nodes: self.counters.status(&self.plan.nodes),
+        }
+    }
+
+    /// The attempt's end: its report, or why it failed.
+    fn outcome(self) -> (JobState, Result<JobReport, JobError>) {
+        let state = self.state;
+        let result = match state {
+            JobState::Cancelling => Err(JobError::Cancelled),
+            JobState::Failing => Err(self.failure.unwrap_or(JobError::Task(TaskError::Cancelled))),
+            _ => Ok(JobReport {
+                name: self.job.spec.name.clone(),
+                nodes: self.counters.per_node(&self.plan.nodes),
+                elapsed: self.progress.elapsed(),
+                stopped_with: self.checkpoints.as_ref().and_then(|c| c.stopped_with().cloned()),
+                ..JobReport::default()
+            }),
+        };
+        (state, result)
+    }
+}
+
+/// How long a restarting job waits, answering requests: a cancel ends the
+/// wait (and the job), a status says it is restarting.
+pub fn wait_to_restart(
+    delay: Duration,
+    requests: &Receiver<Request>,
+    job: &str,
+    attempt: u32,
+    started: Instant,
+) -> bool {
+    let until = Instant::now() + delay;
+    loop {
+        match requests.recv_deadline(until) {
+            Ok(Request::Cancel(reply)) => {
+                tracing::warn!(job = %job, "cancelled on request while restarting");
+                let _ = reply.send(());
+                return false;
+            }
+            Ok(Request::Status(reply)) => {
+                let _ = reply.send(Status {
+                    job: job.to_string(),
+                    pid: std::process::id(),
+                    attempt,
+                    state: JobState::Restarting.to_string(),
+                    uptime_ms: started.elapsed().as_millis() as u64,
+                    records_read: 0,
+                    records_written: 0,
+                    checkpoints: None,
+                    nodes: Vec::new(),
+                });
+            }
+            Ok(Request::Savepoint(_, reply)) => {
+                let _ = reply.send(Err(RequestError::Failing));
+            }
+            Ok(Request::Swap(_, reply)) => {
+                let _ = reply.send(Err(RequestError::Failing));
+            }
+            Err(crossbeam_channel::RecvTimeoutError::Timeout) => return true,
+            Err(crossbeam_channel::RecvTimeoutError::Disconnected) => {
+                std::thread::sleep(until.saturating_duration_since(Instant::now()));
+                return true;
+            }
+        }
+    }
+}

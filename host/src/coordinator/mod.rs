@@ -1,0 +1,270 @@
+//! The coordinator (Flink's JobManager role): everything about a job as a
+//! whole. It plans the wiring ([`plan`]), starts the tasks ([`spawn`]),
+//! follows one attempt ([`controller`]) through the job's states
+//! ([`job_state`]), drives checkpoints and savepoints ([`checkpointing`],
+//! [`savepoints`]), restarts the job from its latest checkpoint as the
+//! restart strategy allows, and reports ([`report`], [`progress`]).
+//!
+//! [`run_job`] is the library's entry point: `host run` is a thin layer
+//! over it.
+
+pub mod checkpointing;
+pub mod controller;
+pub mod job_state;
+pub mod plan;
+pub mod progress;
+pub mod report;
+pub mod savepoints;
+pub mod spawn;
+pub mod start;
+
+pub use job_state::JobState;
+pub use report::{JobReport, NodeReport};
+pub use start::{StartError, StartFrom};
+
+use crate::checkpoint::restore::{self, RestoreError};
+use crate::checkpoint::storage::StorageError;
+use crate::config::{ConfigError, LoadedJob, RestartStrategy};
+use crate::connectors;
+use crate::control::Request;
+use crate::control::server::{ControlError, ControlServer};
+use crate::fault::{Classify, Domain, RetryHint};
+use crate::runtime::TaskError;
+use crate::wasm::engine::{EpochTicker, new_engine};
+use crate::wasm::{ModuleLoader, OperatorModule, WasmError};
+use checkpointing::{CheckpointingError, Checkpoints, shared_files};
+use controller::Controller;
+use crossbeam_channel::unbounded;
+use spawn::Connectors;
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Instant;
+use thiserror::Error;
+
+/// Why a job did not complete.
+#[derive(Debug, Error)]
+#[non_exhaustive]
+pub enum JobError {
+    /// A source or sink entry of the job file cannot be used.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// A module could not be loaded.
+    #[error(transparent)]
+    Wasm(#[from] WasmError),
+    /// A task failed; this is the first, root failure.
+    #[error(transparent)]
+    Task(#[from] TaskError),
+    /// The engine could not start.
+    #[error("cannot start the WebAssembly engine: {0}")]
+    Engine(String),
+    /// Checkpoint storage failed outside a checkpoint (opening, listing).
+    #[error(transparent)]
+    Storage(#[from] StorageError),
+    /// The checkpoint to restore from cannot be used.
+    #[error(transparent)]
+    Restore(#[from] RestoreError),
+    /// The job cannot start as asked.
+    #[error(transparent)]
+    Start(#[from] StartError),
+    /// The control endpoint could not start (or the job runs already).
+    #[error(transparent)]
+    Control(#[from] ControlError),
+    /// Checkpointing failed the job.
+    #[error(transparent)]
+    Checkpoints(#[from] CheckpointingError),
+    /// Cancelled through the control API (`host cancel`).
+    #[error("cancelled on request (host cancel)")]
+    Cancelled,
+    /// The restart strategy gave up.
+    #[error("{cause}\n(gave up after {restarts} restart(s), restart-strategy.attempts = {attempts})")]
+    RestartsExhausted {
+        /// The last failure.
+        cause: Box<JobError>,
+        /// Restarts made.
+        restarts: u32,
+        /// Allowed.
+        attempts: u32,
+    },
+}
+
+impl Classify for JobError {
+    fn domain(&self) -> Domain {
+        match self {
+            JobError::Config(e) => e.domain(),
+            JobError::Wasm(_) | JobError::Start(_) | JobError::Cancelled => Domain::User,
+            JobError::Task(e) => e.domain(),
+            JobError::Engine(_) => Domain::Internal,
+            JobError::Storage(e) => e.domain(),
+            JobError::Restore(e) => e.domain(),
+            JobError::Control(_) => Domain::External,
+            JobError::Checkpoints(e) => e.domain(),
+            JobError::RestartsExhausted { cause, .. } => cause.domain(),
+        }
+    }
+
+    fn retry(&self) -> RetryHint {
+        match self {
+            JobError::Task(e) => e.retry(),
+            JobError::Storage(e) => e.retry(),
+            JobError::Restore(e) => e.retry(),
+            JobError::Checkpoints(e) => e.retry(),
+            JobError::Config(_)
+            | JobError::Wasm(_)
+            | JobError::Engine(_)
+            | JobError::Start(_)
+            | JobError::Control(_)
+            | JobError::Cancelled
+            | JobError::RestartsExhausted { .. } => RetryHint::NoRetry,
+        }
+    }
+}
+
+/// Runs a loaded job to completion, from where `start` says.
+pub fn run_job(job: &LoadedJob, start: &StartFrom) -> Result<JobReport, JobError> {
+    let run_started = Instant::now();
+    let spec = &job.spec;
+    let settings = &job.settings;
+    for w in &settings.warnings {
+        tracing::warn!(job = %spec.name, "{w}");
+    }
+    // First, so a second run of the same job is refused before it touches
+    // anything.
+    let (requests_tx, requests) = unbounded::<Request>();
+    let _control = ControlServer::start(&spec.name, requests_tx)?;
+    let connectors = resolve_connectors(job)?;
+    let start_with = start::prepare(job, start)?;
+    let initial = start_with.restored.clone();
+    if let Some(r) = initial.as_ref().filter(|r| r.metadata.finished) {
+        for (id, state) in &r.metadata.sinks {
+            if let Some(sink) = connectors.sinks.get(id) {
+                sink.publish_finished(state).map_err(|source| TaskError::Sink { id: id.as_str().into(), source })?;
+            }
+        }
+        tracing::info!(checkpoint = %r.location, "the job had already finished; its output is published");
+        return Ok(JobReport {
+            name: spec.name.clone(),
+            elapsed: run_started.elapsed(),
+            startup: run_started.elapsed(),
+            restored_from: Some(r.location.clone()),
+            already_finished: true,
+            ..JobReport::default()
+        });
+    }
+    let mut checkpoints = match (&settings.checkpointing, &start_with.storage) {
+        (Some(c), Some(s)) => {
+            let pinned = initial.as_ref().map(|r| shared_files(&r.metadata)).unwrap_or_default();
+            Some(Checkpoints::new(
+                *c,
+                s.clone(),
+                &spec.name,
+                spec.max_parallelism,
+                start_with.highest_id,
+                pinned.into_iter().collect(),
+            ))
+        }
+        _ => None,
+    };
+
+    let engine = new_engine().map_err(|e| JobError::Engine(format!("{e:#}")))?;
+    let _ticker = EpochTicker::start(&engine);
+    let mut loader =
+        ModuleLoader::new(&engine, settings.cache_dir.clone()).map_err(|e| JobError::Engine(format!("{e:#}")))?;
+    // By uid; a committed module swap replaces an entry, so a restart
+    // after it runs the new module.
+    let mut modules: HashMap<String, OperatorModule> = HashMap::new();
+    for op in &spec.operators {
+        modules.insert(op.uid.clone(), loader.load(&op.uid, &op.module)?);
+    }
+    let plan = plan::plan(spec);
+
+    let mut restore_from = initial.clone();
+    let mut attempt = 0u32;
+    loop {
+        let started = spawn::start(spawn::Attempt {
+            job,
+            plan: &plan,
+            connectors: &connectors,
+            modules: &modules,
+            attempt,
+            restore: restore_from.clone(),
+            storage: start_with.storage.clone(),
+        });
+        let startup = run_started.elapsed();
+        tracing::info!(job = %spec.name, tasks = started.threads.len(), startup_ms = startup.as_millis() as u64, attempt, "job started");
+        let cp = checkpoints
+            .as_mut()
+            .map(|c| c.attempt(started.tasks.clone(), started.sources.clone(), started.controls.clone()));
+        let controller = Controller::new(job, &plan, &started, attempt, run_started, cp);
+        let (ended, outcome) = controller.run(&started.events, &requests, &mut loader, &mut modules);
+        for (id, t) in started.threads {
+            if t.join().is_err() {
+                tracing::error!(task = %id, "task thread panicked outside its body");
+            }
+        }
+        let mut state = ended;
+        let failure = match outcome {
+            Ok(mut report) => {
+                state.to(JobState::Finished).expect("an attempt that ends well finishes the job");
+                report.startup = startup;
+                report.restarts = attempt;
+                report.restored_from = initial.as_ref().map(|r| r.location.clone());
+                if let Some(c) = &checkpoints {
+                    report.checkpoints = c.stats.clone();
+                }
+                return Ok(report);
+            }
+            Err(e) => e,
+        };
+        if state == JobState::Cancelling {
+            let _ = state.to(JobState::Cancelled);
+            return Err(failure);
+        }
+        let RestartStrategy::FixedDelay { attempts, delay } = settings.restart else {
+            let _ = state.to(JobState::Failed);
+            return Err(failure);
+        };
+        if failure.retry() == RetryHint::NoRetry {
+            tracing::warn!(job = %spec.name, "not restarting: a restart cannot help ({:?} error)", failure.domain());
+            let _ = state.to(JobState::Failed);
+            return Err(failure);
+        }
+        if attempt >= attempts {
+            let _ = state.to(JobState::Failed);
+            return Err(JobError::RestartsExhausted { cause: Box::new(failure), restarts: attempt, attempts });
+        }
+        let _ = state.to(JobState::Restarting);
+        attempt += 1;
+        // The latest checkpoint this run completed, else where it started.
+        restore_from = match checkpoints.as_ref().and_then(|c| c.latest_created().map(|id| (c, id))) {
+            Some((c, id)) => Some(Arc::new(restore::load(c.storage(), id)?)),
+            None => initial.clone(),
+        };
+        let from =
+            restore_from.as_ref().map_or("the beginning (no checkpoint yet)".to_string(), |r| r.location.clone());
+        tracing::warn!(
+            "job '{}' failed: {failure}; restart {attempt} of {attempts} in {} ms, from {from}",
+            spec.name,
+            delay.as_millis()
+        );
+        if !controller::wait_to_restart(delay, &requests, &spec.name, attempt, run_started) {
+            let _ = state.to(JobState::Cancelled);
+            return Err(JobError::Cancelled);
+        }
+        state.to(JobState::Starting).expect("a restarting job starts");
+    }
+}
+
+/// Every source and sink of the job, built from its entry by the connector
+/// registry; an entry that cannot be used names the job file.
+fn resolve_connectors(job: &LoadedJob) -> Result<Connectors, ConfigError> {
+    let invalid = |e: connectors::OptionsError| ConfigError::Invalid { path: job.path.clone(), message: e.to_string() };
+    let mut c = Connectors::default();
+    for s in &job.spec.sources {
+        c.sources.insert(s.id.clone(), connectors::source(s, &job.spec.base).map_err(invalid)?);
+    }
+    for s in &job.spec.sinks {
+        let spec = &s.connector;
+        c.sinks.insert(spec.id.clone(), connectors::sink(spec, &job.spec.base).map_err(invalid)?);
+    }
+    Ok(c)
+}

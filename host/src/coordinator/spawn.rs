@@ -1,0 +1,230 @@
+//! Starting one attempt of a job from its wiring plan: a bounded channel per
+//! planned channel, each task built from its connector or module (restored
+//! as the restore plan says), one named thread per task. A panic in a task
+//! is caught at the thread's edge and reported as that task's failure.
+
+use super::plan::{Plan, Role, TaskPlan};
+use crate::checkpoint::restore::RestoreSource;
+use crate::checkpoint::restore::Restored;
+use crate::checkpoint::restore::backend::{BackendSpec, SubtaskRestore};
+use crate::checkpoint::restore::plan::{SourceForm, plan_subtask};
+use crate::checkpoint::storage::CheckpointStorage;
+use crate::checkpoint::upload::Uploader;
+use crate::config::{CheckpointMode, LoadedJob};
+use crate::runtime::TaskError;
+use crate::runtime::events::{Counters, Reporter, TaskEvent, TaskId};
+use crate::runtime::inputs::{Alignment, Inputs};
+use crate::runtime::message::{Control, Message};
+use crate::runtime::operator::OperatorTask;
+use crate::runtime::router::{Edge, Router};
+use crate::runtime::sink::{Sink, SinkTask};
+use crate::runtime::source::{Source, SourceContext, run_source};
+use crate::state::key_group::KeyGroupRange;
+use crate::wasm::{Limits, OperatorModule};
+use crossbeam_channel::{Receiver, Sender, bounded, unbounded};
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+/// The configured connectors of a job, by node id.
+#[derive(Default)]
+pub struct Connectors {
+    /// Sources.
+    pub sources: HashMap<String, Arc<dyn Source>>,
+    /// Sinks.
+    pub sinks: HashMap<String, Arc<dyn Sink>>,
+}
+
+/// What one attempt starts from.
+pub struct Attempt<'a> {
+    /// The job.
+    pub job: &'a LoadedJob,
+    /// Its wiring.
+    pub plan: &'a Plan,
+    /// Its sources and sinks.
+    pub connectors: &'a Connectors,
+    /// Each operator's module, by uid.
+    pub modules: &'a HashMap<String, OperatorModule>,
+    /// Restarts so far.
+    pub attempt: u32,
+    /// The checkpoint to restore every task from.
+    pub restore: Option<Arc<Restored>>,
+    /// Where checkpoints go, when the job checkpoints.
+    pub storage: Option<Arc<CheckpointStorage>>,
+}
+
+/// The tasks of a started attempt.
+pub struct Started {
+    /// Each task's thread.
+    pub threads: Vec<(TaskId, JoinHandle<()>)>,
+    /// What the tasks tell the coordinator.
+    pub events: Receiver<TaskEvent>,
+    /// Every task's control channel.
+    pub controls: Vec<Sender<Control>>,
+    /// The sources' control channels.
+    pub sources: Vec<Sender<Control>>,
+    /// Every task with its node's parallelism (each acknowledges every
+    /// checkpoint).
+    pub tasks: Vec<(TaskId, u32)>,
+}
+
+/// Builds and starts every task of `a`.
+pub fn start(a: Attempt<'_>) -> Started {
+    let settings = &a.job.settings;
+    let alignment = match settings.checkpointing.map(|c| c.mode) {
+        Some(CheckpointMode::AtLeastOnce) => Alignment::AtLeastOnce,
+        _ => Alignment::ExactlyOnce,
+    };
+    let mut senders: Vec<Option<Sender<Message>>> = Vec::new();
+    let mut receivers: Vec<Option<Receiver<Message>>> = Vec::new();
+    for _ in &a.plan.channels {
+        let (tx, rx) = bounded(settings.channel_capacity);
+        senders.push(Some(tx));
+        receivers.push(Some(rx));
+    }
+    let (events_tx, events) = unbounded::<TaskEvent>();
+    let mut started =
+        Started { threads: Vec::new(), events, controls: Vec::new(), sources: Vec::new(), tasks: Vec::new() };
+    for t in &a.plan.tasks {
+        let (ctl_tx, ctl_rx) = unbounded();
+        started.controls.push(ctl_tx.clone());
+        if t.role == Role::Source {
+            started.sources.push(ctl_tx);
+        }
+        let parallelism = a.plan.node(&t.id.node).map_or(1, |n| n.parallelism);
+        started.tasks.push((t.id.clone(), parallelism));
+        let inputs = t
+            .inputs
+            .iter()
+            .map(|&c| (receivers[c].take().expect("one reader per channel"), a.plan.channels[c].broadcast))
+            .collect();
+        let inputs = Inputs::new(inputs, ctl_rx, settings.idle_timeout).with_alignment(alignment);
+        let edges = t
+            .outputs
+            .iter()
+            .map(|o| {
+                let tx = o.channels.iter().map(|&c| senders[c].take().expect("one writer per channel")).collect();
+                Edge::new(o.to.clone(), o.partition, tx, a.job.spec.max_parallelism, settings.batch_size)
+            })
+            .collect();
+        let router = Router::new(edges, settings.batch_size);
+        let reporter = Reporter::new(t.id.clone(), events_tx.clone(), settings.progress_interval);
+        let body = task_body(&a, t, parallelism, inputs, router, reporter);
+        started.threads.push((t.id.clone(), spawn(t.id.clone(), body, events_tx.clone())));
+    }
+    started
+}
+
+type Body = Box<dyn FnOnce() -> Result<Counters, TaskError> + Send>;
+
+/// The body of task `t`: its connector or its operator.
+fn task_body(
+    a: &Attempt<'_>,
+    t: &TaskPlan,
+    parallelism: u32,
+    inputs: Inputs,
+    router: Router,
+    reporter: Reporter,
+) -> Body {
+    let settings = &a.job.settings;
+    let node = &*t.id.node;
+    match t.role {
+        Role::Source => {
+            let source = a.connectors.sources[node].clone();
+            let position = a.restore.as_ref().and_then(|r| r.metadata.sources.get(node)).copied().unwrap_or(0);
+            let (lag, rate) = (source.watermark_lag_ms(), source.records_per_second());
+            let id = t.id.node.clone();
+            let batch_size = settings.batch_size;
+            Box::new(move || {
+                let control = inputs.into_control();
+                let ctx = SourceContext::new(id, router, reporter, control, batch_size, position, lag, rate);
+                run_source(source.as_ref(), ctx)
+            })
+        }
+        Role::Sink => {
+            let sink = a.connectors.sinks[node].clone();
+            let restore = a.restore.as_ref().and_then(|r| {
+                let state = r.metadata.sinks.get(node)?;
+                Some((r.metadata.id, sink.restore_state(state, r.metadata.savepoint)))
+            });
+            let task = SinkTask {
+                id: t.id.node.clone(),
+                sink,
+                inputs,
+                reporter,
+                checkpointing: settings.checkpointing.is_some(),
+                restore,
+            };
+            Box::new(move || task.run())
+        }
+        Role::Operator => {
+            let spec = a.job.spec.operators.iter().find(|o| o.uid == node).expect("planned from the spec");
+            let max_parallelism = a.job.spec.max_parallelism;
+            let range = KeyGroupRange::for_subtask(t.id.subtask, parallelism, max_parallelism);
+            let backend = BackendSpec {
+                kind: settings.backend,
+                rocksdb: settings.rocksdb.clone(),
+                max_parallelism,
+                clock: crate::clock::system(),
+            };
+            let restore = a.restore.as_ref().and_then(|r| {
+                let sources = r.states.get(node)?.clone();
+                let forms: Vec<SourceForm> = sources
+                    .iter()
+                    .map(|s| match s {
+                        RestoreSource::Rocksdb(_) => SourceForm::RocksdbFiles,
+                        RestoreSource::Snapshot(_) | RestoreSource::File { .. } => SourceForm::Canonical,
+                    })
+                    .collect();
+                let same_key_groups = r.metadata.max_parallelism == max_parallelism;
+                let plan = plan_subtask(&forms, t.id.subtask, parallelism, same_key_groups, settings.backend);
+                Some(SubtaskRestore { from: r.clone(), sources, plan })
+            });
+            let task = OperatorTask {
+                id: t.id.clone(),
+                parallelism,
+                max_parallelism,
+                range,
+                module: a.modules[node].clone(),
+                params: spec.params.clone(),
+                limits: Limits { call_timeout: settings.call_timeout, memory_limit: settings.memory_limit },
+                inputs,
+                router,
+                reporter,
+                attempt: a.attempt,
+                uploader: a
+                    .storage
+                    .as_ref()
+                    .filter(|_| settings.checkpointing.is_some())
+                    .map(|s| Uploader::new(format!("{}-{}", t.id.node, t.id.subtask), s.clone(), max_parallelism)),
+                backend,
+                restore,
+            };
+            Box::new(move || task.run())
+        }
+    }
+}
+
+/// Runs `body` on a thread named after task `id`; its outcome, a panic
+/// included, becomes the task's last event.
+fn spawn(id: TaskId, body: Body, events: Sender<TaskEvent>) -> JoinHandle<()> {
+    let task = id.clone();
+    std::thread::Builder::new()
+        .name(format!("weir-{id}"))
+        .spawn(move || {
+            let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(body)).unwrap_or_else(|p| {
+                let message = p
+                    .downcast_ref::<String>()
+                    .cloned()
+                    .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+                    .unwrap_or_else(|| "unknown panic".into());
+                Err(TaskError::Panicked { task: task.clone(), message })
+            });
+            let event = match result {
+                Ok(c) => TaskEvent::Finished(task, c),
+                Err(e) => TaskEvent::Failed(task, e),
+            };
+            let _ = events.send(event);
+        })
+        .expect("spawn a task thread")
+}

@@ -1,0 +1,210 @@
+//! Where a run starts: a fresh start (refused if the job already has
+//! checkpoints it would collide with), the latest usable checkpoint
+//! (`--resume`), a given checkpoint or a savepoint. Everything is read and
+//! checked before any module is compiled, so a bad directory or a damaged
+//! checkpoint is reported at once.
+
+use super::JobError;
+use crate::checkpoint::restore::{self, Restored, Target};
+use crate::checkpoint::storage::CheckpointStorage;
+use crate::config::LoadedJob;
+use crate::config::units::human_bytes;
+use crate::fault::{Classify, Domain, RetryHint};
+use std::sync::Arc;
+use thiserror::Error;
+
+/// Where a run starts from.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum StartFrom {
+    /// The beginning (refused if the job already has checkpoints in a
+    /// durable directory, which a fresh run would collide with).
+    #[default]
+    Beginning,
+    /// The latest usable checkpoint of the job (`--resume`); the
+    /// beginning if it has none.
+    Latest,
+    /// A given checkpoint (`--from-checkpoint <uri>`).
+    Checkpoint {
+        /// `<dir>/<job>/chk-<n>`.
+        uri: String,
+        /// State of operators the job no longer has is dropped, not refused.
+        allow_non_restored_state: bool,
+    },
+    /// A savepoint (`--from-savepoint <uri>`).
+    Savepoint {
+        /// The savepoint's directory.
+        uri: String,
+        /// State of operators the job no longer has is dropped, not refused.
+        allow_non_restored_state: bool,
+    },
+}
+
+impl StartFrom {
+    fn allows_non_restored_state(&self) -> bool {
+        matches!(
+            self,
+            StartFrom::Checkpoint { allow_non_restored_state: true, .. }
+                | StartFrom::Savepoint { allow_non_restored_state: true, .. }
+        )
+    }
+}
+
+/// Why a run cannot start as asked.
+#[derive(Debug, Error)]
+#[non_exhaustive]
+pub enum StartError {
+    /// `--resume` with checkpoints in host memory.
+    #[error(
+        "--resume needs state.checkpoints.dir: job '{job}' keeps checkpoints in host memory, which end with the process"
+    )]
+    ResumeNeedsDir {
+        /// The job.
+        job: String,
+    },
+    /// A fresh run would collide with the job's checkpoints.
+    #[error(
+        "job '{job}' already has checkpoints in {dir} (latest chk-{latest}): run with --resume to continue from them, or delete that directory to start over"
+    )]
+    HasCheckpoints {
+        /// The job.
+        job: String,
+        /// Its checkpoint directory.
+        dir: String,
+        /// The latest id there.
+        latest: u64,
+    },
+    /// The checkpoint holds state of operators the job no longer has.
+    #[error(
+        "{location} holds state of operator(s) {operators}, which the job no longer has (operators are matched by uid): restore with --allow-non-restored-state to drop it"
+    )]
+    NonRestoredState {
+        /// The checkpoint.
+        location: String,
+        /// The operators, quoted.
+        operators: String,
+    },
+}
+
+impl Classify for StartError {
+    fn domain(&self) -> Domain {
+        Domain::User
+    }
+
+    fn retry(&self) -> RetryHint {
+        RetryHint::NoRetry
+    }
+}
+
+/// What a run starts with.
+pub struct Start {
+    /// Checkpoint storage, when the job checkpoints or restores.
+    pub storage: Option<Arc<CheckpointStorage>>,
+    /// The highest checkpoint id in storage (new ids continue after it).
+    pub highest_id: u64,
+    /// The checkpoint or savepoint to restore, checked.
+    pub restored: Option<Arc<Restored>>,
+}
+
+/// Opens storage and reads what `start` names.
+pub fn prepare(job: &LoadedJob, start: &StartFrom) -> Result<Start, JobError> {
+    let spec = &job.spec;
+    let settings = &job.settings;
+    let restoring = *start != StartFrom::Beginning;
+    if restoring && settings.storage.dir.is_none() && *start == StartFrom::Latest {
+        return Err(StartError::ResumeNeedsDir { job: spec.name.clone() }.into());
+    }
+    let storage = if settings.checkpointing.is_some() || restoring {
+        Some(Arc::new(CheckpointStorage::open(&settings.storage, &spec.name)?))
+    } else {
+        None
+    };
+    let existing = match &storage {
+        Some(s) if s.is_durable() => s.list_checkpoints()?,
+        _ => Vec::new(),
+    };
+    let restored = match start {
+        StartFrom::Beginning => {
+            if let (Some(&latest), Some(s)) = (existing.last(), &storage) {
+                return Err(StartError::HasCheckpoints {
+                    job: spec.name.clone(),
+                    dir: s.display().to_string(),
+                    latest,
+                }
+                .into());
+            }
+            None
+        }
+        StartFrom::Latest => {
+            let s = storage.as_ref().expect("opened for a restore");
+            let latest = restore::load_latest(s)?;
+            if latest.is_none() {
+                tracing::warn!(dir = %s.display(), "--resume: no checkpoint yet; starting from the beginning");
+            }
+            latest
+        }
+        StartFrom::Checkpoint { uri, .. } => {
+            let target = match Target::parse(uri) {
+                t @ Target::Checkpoint { .. } => t,
+                Target::Savepoint(_) => return Err(restore::RestoreError::BadUri(uri.clone()).into()),
+            };
+            if let Target::Checkpoint { job, .. } = &target
+                && *job != spec.name
+            {
+                tracing::warn!(checkpoint = %uri, "restoring a checkpoint of job '{job}' into job '{}'", spec.name);
+            }
+            Some(target.load(&settings.storage)?)
+        }
+        StartFrom::Savepoint { uri, .. } => {
+            let r = restore::load_savepoint(uri, &settings.storage)?;
+            if r.metadata.job != spec.name {
+                tracing::warn!(savepoint = %uri, "restoring a savepoint of job '{}' into job '{}'", r.metadata.job, spec.name);
+            }
+            Some(r)
+        }
+    };
+    if let Some(r) = &restored {
+        check_compatible(job, r, start.allows_non_restored_state())?;
+        tracing::info!(checkpoint = %r.location, size = %human_bytes(r.metadata.state_size()), "restoring");
+    }
+    let highest_id = existing.last().copied().unwrap_or(0).max(restored.as_ref().map_or(0, |r| r.metadata.id));
+    Ok(Start { storage, highest_id, restored: restored.map(Arc::new) })
+}
+
+/// Refuses a checkpoint this job cannot take; says what a restore changes.
+fn check_compatible(job: &LoadedJob, r: &Restored, allow_non_restored_state: bool) -> Result<(), StartError> {
+    let m = &r.metadata;
+    let spec = &job.spec;
+    if m.max_parallelism != spec.max_parallelism {
+        tracing::info!(
+            "{} was taken with max_parallelism = {}, the job has {}: every key is re-hashed into the new key groups",
+            r.location,
+            m.max_parallelism,
+            spec.max_parallelism
+        );
+    }
+    let orphans: Vec<&String> =
+        m.operators.keys().filter(|uid| !spec.operators.iter().any(|o| &o.uid == *uid)).collect();
+    if !orphans.is_empty() {
+        if !allow_non_restored_state {
+            let operators = orphans.iter().map(|u| format!("'{u}'")).collect::<Vec<_>>().join(", ");
+            return Err(StartError::NonRestoredState { location: r.location.clone(), operators });
+        }
+        for uid in orphans {
+            let size: u64 = m.operators[uid].subtasks.iter().map(|h| h.size()).sum();
+            tracing::warn!(operator = %uid, size = %human_bytes(size), "not restored: the job has no operator of this uid (--allow-non-restored-state)");
+        }
+    }
+    for o in &spec.operators {
+        if let Some(state) = m.operators.get(&o.uid)
+            && state.parallelism != o.parallelism
+        {
+            tracing::warn!(
+                operator = %o.uid,
+                "parallelism changed from {} to {}: keyed state is redistributed by key group, operator lists are dealt out anew (union lists to every subtask), broadcast state is copied",
+                state.parallelism,
+                o.parallelism
+            );
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,147 @@
+//! What travels to a task: data-channel messages between tasks (batches,
+//! watermarks, barriers, end of input) and the coordinator's orders
+//! ([`Control`]).
+//!
+//! A checkpoint barrier carries everything a task must do at it, as Flink's
+//! `CheckpointBarrier` carries its `CheckpointOptions`: whether it is a
+//! savepoint and where its state goes, whether the job stops after it, and
+//! which operator swaps its module. No task consults a table the
+//! coordinator writes: orders travel as messages only.
+
+use crate::checkpoint::protocol::CheckpointId;
+use crate::checkpoint::storage::CheckpointStorage;
+use crate::record::Batch;
+use crate::wasm::OperatorModule;
+use std::fmt;
+use std::sync::Arc;
+
+/// A message on a data channel.
+#[derive(Debug)]
+pub enum Message {
+    /// Records.
+    Data(Batch),
+    /// Event time on this channel has reached this value: no record with a
+    /// smaller timestamp follows (except late ones). `i64::MAX` at the end.
+    Watermark(i64),
+    /// Checkpoint barrier: every record before it belongs to the checkpoint,
+    /// every record after it to the next.
+    Barrier(Arc<Barrier>),
+    /// The sending subtask will send nothing more.
+    EndOfInput,
+}
+
+/// A checkpoint barrier and the orders it carries.
+#[derive(Debug)]
+pub struct Barrier {
+    /// The checkpoint.
+    pub id: CheckpointId,
+    /// What kind of snapshot, and what else happens at it.
+    pub kind: BarrierKind,
+}
+
+/// What a barrier asks for.
+pub enum BarrierKind {
+    /// A periodic checkpoint into the job's checkpoint storage.
+    Checkpoint,
+    /// A savepoint: every operator writes its state canonically into
+    /// `target`, the savepoint's own directory.
+    Savepoint {
+        /// Where the savepoint's state goes.
+        target: Arc<CheckpointStorage>,
+        /// Whether the job goes on after it.
+        end: SavepointEnd,
+        /// A module swap taken at this barrier.
+        swap: Option<SwapOrder>,
+    },
+}
+
+/// What happens to the job after a savepoint.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SavepointEnd {
+    /// It goes on.
+    Continue,
+    /// Its sources stop once the savepoint completed (`host savepoint --stop`).
+    Stop,
+    /// As `Stop`, after event time was advanced to the end so every
+    /// event-time timer fired before the savepoint (`--stop --drain`).
+    Drain,
+}
+
+/// Replace operator `uid`'s module by `module` at this barrier.
+#[derive(Clone)]
+pub struct SwapOrder {
+    /// The operator.
+    pub uid: Arc<str>,
+    /// The new module, compiled and pre-linked.
+    pub module: OperatorModule,
+}
+
+impl fmt::Debug for BarrierKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            BarrierKind::Checkpoint => f.write_str("Checkpoint"),
+            BarrierKind::Savepoint { target, end, swap } => f
+                .debug_struct("Savepoint")
+                .field("target", &target.display())
+                .field("end", end)
+                .field("swap", &swap.as_ref().map(|s| &s.uid))
+                .finish(),
+        }
+    }
+}
+
+impl Barrier {
+    /// A periodic checkpoint's barrier.
+    pub fn checkpoint(id: CheckpointId) -> Arc<Self> {
+        Arc::new(Barrier { id, kind: BarrierKind::Checkpoint })
+    }
+
+    /// Where a savepoint's state goes (none for a checkpoint).
+    pub fn savepoint_target(&self) -> Option<&Arc<CheckpointStorage>> {
+        match &self.kind {
+            BarrierKind::Savepoint { target, .. } => Some(target),
+            BarrierKind::Checkpoint => None,
+        }
+    }
+
+    /// Whether the sources stop after this barrier, and whether they drain
+    /// event time first: `None` when the job goes on.
+    pub fn stop(&self) -> Option<SavepointEnd> {
+        match &self.kind {
+            BarrierKind::Savepoint { end: end @ (SavepointEnd::Stop | SavepointEnd::Drain), .. } => Some(*end),
+            _ => None,
+        }
+    }
+
+    /// The module swap this barrier orders for operator `uid`, if any.
+    pub fn swap_for(&self, uid: &str) -> Option<&SwapOrder> {
+        match &self.kind {
+            BarrierKind::Savepoint { swap: Some(s), .. } if &*s.uid == uid => Some(s),
+            _ => None,
+        }
+    }
+}
+
+/// Coordinator to task.
+#[derive(Debug, Clone)]
+pub enum Control {
+    /// Stop now; the job is failing or cancelled.
+    Cancel,
+    /// Sources: record your position and send this barrier downstream (for
+    /// a stop, see [`Barrier::stop`]: then wait for `Complete` or `Resume`).
+    Trigger(Arc<Barrier>),
+    /// Checkpoint `id` is complete, and with it every lower id: sinks
+    /// publish what they prepared up to it.
+    Complete(CheckpointId),
+    /// Sources: the savepoint they stopped at failed; carry on.
+    Resume,
+    /// Sinks: the job stopped with a savepoint; end without publishing what
+    /// came after it (a restore from the savepoint produces it again).
+    EndStopped,
+    /// Operator subtasks that prepared module swap `id`: go on with the new
+    /// module.
+    SwapCommit(CheckpointId),
+    /// Operator subtasks that prepared module swap `id`: go back to the old
+    /// module, with the state as of the swap's barrier.
+    SwapAbort(CheckpointId),
+}

@@ -1,0 +1,271 @@
+//! One operator subtask: opens its state backend (restored as its plan
+//! says), instantiates the module, calls `open`, then processes batches,
+//! watermarks, timers and barriers until its inputs end.
+//!
+//! At a barrier it freezes its state (the synchronous part of a snapshot:
+//! no copy), forwards the barrier, and hands the frozen state to its
+//! uploader with the barrier's target; a swap the barrier orders for this
+//! operator happens there too ([`super::swap`]).
+
+use super::error::TaskError;
+use super::events::{Counters, Reporter, TaskEvent, TaskId, TaskSnapshot};
+use super::inputs::{Inputs, Next};
+use super::message::Barrier;
+use super::router::{RouteError, Router};
+use crate::checkpoint::metadata::DbFile;
+use crate::checkpoint::restore::RestoreError;
+use crate::checkpoint::restore::backend::{BackendSpec, Opened, SubtaskRestore, open_backend};
+use crate::checkpoint::upload::Uploader;
+use crate::clock::now_ms;
+use crate::config::BackendKind;
+use crate::state::key_group::KeyGroupRange;
+use crate::state::{StateBackend, TimeDomain};
+use crate::wasm::{GuestFailure, Limits, OperatorInfo, OperatorInstance, OperatorModule, WasmError};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Everything an operator subtask needs.
+pub struct OperatorTask {
+    /// Which subtask.
+    pub id: TaskId,
+    /// Operator parallelism.
+    pub parallelism: u32,
+    /// Key groups of the job.
+    pub max_parallelism: u32,
+    /// The key groups this subtask owns.
+    pub range: KeyGroupRange,
+    /// The compiled module.
+    pub module: OperatorModule,
+    /// Params for `open`.
+    pub params: Vec<(String, String)>,
+    /// Guest limits.
+    pub limits: Limits,
+    /// Input channels.
+    pub inputs: Inputs,
+    /// Output side.
+    pub router: Router,
+    /// Progress and events.
+    pub reporter: Reporter,
+    /// Restarts of the job so far (0 on the first run).
+    pub attempt: u32,
+    /// Stores snapshots, when the job checkpoints.
+    pub uploader: Option<Uploader>,
+    /// How the state backend is built.
+    pub backend: BackendSpec,
+    /// State to start from.
+    pub restore: Option<SubtaskRestore>,
+}
+
+impl OperatorTask {
+    /// Runs the subtask to the end of its input.
+    pub fn run(mut self) -> Result<Counters, TaskError> {
+        let restore = self.restore.take();
+        let opened = self.open_state(restore.as_ref()).map_err(|source| TaskError::State {
+            uid: self.id.node.clone(),
+            subtask: self.id.subtask,
+            source: Box::new(source),
+        })?;
+        drop(restore);
+        self.reset_uploads(&opened.adopted);
+        let mut instance = self.instantiate(&self.module.clone(), opened.backend)?;
+        instance.open(&self.info()).map_err(|f| self.guest_error("failed in open".into(), f))?;
+        self.forward(&mut instance)?;
+        tracing::debug!(task = %self.id, "opened");
+
+        let mut counters = Counters::default();
+        loop {
+            // Wake up for the next processing-time timer, if any.
+            let deadline = instance.next_timer(TimeDomain::ProcessingTime).map(|t| {
+                let wait_ms = t.saturating_sub(now_ms()).max(0) as u64;
+                Instant::now() + Duration::from_millis(wait_ms)
+            });
+            let next = self.inputs.next_until(deadline);
+            self.fire_timers(&mut instance, TimeDomain::ProcessingTime, now_ms())?;
+            match next {
+                Next::Watermark(w) => {
+                    instance.set_watermark(w);
+                    self.fire_timers(&mut instance, TimeDomain::EventTime, w)?;
+                    self.router.watermark(w).map_err(|e| self.route_error(e))?;
+                }
+                Next::Timeout | Next::BarrierAborted(_) | Next::Control(_) => {}
+                Next::Barrier(barrier) => instance = self.on_barrier(instance, barrier)?,
+                Next::Batch { batch, broadcast: true } => {
+                    counters.records_in += batch.len() as u64;
+                    for record in batch.iter() {
+                        instance.process_broadcast(record).map_err(|f| {
+                            let what = match &f.record {
+                                Some(r) => format!("failed on a broadcast record ({r})"),
+                                None => "failed on a broadcast record".into(),
+                            };
+                            self.guest_error(what, f)
+                        })?;
+                        self.forward(&mut instance)?;
+                    }
+                    self.end_batch(&mut counters)?;
+                }
+                Next::Batch { batch, broadcast: false } => {
+                    let before = counters.records_in;
+                    let len = batch.len();
+                    counters.records_in += len as u64;
+                    if let Err(f) = instance.process(batch) {
+                        return Err(self.guest_error(describe_position(before, len, &f), f));
+                    }
+                    self.forward(&mut instance)?;
+                    self.end_batch(&mut counters)?;
+                }
+                Next::Ended => break,
+                Next::Disconnected => return Err(TaskError::Disconnected(self.id.node.clone())),
+                Next::Cancelled => return Err(TaskError::Cancelled),
+            }
+        }
+        instance.end_of_input().map_err(|f| self.guest_error("failed in end-of-input".into(), f))?;
+        self.forward(&mut instance)?;
+        self.router.end().map_err(|e| self.route_error(e))?;
+        counters.records_out = self.router.records_out();
+        Ok(counters)
+    }
+
+    /// The synchronous part of a checkpoint: freeze the state (no copy),
+    /// pass the barrier on; the upload runs in the background. (The pause
+    /// reported is the freeze: forwarding may also wait, but on
+    /// back-pressure, not on the state's size.) Then a swap the barrier
+    /// orders for this operator.
+    fn on_barrier(
+        &mut self,
+        mut instance: OperatorInstance,
+        barrier: Arc<Barrier>,
+    ) -> Result<OperatorInstance, TaskError> {
+        let started = Instant::now();
+        let frozen = self.uploader.as_ref().map(|_| instance.freeze_state());
+        let sync = started.elapsed();
+        self.router.barrier(&barrier).map_err(|e| self.route_error(e))?;
+        if let (Some(uploader), Some(frozen)) = (&self.uploader, frozen) {
+            let (task, id, events) = (self.id.clone(), barrier.id, self.reporter.sender());
+            uploader.upload(id, barrier.savepoint_target().cloned(), frozen, move |result| {
+                let _ = events.send(match result {
+                    Ok(handle) => TaskEvent::Acknowledged { task, id, snapshot: TaskSnapshot::Operator(handle), sync },
+                    Err(reason) => TaskEvent::Declined { task, id, reason },
+                });
+            });
+        }
+        match barrier.swap_for(&self.id.node) {
+            Some(order) => self.swap(instance, barrier.id, order.clone()),
+            None => Ok(instance),
+        }
+    }
+
+    /// Opens the state backend, restored from `restore` if given.
+    pub(super) fn open_state(&self, restore: Option<&SubtaskRestore>) -> Result<Opened, RestoreError> {
+        let name = format!("{}-{}", self.id.node, self.id.subtask);
+        open_backend(&self.backend, &name, self.range, restore)
+    }
+
+    /// An incremental uploader forgets the files it stored and takes
+    /// `known` (files the backend took over) as stored.
+    pub(super) fn reset_uploads(&mut self, known: &[DbFile]) {
+        if self.backend.kind == BackendKind::RocksDb
+            && self.backend.rocksdb.incremental
+            && let Some(uploader) = self.uploader.as_mut()
+        {
+            uploader.incremental(known);
+        }
+    }
+
+    /// An instance of `module` over `backend`.
+    pub(super) fn instantiate(
+        &self,
+        module: &OperatorModule,
+        backend: Box<dyn StateBackend>,
+    ) -> Result<OperatorInstance, WasmError> {
+        OperatorInstance::new(module, &self.id.node, self.id.subtask, backend, self.max_parallelism, self.limits)
+    }
+
+    /// What the guest's `open` is told.
+    pub(super) fn info(&self) -> OperatorInfo {
+        OperatorInfo {
+            uid: self.id.node.to_string(),
+            subtask_index: self.id.subtask,
+            parallelism: self.parallelism,
+            max_parallelism: self.max_parallelism,
+            attempt_number: self.attempt,
+            params: self.params.clone(),
+        }
+    }
+
+    /// A guest failure of this subtask, `what` saying where.
+    pub(super) fn guest_error(&self, what: String, failure: GuestFailure) -> TaskError {
+        TaskError::Guest {
+            uid: self.id.node.clone(),
+            subtask: self.id.subtask,
+            parallelism: self.parallelism,
+            what,
+            failure: Box::new(failure),
+        }
+    }
+
+    fn route_error(&self, e: RouteError) -> TaskError {
+        e.into_task_error(&self.id.node)
+    }
+
+    /// After an input batch: send partial batches on, report progress.
+    fn end_batch(&mut self, counters: &mut Counters) -> Result<(), TaskError> {
+        self.router.flush().map_err(|e| self.route_error(e))?;
+        counters.records_out = self.router.records_out();
+        self.reporter.tick(*counters);
+        Ok(())
+    }
+
+    /// Fires every timer of `domain` due at `up_to`, in time order, including
+    /// timers that firing registers for times already due.
+    fn fire_timers(
+        &mut self,
+        instance: &mut OperatorInstance,
+        domain: TimeDomain,
+        up_to: i64,
+    ) -> Result<(), TaskError> {
+        let mut fired = false;
+        loop {
+            match instance.fire_due_timer(domain, up_to) {
+                Ok(Some(_)) => {
+                    fired = true;
+                    self.forward(instance)?;
+                }
+                Ok(None) => break,
+                Err(f) => {
+                    let what = match domain {
+                        TimeDomain::EventTime => "failed in on-timer (event time)",
+                        TimeDomain::ProcessingTime => "failed in on-timer (processing time)",
+                    };
+                    return Err(self.guest_error(what.into(), f));
+                }
+            }
+        }
+        // Called after every batch: flush only when a timer produced output.
+        if fired { self.router.flush().map_err(|e| self.route_error(e)) } else { Ok(()) }
+    }
+
+    /// Routes what the guest emitted.
+    pub(super) fn forward(&mut self, instance: &mut OperatorInstance) -> Result<(), TaskError> {
+        let router = &mut self.router;
+        instance
+            .drain_outputs(|out| if out.is_empty() { Ok(()) } else { router.push_all(out) })
+            .map_err(|e| e.into_task_error(&self.id.node))
+    }
+}
+
+/// "failed on input record 1234 (key "foo")": the 1-based position of the
+/// failing record in this subtask's input, or the batch's range when the
+/// guest did not say which record it was on.
+fn describe_position(before: u64, len: usize, failure: &GuestFailure) -> String {
+    match failure.element {
+        Some(i) => {
+            let mut s = format!("failed on input record {}", before + i as u64 + 1);
+            if let Some(r) = &failure.record {
+                s.push_str(&format!(" ({r})"));
+            }
+            s
+        }
+        None if len == 1 => format!("failed on input record {}", before + 1),
+        None => format!("failed in the batch of input records {} to {}", before + 1, before + len as u64),
+    }
+}

@@ -1,0 +1,252 @@
+//! Sources: the [`Source`] trait a source connector implements, and the
+//! [`SourceContext`] it emits through. The context does what every source
+//! shares: batching, pacing, watermarks, progress, cancellation, and the
+//! checkpoint protocol (a barrier at a trigger, the stop-with-savepoint
+//! handshake), so a connector only reads its input and keeps its position.
+
+use super::error::{ConnectorError, TaskError};
+use super::events::{Counters, Reporter, TaskSnapshot};
+use super::message::{Barrier, Control, SavepointEnd};
+use super::router::{RouteError, Router};
+use crate::record::Record;
+use crossbeam_channel::Receiver;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// A source connector, configured from its `[[sources]]` entry. One value
+/// serves every run (attempt) of the job; each run calls [`Source::run`].
+pub trait Source: Send + Sync + 'static {
+    /// For a source that assigns event time: how far (ms) its watermarks
+    /// trail the largest timestamp seen. `None`: no event time.
+    fn watermark_lag_ms(&self) -> Option<i64>;
+
+    /// At most this many records per second, if limited.
+    fn records_per_second(&self) -> Option<f64> {
+        None
+    }
+
+    /// Reads from [`SourceContext::position`] to the end of the input,
+    /// emitting every record through `ctx` and advancing the position
+    /// before each. Returns when the input is exhausted; passes on the
+    /// [`Halt`] of an `emit` at once.
+    fn run(&self, ctx: &mut SourceContext) -> Result<(), Halt>;
+}
+
+/// Why a source stops before its input ends.
+#[derive(Debug)]
+pub enum Halt {
+    /// It stopped with a savepoint: not a failure.
+    Stopped,
+    /// It failed, or was cancelled.
+    Failed(TaskError),
+}
+
+impl From<TaskError> for Halt {
+    fn from(e: TaskError) -> Self {
+        Halt::Failed(e)
+    }
+}
+
+/// Runs `source` in `ctx` to its end (or its stop with a savepoint).
+pub fn run_source(source: &dyn Source, mut ctx: SourceContext) -> Result<Counters, TaskError> {
+    match source.run(&mut ctx) {
+        Ok(()) => ctx.finish(),
+        Err(Halt::Stopped) => Ok(ctx.counters),
+        Err(Halt::Failed(e)) => Err(e),
+    }
+}
+
+/// What every source task shares: where to send, how to report, when to stop.
+pub struct SourceContext {
+    id: Arc<str>,
+    router: Router,
+    reporter: Reporter,
+    control: Receiver<Control>,
+    /// Records per batch (how often control messages are checked).
+    batch_size: usize,
+    counters: Counters,
+    /// For sources with event time: how far watermarks trail the largest
+    /// timestamp seen.
+    watermark_lag: Option<i64>,
+    max_timestamp: i64,
+    watermark: i64,
+    /// With a rate limit: when the stream started, and the gap per record.
+    pace: Option<(Instant, Duration)>,
+    /// Where the source is: what a checkpoint records, so a restore
+    /// resumes at the next record. Sources set it before each `emit`.
+    pub position: u64,
+}
+
+impl SourceContext {
+    /// A context for source `id`, starting at `position` (0, or where a
+    /// checkpoint left it), emitting watermarks `watermark_lag` behind the
+    /// largest timestamp, at most `rate` records per second.
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        id: Arc<str>,
+        router: Router,
+        reporter: Reporter,
+        control: Receiver<Control>,
+        batch_size: usize,
+        position: u64,
+        watermark_lag: Option<i64>,
+        rate: Option<f64>,
+    ) -> Self {
+        SourceContext {
+            id,
+            router,
+            reporter,
+            control,
+            batch_size,
+            counters: Counters::default(),
+            watermark_lag,
+            max_timestamp: i64::MIN,
+            watermark: i64::MIN,
+            pace: rate.map(|r| (Instant::now(), Duration::from_secs_f64(1.0 / r))),
+            position,
+        }
+    }
+
+    /// Sends one record; every `batch_size` records handles the
+    /// coordinator's messages, emits a watermark and reports progress. A
+    /// paced source sends every record as soon as it is due.
+    #[inline]
+    pub fn emit(&mut self, record: Record<'_>) -> Result<(), Halt> {
+        if let Some(t) = record.timestamp {
+            self.max_timestamp = self.max_timestamp.max(t);
+        }
+        let deferred = self.wait_for_pace()?;
+        self.router.push(record).map_err(|e| self.route_error(e))?;
+        self.counters.records_in += 1;
+        if self.pace.is_some() {
+            self.router.flush().map_err(|e| self.route_error(e))?;
+            for c in deferred {
+                self.on_control(c)?;
+            }
+        }
+        if self.counters.records_in.is_multiple_of(self.batch_size as u64) {
+            self.poll_control()?;
+            // Bounded out-of-orderness, as Flink's: the watermark trails the
+            // largest timestamp by the lag, minus one.
+            if let Some(lag) = self.watermark_lag {
+                let w = self.max_timestamp.saturating_sub(lag).saturating_sub(1);
+                if w > self.watermark {
+                    self.watermark = w;
+                    self.router.watermark(w).map_err(|e| self.route_error(e))?;
+                }
+            }
+            self.counters.records_out = self.router.records_out();
+            self.reporter.tick(self.counters);
+        }
+        Ok(())
+    }
+
+    /// A failure of this source's connector.
+    pub fn fail(&self, e: ConnectorError) -> Halt {
+        Halt::Failed(TaskError::Source { id: self.id.clone(), source: e })
+    }
+
+    /// For a paced source, waits until the next record is due, on the
+    /// control channel so it stays responsive; returns the messages that
+    /// arrived meanwhile, to handle after the record (the position already
+    /// counts it: its barrier must follow it).
+    fn wait_for_pace(&mut self) -> Result<Vec<Control>, Halt> {
+        let mut deferred = Vec::new();
+        let Some((start, gap)) = self.pace else { return Ok(deferred) };
+        let until = start + gap.mul_f64(self.counters.records_in as f64);
+        while Instant::now() < until {
+            match self.control.recv_deadline(until) {
+                Ok(Control::Cancel) => return Err(TaskError::Cancelled.into()),
+                Ok(c) => deferred.push(c),
+                Err(crossbeam_channel::RecvTimeoutError::Timeout) => break,
+                Err(crossbeam_channel::RecvTimeoutError::Disconnected) => {
+                    std::thread::sleep(until.saturating_duration_since(Instant::now()));
+                    break;
+                }
+            }
+        }
+        Ok(deferred)
+    }
+
+    fn route_error(&self, e: RouteError) -> TaskError {
+        e.into_task_error(&self.id)
+    }
+
+    /// Handles what the coordinator sent since the last look.
+    fn poll_control(&mut self) -> Result<(), Halt> {
+        while let Ok(c) = self.control.try_recv() {
+            self.on_control(c)?;
+        }
+        Ok(())
+    }
+
+    fn on_control(&mut self, c: Control) -> Result<(), Halt> {
+        match c {
+            Control::Cancel => Err(TaskError::Cancelled.into()),
+            Control::Trigger(barrier) => match barrier.stop() {
+                Some(end) => self.stop(barrier, end),
+                None => {
+                    // The position and the barrier mark the same point:
+                    // every record before it is covered by the checkpoint.
+                    let started = Instant::now();
+                    self.router.barrier(&barrier).map_err(|e| self.route_error(e))?;
+                    self.reporter.acknowledge(barrier.id, TaskSnapshot::Source(self.position), started.elapsed());
+                    Ok(())
+                }
+            },
+            Control::Complete(_)
+            | Control::Resume
+            | Control::EndStopped
+            | Control::SwapCommit(_)
+            | Control::SwapAbort(_) => Ok(()),
+        }
+    }
+
+    /// Stop with the savepoint of `barrier`: nothing follows the barrier
+    /// until the coordinator says how the savepoint went. If it completed,
+    /// the stream ends here (without the end-of-input watermark unless
+    /// `Drain` sent it before the barrier); if it failed, the source
+    /// carries on as if nothing happened, unless it drained, which cannot
+    /// be undone.
+    fn stop(&mut self, barrier: Arc<Barrier>, end: SavepointEnd) -> Result<(), Halt> {
+        let drain = end == SavepointEnd::Drain;
+        if drain {
+            self.router.watermark(i64::MAX).map_err(|e| self.route_error(e))?;
+        }
+        self.router.barrier(&barrier).map_err(|e| self.route_error(e))?;
+        self.reporter.acknowledge(barrier.id, TaskSnapshot::Source(self.position), Duration::ZERO);
+        loop {
+            match self.control.recv() {
+                Ok(Control::Complete(c)) if c >= barrier.id => {
+                    self.router.end().map_err(|e| self.route_error(e))?;
+                    self.counters.records_out = self.router.records_out();
+                    return Err(Halt::Stopped);
+                }
+                Ok(Control::Resume) if !drain => return Ok(()),
+                Ok(Control::Resume) => {
+                    return Err(self.fail(ConnectorError::Inconsistent(format!(
+                        "stop --drain with savepoint {} failed after event time was advanced to the end",
+                        barrier.id
+                    ))));
+                }
+                Ok(Control::Cancel) | Err(_) => return Err(TaskError::Cancelled.into()),
+                Ok(_) => {}
+            }
+        }
+    }
+
+    /// Ends the stream: event time jumps to the end (so pending event-time
+    /// timers downstream fire), then end of input.
+    fn finish(mut self) -> Result<Counters, TaskError> {
+        // A trigger that arrived with the last records still gets its barrier.
+        match self.poll_control() {
+            Ok(()) => {}
+            Err(Halt::Stopped) => return Ok(self.counters),
+            Err(Halt::Failed(e)) => return Err(e),
+        }
+        self.router.watermark(i64::MAX).map_err(|e| self.route_error(e))?;
+        self.router.end().map_err(|e| self.route_error(e))?;
+        self.counters.records_out = self.router.records_out();
+        Ok(self.counters)
+    }
+}

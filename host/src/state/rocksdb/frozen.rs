@@ -1,0 +1,173 @@
+//! A frozen RocksDB state: a RocksDB checkpoint (hard links of the SST
+//! files), opened read-only on the snapshot writer's thread and read key
+//! group by key group in the canonical snapshot's terms; also how a
+//! downloaded incremental checkpoint is read ([`open_checkpoint`]).
+
+use super::keys::{TIMERS, cf_name, decode_list, list_append, prefix_end, split_map_key, split_timer_key};
+use super::storage_error;
+use crate::state::key_group::KeyGroupRange;
+use crate::state::{FrozenState, Shape, SnapshotEntry, StateDescriptor, StateError, StateId, TimeDomain};
+use ::rocksdb::{ColumnFamilyDescriptor, DB, Direction, IteratorMode, Options, ReadOptions};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+/// A key and its value, read from a frozen checkpoint.
+type FrozenRow = (Box<[u8]>, Box<[u8]>);
+/// A timer of a frozen state, filed under its key group.
+type GroupTimer = (TimeDomain, i64, Vec<u8>);
+
+/// A RocksDB checkpoint of the backend, read on the snapshot writer's
+/// thread; removed when dropped.
+pub(super) struct FrozenRocksDb {
+    /// The checkpoint's directory, removed when this is dropped.
+    pub(super) dir: PathBuf,
+    /// Why taking the checkpoint failed, if it did: reported on first read.
+    pub(super) failed: Option<StateError>,
+    pub(super) db: Option<DB>,
+    pub(super) range: KeyGroupRange,
+    pub(super) descriptors: Vec<StateDescriptor>,
+    pub(super) timers_by_group: Option<BTreeMap<u16, Vec<GroupTimer>>>,
+}
+
+impl FrozenRocksDb {
+    fn open(&mut self) -> Result<&DB, StateError> {
+        if let Some(e) = &self.failed {
+            return Err(StateError::Storage(format!("taking a RocksDB checkpoint failed: {e}")));
+        }
+        if self.db.is_none() {
+            let mut names = vec![TIMERS.to_string()];
+            names.extend((0..self.descriptors.len()).map(|i| cf_name(i as StateId)));
+            let mut o = Options::default();
+            o.set_merge_operator_associative("weir-list-append", list_append);
+            let cfs = names.iter().map(|n| {
+                let mut c = Options::default();
+                c.set_merge_operator_associative("weir-list-append", list_append);
+                ColumnFamilyDescriptor::new(n, c)
+            });
+            self.db = Some(DB::open_cf_descriptors_read_only(&o, &self.dir, cfs, false).map_err(storage_error)?);
+        }
+        Ok(self.db.as_ref().expect("opened above"))
+    }
+}
+
+impl Drop for FrozenRocksDb {
+    fn drop(&mut self) {
+        drop(self.db.take());
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+pub(super) fn rows(db: &DB, cf: &str, prefix: &[u8]) -> Result<Vec<FrozenRow>, StateError> {
+    let cf = db.cf_handle(cf).ok_or_else(|| StateError::Storage(format!("checkpoint lacks column family {cf}")))?;
+    let mut ro = ReadOptions::default();
+    if let Some(end) = prefix_end(prefix) {
+        ro.set_iterate_upper_bound(end);
+    }
+    let mut out = Vec::new();
+    for item in db.iterator_cf_opt(cf, ro, IteratorMode::From(prefix, Direction::Forward)) {
+        let (k, v) = item.map_err(storage_error)?;
+        if !k.starts_with(prefix) {
+            break;
+        }
+        out.push((k, v));
+    }
+    Ok(out)
+}
+
+impl FrozenState for FrozenRocksDb {
+    fn descriptors(&self) -> &[StateDescriptor] {
+        &self.descriptors
+    }
+
+    fn range(&self) -> KeyGroupRange {
+        self.range
+    }
+
+    fn key_group(&mut self, kg: u16, visit: &mut dyn FnMut(SnapshotEntry<'_>)) -> Result<(), StateError> {
+        let shapes: Vec<Shape> = self.descriptors.iter().map(|d| d.kind.shape()).collect();
+        let db = self.open()?;
+        let prefix = kg.to_be_bytes();
+        for (i, shape) in shapes.iter().enumerate() {
+            let state = i as StateId;
+            match shape {
+                Shape::Value => {
+                    for (k, v) in rows(db, &cf_name(state), &prefix)? {
+                        visit(SnapshotEntry::Value { state, key: &k[2..], value: &v });
+                    }
+                }
+                Shape::List => {
+                    for (k, v) in rows(db, &cf_name(state), &prefix)? {
+                        for item in decode_list(&v) {
+                            visit(SnapshotEntry::ListItem { state, key: &k[2..], value: item });
+                        }
+                    }
+                }
+                Shape::Map => {
+                    for (k, v) in rows(db, &cf_name(state), &prefix)? {
+                        if let Some((_, key, user_key)) = split_map_key(&k) {
+                            visit(SnapshotEntry::MapItem { state, key, user_key, value: &v });
+                        }
+                    }
+                }
+                Shape::OperatorList | Shape::BroadcastMap => {}
+            }
+        }
+        if self.timers_by_group.is_none() {
+            let mut m: BTreeMap<u16, Vec<GroupTimer>> = BTreeMap::new();
+            for (k, _) in rows(self.open()?, TIMERS, b"")? {
+                if let Some((d, time, tkg, key)) = split_timer_key(&k) {
+                    m.entry(tkg).or_default().push((d, time, key.to_vec()));
+                }
+            }
+            self.timers_by_group = Some(m);
+        }
+        let timers = self.timers_by_group.as_mut().and_then(|m| m.remove(&kg)).unwrap_or_default();
+        for (domain, time, key) in timers {
+            visit(SnapshotEntry::Timer { domain, time, key: &key });
+        }
+        Ok(())
+    }
+
+    fn native_checkpoint(&self) -> Option<&Path> {
+        self.failed.is_none().then_some(self.dir.as_path())
+    }
+
+    fn operator_state(&mut self, visit: &mut dyn FnMut(SnapshotEntry<'_>)) -> Result<(), StateError> {
+        let shapes: Vec<Shape> = self.descriptors.iter().map(|d| d.kind.shape()).collect();
+        let db = self.open()?;
+        for (i, shape) in shapes.iter().enumerate() {
+            let state = i as StateId;
+            match shape {
+                Shape::OperatorList => {
+                    for (_, v) in rows(db, &cf_name(state), b"")? {
+                        for item in decode_list(&v) {
+                            visit(SnapshotEntry::OperatorItem { state, value: item });
+                        }
+                    }
+                }
+                Shape::BroadcastMap => {
+                    for (k, v) in rows(db, &cf_name(state), b"")? {
+                        visit(SnapshotEntry::BroadcastItem { state, user_key: &k, value: &v });
+                    }
+                }
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A RocksDB checkpoint directory (an incremental checkpoint, downloaded)
+/// as a frozen state holding every key group, so it can be written out in
+/// the canonical format and restored by any backend at any parallelism.
+/// The directory is removed when the frozen state is dropped.
+pub fn open_checkpoint(dir: &Path, descriptors: Vec<StateDescriptor>, max_parallelism: u32) -> Box<dyn FrozenState> {
+    Box::new(FrozenRocksDb {
+        dir: dir.to_path_buf(),
+        failed: None,
+        db: None,
+        range: KeyGroupRange { start: 0, end: max_parallelism as u16 },
+        descriptors,
+        timers_by_group: None,
+    })
+}

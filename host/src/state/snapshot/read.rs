@@ -1,0 +1,399 @@
+//! Reading the snapshot format: the one parser. It reads a snapshot from
+//! any stream one section at a time, checking each section's CRC-32 before
+//! anything in it is used, and never allocates more than the bytes it has
+//! actually read: a crafted length cannot make it reserve memory.
+
+use super::{FORMAT_VERSION, MAGIC, Reader, SnapshotError, entry_key, parse_descriptors, read_entry, remap};
+use crate::state::key_group::{KeyGroupRange, key_group_of_hash, key_hash};
+use crate::state::{Redistribution, SnapshotEntry, StateBackend, StateDescriptor};
+
+/// A snapshot's header: its key groups and its states, in id order.
+#[derive(Debug, Clone)]
+pub struct Header {
+    /// The job's number of key groups when it was written.
+    pub max_parallelism: u32,
+    /// Every state, indexed by the state numbers entries carry.
+    pub descriptors: Vec<StateDescriptor>,
+}
+
+/// The entries of one checked section, decoded one at a time.
+pub struct Entries<'a> {
+    reader: Reader<'a>,
+    states: usize,
+}
+
+impl<'a> Entries<'a> {
+    /// The next entry, or `None` at the end of the section.
+    pub fn next_entry(&mut self) -> Result<Option<SnapshotEntry<'a>>, SnapshotError> {
+        if self.reader.done() { Ok(None) } else { read_entry(&mut self.reader, self.states).map(Some) }
+    }
+}
+
+/// Where a section's entries belong: a key group, or the subtask's operator
+/// and broadcast state.
+pub type SectionOf = Option<u16>;
+
+/// One part of a snapshot, as the parser hands it on.
+enum Part<'a> {
+    /// The header, first.
+    Header(&'a Header),
+    /// A later section, its CRC-32 checked.
+    Section(SectionOf, Entries<'a>),
+}
+
+/// Parses a snapshot from `r`, one section in memory at a time: checks the
+/// magic and version, hands on the header, then every later section
+/// (`visit` may skip one without decoding its entries). Returns the
+/// header.
+fn parse(
+    r: &mut dyn std::io::Read,
+    visit: &mut dyn FnMut(Part<'_>) -> Result<(), SnapshotError>,
+) -> Result<Header, SnapshotError> {
+    use std::io::Read;
+    let mut at = 0usize;
+    let read = |r: &mut dyn std::io::Read, buf: &mut [u8], at: &mut usize| -> Result<(), SnapshotError> {
+        r.read_exact(buf).map_err(|e| match e.kind() {
+            std::io::ErrorKind::UnexpectedEof => SnapshotError::Truncated(*at),
+            _ => SnapshotError::Read(e.to_string()),
+        })?;
+        *at += buf.len();
+        Ok(())
+    };
+    let mut magic = [0u8; 8];
+    read(r, &mut magic, &mut at).map_err(|_| SnapshotError::BadMagic)?;
+    if &magic != MAGIC {
+        return Err(SnapshotError::BadMagic);
+    }
+    let mut word = [0u8; 4];
+    read(r, &mut word[..2], &mut at)?;
+    let version = u16::from_le_bytes([word[0], word[1]]);
+    if version != FORMAT_VERSION {
+        return Err(SnapshotError::UnsupportedVersion(version));
+    }
+    let mut found: Option<Header> = None;
+    let mut payload = Vec::new();
+    loop {
+        let mut tag = [0u8; 1];
+        read(r, &mut tag, &mut at)?;
+        let key_group = match tag[0] {
+            b'E' => {
+                let mut rest = [0u8; 1];
+                return match r.read(&mut rest) {
+                    Ok(0) => found.ok_or_else(|| SnapshotError::Corrupt("no header section".into())),
+                    Ok(_) => Err(SnapshotError::Corrupt("bytes after the end marker".into())),
+                    Err(e) => Err(SnapshotError::Read(e.to_string())),
+                };
+            }
+            b'K' => {
+                read(r, &mut word[..2], &mut at)?;
+                u16::from_le_bytes([word[0], word[1]])
+            }
+            b'H' | b'O' => 0,
+            other => return Err(SnapshotError::Corrupt(format!("unknown section tag {other:#04x}"))),
+        };
+        read(r, &mut word, &mut at)?;
+        let len = u64::from(u32::from_le_bytes(word));
+        let offset = at;
+        // Read what is there rather than reserve what the length claims.
+        payload.clear();
+        let got = r.take(len).read_to_end(&mut payload).map_err(|e| SnapshotError::Read(e.to_string()))?;
+        at += got;
+        if (got as u64) < len {
+            return Err(SnapshotError::Truncated(at));
+        }
+        read(r, &mut word, &mut at)?;
+        if crc32fast::hash(&payload) != u32::from_le_bytes(word) {
+            return Err(SnapshotError::Checksum(match tag[0] {
+                b'H' => "header".to_string(),
+                b'K' => format!("key group {key_group}"),
+                _ => "operator state".to_string(),
+            }));
+        }
+        match (tag[0], &found) {
+            (b'H', None) => {
+                let (max_parallelism, descriptors) = parse_descriptors(&payload, offset)?;
+                let h = Header { max_parallelism, descriptors };
+                visit(Part::Header(&h))?;
+                found = Some(h);
+            }
+            (b'H', Some(_)) => return Err(SnapshotError::Corrupt("a second header section".into())),
+            (_, None) => return Err(SnapshotError::Corrupt("no header section".into())),
+            (tag, Some(h)) => {
+                let entries =
+                    Entries { reader: Reader { bytes: &payload, at: 0, base: offset }, states: h.descriptors.len() };
+                visit(Part::Section((tag == b'K').then_some(key_group), entries))?;
+            }
+        }
+    }
+}
+
+/// Checks a snapshot whole (framing, every checksum, every entry) without
+/// restoring it, holding one section at a time.
+pub fn verify_snapshot(r: &mut dyn std::io::Read) -> Result<Header, SnapshotError> {
+    parse(r, &mut |part| {
+        if let Part::Section(_, mut entries) = part {
+            while entries.next_entry()?.is_some() {}
+        }
+        Ok(())
+    })
+}
+
+/// Reads a snapshot without restoring it, handing every entry to `visit`
+/// with its key group (none for operator and broadcast state). Returns the
+/// header. A damaged section stops it with an error part-way.
+pub fn visit_snapshot(
+    r: &mut dyn std::io::Read,
+    visit: &mut dyn FnMut(SectionOf, &SnapshotEntry<'_>),
+) -> Result<Header, SnapshotError> {
+    parse(r, &mut |part| {
+        if let Part::Section(of, mut entries) = part {
+            while let Some(e) = entries.next_entry()? {
+                visit(of, &e);
+            }
+        }
+        Ok(())
+    })
+}
+
+/// What a restore did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct RestoreSummary {
+    /// Entries restored.
+    pub entries: u64,
+    /// Key groups restored (those in the target range that had state).
+    pub key_groups: u32,
+    /// Key groups in the snapshot outside the target range, skipped.
+    pub skipped_key_groups: u32,
+}
+
+/// Which operator and broadcast state a restoring subtask takes from one
+/// subtask's snapshot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OperatorShare {
+    /// None of it.
+    Nothing,
+    /// All of it: the same subtask, at the same parallelism.
+    All,
+    /// Its share after a change of parallelism: the snapshot is of old
+    /// subtask `from`, the restoring subtask is `to` of `parallelism`.
+    /// Even-split lists are dealt out in turn (element `j` of old subtask
+    /// `from` goes to new subtask `(from + j) % parallelism`), union lists
+    /// go to everyone, and broadcast state (the same on every subtask) is
+    /// taken from old subtask 0.
+    Rescaled {
+        /// The snapshot's subtask.
+        from: u32,
+        /// The restoring subtask.
+        to: u32,
+        /// The new parallelism.
+        parallelism: u32,
+    },
+}
+
+/// Restores a snapshot into `backend`, which owns `range` of
+/// `max_parallelism` key groups: registers the snapshot's states, then
+/// restores the key groups in `range`, and operator and broadcast state as
+/// `share` says. A snapshot taken with another number of key groups is
+/// re-hashed: every keyed entry goes to the key group its key has now, so
+/// max parallelism can change across a restore. The whole file is checked
+/// first; on any error nothing has been restored.
+pub fn restore_snapshot(
+    bytes: &[u8],
+    backend: &mut dyn StateBackend,
+    range: KeyGroupRange,
+    max_parallelism: u32,
+    share: OperatorShare,
+) -> Result<RestoreSummary, SnapshotError> {
+    // Check every section and entry before changing the backend.
+    verify_snapshot(&mut &bytes[..])?;
+    restore_snapshot_stream(&mut &bytes[..], backend, range, max_parallelism, share)
+}
+
+/// As [`restore_snapshot`], from a stream, holding one section (one key
+/// group's entries) at a time: a savepoint restores without its state ever
+/// being in memory whole. It checks as it goes, so a damaged section stops
+/// it part-way; check the stream first ([`verify_snapshot`]) where that
+/// matters.
+pub fn restore_snapshot_stream(
+    r: &mut dyn std::io::Read,
+    backend: &mut dyn StateBackend,
+    range: KeyGroupRange,
+    max_parallelism: u32,
+    share: OperatorShare,
+) -> Result<RestoreSummary, SnapshotError> {
+    let mut summary = RestoreSummary::default();
+    // Set by the header: whether keys are re-hashed, which operator lists
+    // are union lists, the backend's id per snapshot state, and per state
+    // the operator-list elements seen so far (for even splits).
+    let mut rehash = false;
+    let mut union: Vec<bool> = Vec::new();
+    let mut ids: Vec<u32> = Vec::new();
+    let mut dealt: Vec<u32> = Vec::new();
+    parse(r, &mut |part| {
+        let (of, mut entries) = match part {
+            Part::Header(h) => {
+                rehash = h.max_parallelism != max_parallelism;
+                union = h.descriptors.iter().map(|d| d.redistribution == Some(Redistribution::Union)).collect();
+                dealt = vec![0; h.descriptors.len()];
+                ids = h.descriptors.iter().map(|d| backend.register(d.clone())).collect::<Result<_, _>>()?;
+                return Ok(());
+            }
+            Part::Section(of, entries) => (of, entries),
+        };
+        match of {
+            Some(kg) if !rehash && !range.contains(kg) => {
+                summary.skipped_key_groups += 1;
+                return Ok(());
+            }
+            None if share == OperatorShare::Nothing => return Ok(()),
+            Some(_) => summary.key_groups += 1,
+            None => {}
+        }
+        while let Some(entry) = entries.next_entry()? {
+            let mut key_group = of.unwrap_or(0);
+            if of.is_some() && rehash {
+                key_group = key_group_of_hash(key_hash(entry_key(&entry)), max_parallelism);
+                if !range.contains(key_group) {
+                    continue;
+                }
+            }
+            if let OperatorShare::Rescaled { from, to, parallelism } = share {
+                let keep = match entry {
+                    SnapshotEntry::OperatorItem { state, .. } if !union[state as usize] => {
+                        let j = dealt[state as usize];
+                        dealt[state as usize] += 1;
+                        (from + j) % parallelism == to
+                    }
+                    SnapshotEntry::BroadcastItem { .. } => from == 0,
+                    _ => true,
+                };
+                if !keep {
+                    continue;
+                }
+            }
+            backend.restore_entry(key_group, remap(entry, &ids))?;
+            summary.entries += 1;
+        }
+        Ok(())
+    })?;
+    Ok(summary)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::state::hashmap::HashMapBackend;
+    use crate::state::snapshot::write_snapshot;
+    use crate::state::{KeyRef, StateKind};
+
+    fn snapshot() -> Vec<u8> {
+        let range = KeyGroupRange { start: 0, end: 8 };
+        let mut b = HashMapBackend::new(range);
+        let v = b.register(StateKind::Value.descriptor("count")).unwrap();
+        for i in 0..50 {
+            let k = format!("k{i}").into_bytes();
+            let hash = key_hash(&k);
+            b.value_set(v, KeyRef { key: &k, hash, key_group: key_group_of_hash(hash, 8) }, b"1").unwrap();
+        }
+        write_snapshot(b.freeze().as_mut(), 8).unwrap()
+    }
+
+    fn restore(bytes: &[u8]) -> (Result<RestoreSummary, SnapshotError>, HashMapBackend) {
+        let range = KeyGroupRange { start: 0, end: 8 };
+        let mut b = HashMapBackend::new(range);
+        (restore_snapshot(bytes, &mut b, range, 8, OperatorShare::All), b)
+    }
+
+    #[test]
+    fn a_flipped_byte_is_caught_and_nothing_is_restored() {
+        let good = snapshot();
+        assert_eq!(restore(&good).0.unwrap().entries, 50);
+        for at in [12, good.len() / 2, good.len() - 6] {
+            let mut bad = good.clone();
+            bad[at] ^= 0x40;
+            let (result, backend) = restore(&bad);
+            assert!(result.is_err(), "flipping byte {at} went unnoticed");
+            assert!(backend.descriptors().is_empty(), "nothing registered or restored after an error");
+        }
+    }
+
+    #[test]
+    fn truncation_wrong_magic_and_versions_are_named() {
+        let good = snapshot();
+        assert!(matches!(restore(&good[..good.len() - 1]).0, Err(SnapshotError::Truncated(_))));
+        assert!(matches!(
+            restore(&good[..good.len() / 2]).0,
+            Err(SnapshotError::Truncated(_) | SnapshotError::Checksum(_))
+        ));
+        assert!(matches!(restore(b"PK\x03\x04 not a snapshot").0, Err(SnapshotError::BadMagic)));
+        let mut v2 = good.clone();
+        v2[8] = 2;
+        assert!(matches!(restore(&v2).0, Err(SnapshotError::UnsupportedVersion(2))));
+    }
+
+    #[test]
+    fn another_max_parallelism_rehashes_every_key() {
+        let good = snapshot();
+        // 8 key groups written, 32 read, split over two subtasks.
+        let mut total = 0;
+        for range in [KeyGroupRange { start: 0, end: 16 }, KeyGroupRange { start: 16, end: 32 }] {
+            let mut b = HashMapBackend::new(range);
+            let summary = restore_snapshot(&good, &mut b, range, 32, OperatorShare::All).unwrap();
+            assert_eq!(b.key_count(0), summary.entries as usize);
+            for i in 0..50 {
+                let k = format!("k{i}").into_bytes();
+                let hash = key_hash(&k);
+                let kg = key_group_of_hash(hash, 32);
+                if range.contains(kg) {
+                    let v = b.value_get(0, KeyRef { key: &k, hash, key_group: kg }).unwrap();
+                    assert_eq!(v.as_deref(), Some(&b"1"[..]), "key k{i} in key group {kg}");
+                }
+            }
+            total += summary.entries;
+        }
+        assert_eq!(total, 50, "every key restored exactly once");
+    }
+
+    #[test]
+    fn operator_lists_are_dealt_out_and_broadcast_state_copied_on_rescale() {
+        use crate::state::Redistribution;
+        let range = KeyGroupRange { start: 0, end: 8 };
+        let mut snaps = Vec::new();
+        for old in 0..2u32 {
+            let mut b = HashMapBackend::new(range);
+            let split = b.register(StateKind::OperatorList.descriptor("split")).unwrap();
+            let mut d = StateKind::OperatorList.descriptor("union");
+            d.redistribution = Some(Redistribution::Union);
+            let union = b.register(d).unwrap();
+            let rules = b.register(StateKind::BroadcastMap.descriptor("rules")).unwrap();
+            let items: Vec<Vec<u8>> = (0..5).map(|j| format!("{old}-{j}").into_bytes()).collect();
+            let refs: Vec<&[u8]> = items.iter().map(Vec::as_slice).collect();
+            b.operator_list_add(split, &refs).unwrap();
+            b.operator_list_add(union, &refs[..1]).unwrap();
+            b.broadcast_put(rules, b"r", b"same").unwrap();
+            snaps.push(write_snapshot(b.freeze().as_mut(), 8).unwrap());
+        }
+        let mut split_total = 0;
+        for to in 0..3u32 {
+            let mut b = HashMapBackend::new(range);
+            for (from, bytes) in snaps.iter().enumerate() {
+                let share = OperatorShare::Rescaled { from: from as u32, to, parallelism: 3 };
+                restore_snapshot(bytes, &mut b, range, 8, share).unwrap();
+            }
+            let split = b.operator_list_read(0, 0, 100).unwrap();
+            assert!((3..=4).contains(&split.len()), "10 elements over 3 subtasks: {split:?}");
+            split_total += split.len();
+            assert_eq!(b.operator_list_len(1).unwrap(), 2, "union lists go to everyone");
+            assert_eq!(b.broadcast_len(2).unwrap(), 1, "broadcast state once, from old subtask 0");
+        }
+        assert_eq!(split_total, 10);
+    }
+
+    #[test]
+    fn the_header_starts_with_magic_and_version() {
+        let bytes = snapshot();
+        assert_eq!(&bytes[..8], MAGIC);
+        assert_eq!(u16::from_le_bytes([bytes[8], bytes[9]]), FORMAT_VERSION);
+        assert_eq!(*bytes.last().unwrap(), b'E');
+    }
+}
