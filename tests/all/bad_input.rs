@@ -173,3 +173,50 @@ fn unkeyed_records_on_a_keyed_edge_are_refused() {
     let err = dir_with(&job).fails();
     assert_mentions(&err, &["'lines' emitted a record without a key", "'counter' reads it with partition = \"key\""]);
 }
+
+#[test]
+fn a_failure_a_restart_cannot_mend_stops_the_job_at_once() {
+    // A line that is not JSON fails the same way after every restart: the
+    // restart strategy (on by default with checkpointing) must not retry.
+    let dir = JobDir::new();
+    dir.write("input.jsonl", "{\"w\":\"a\"}\n{\"w\":\"b\"}\nnot json\n{\"w\":\"c\"}\n");
+    dir.write(
+        "job.toml",
+        format!(
+            r#"name = "bad-line"
+
+[checkpointing]
+interval = "50ms"
+
+[state.checkpoints]
+dir = "file://{}/ck"
+
+[[sources]]
+id = "words"
+kind = "file"
+path = "input.jsonl"
+format = "jsonl"
+key_field = "w"
+
+[[operators]]
+uid = "counter"
+module = "{WORD_COUNT_COUNTER}"
+input = "words"
+partition = "key"
+
+[[sinks]]
+id = "out"
+kind = "file"
+input = "counter"
+path = "out.txt"
+"#,
+            dir.path().display()
+        ),
+    );
+    let err = dir.fails();
+    assert_mentions(
+        &err,
+        &["source 'words'", "input.jsonl:3", "invalid JSON", "not restarting: a restart cannot help"],
+    );
+    assert!(!err.contains("restart 1 of"), "the job was restarted:\n{err}");
+}

@@ -162,6 +162,30 @@ fn errors_are_typed() {
 }
 
 #[test]
+fn error_messages_say_their_cause_once() {
+    // Messages carry their cause's text, so logs read whole; a cause that
+    // is also the error's `source()` would print twice in a chain (`{:#}`).
+    // Hence: no `#[source]`, no field named `source`, and `#[from]` only on
+    // transparent variants.
+    let mut found = Vec::new();
+    for (path, text) in host_sources() {
+        let lines: Vec<&str> = text.lines().collect();
+        for (n, line) in lines.iter().enumerate() {
+            let before = lines[..n].iter().rev().find(|l| !l.trim().is_empty() && !l.trim_start().starts_with("///"));
+            let transparent = before.is_some_and(|l| l.contains("#[error(transparent)]"));
+            let comment = line.trim_start().starts_with("//");
+            let field = line.trim_start().trim_start_matches("pub ");
+            let source_field =
+                field.starts_with("source: ") && field[8..].starts_with(|c: char| c.is_ascii_uppercase());
+            if !comment && (line.contains("#[source]") || source_field || (line.contains("#[from]") && !transparent)) {
+                found.push(format!("host/src/{path}:{}: {}", n + 1, line.trim()));
+            }
+        }
+    }
+    assert!(found.is_empty(), "causes that would print twice:\n{}", found.join("\n"));
+}
+
+#[test]
 fn no_host_source_file_is_over_700_lines() {
     let src = repo_root().join("host/src");
     let mut files = Vec::new();

@@ -88,11 +88,11 @@ fn visit_subtask(
     let scratch = tempfile::Builder::new()
         .prefix("weir-inspect-")
         .tempdir()
-        .map_err(|source| RestoreError::Local { path: std::env::temp_dir(), source })?;
+        .map_err(|source| RestoreError::Local { path: std::env::temp_dir(), cause: source })?;
     let mut reader = read_canonical(&r.storage, source, r.metadata.max_parallelism, scratch.path())?;
     let header = visit_snapshot(&mut reader, visit).map_err(|source| RestoreError::Snapshot {
         location: format!("{}: state of operator '{uid}' subtask {i}", r.location),
-        source,
+        cause: source,
     })?;
     Ok(header.descriptors)
 }

@@ -55,15 +55,14 @@ pub enum StorageError {
         limit: u64,
     },
     /// A read, write, list or delete failed.
-    #[error("{op} {location}: {source}")]
+    #[error("{op} {location}: {cause}")]
     Io {
         /// "writing", "reading", ...
         op: &'static str,
         /// Where.
         location: String,
         /// The store's error.
-        #[source]
-        source: object_store::Error,
+        cause: object_store::Error,
     },
     /// A state file does not match what `_metadata` says of it.
     #[error("{location} is corrupt: {message}")]
@@ -75,7 +74,7 @@ pub enum StorageError {
     },
     /// The background runtime that drives the store could not start.
     #[error("cannot start the storage runtime: {0}")]
-    Runtime(#[source] std::io::Error),
+    Runtime(std::io::Error),
 }
 
 impl Classify for StorageError {
@@ -241,7 +240,7 @@ impl CheckpointStorage {
     ) -> Result<StateHandle, E> {
         use object_store::WriteMultipart;
         let relative = format!("{}{name}", self.dir_of(id));
-        let io = |source| StorageError::Io { op: "writing", location: self.location(&relative), source };
+        let io = |source| StorageError::Io { op: "writing", location: self.location(&relative), cause: source };
         let mut head: Vec<u8> = Vec::new();
         let mut upload: Option<WriteMultipart> = None;
         let (mut size, mut hasher) = (0u64, crc32fast::Hasher::new());
@@ -305,7 +304,7 @@ impl CheckpointStorage {
         let (size, crc) = (bytes.len() as u64, crc32fast::hash(&bytes));
         self.runtime
             .block_on(self.store.put(&self.path(relative), PutPayload::from(bytes)))
-            .map_err(|source| StorageError::Io { op: "writing", location: self.location(relative), source })?;
+            .map_err(|source| StorageError::Io { op: "writing", location: self.location(relative), cause: source })?;
         Ok((size, crc))
     }
 
@@ -315,7 +314,7 @@ impl CheckpointStorage {
         let bytes = self
             .runtime
             .block_on(async { self.store.get(&self.path(relative)).await?.bytes().await })
-            .map_err(|source| StorageError::Io { op: "reading", location: location.clone(), source })?;
+            .map_err(|source| StorageError::Io { op: "reading", location: location.clone(), cause: source })?;
         if bytes.len() as u64 != size {
             return Err(StorageError::Corrupt {
                 location,
@@ -336,7 +335,7 @@ impl CheckpointStorage {
         let stream = self
             .runtime
             .block_on(self.store.get(&self.path(relative)))
-            .map_err(|source| StorageError::Io { op: "reading", location: location.clone(), source })?
+            .map_err(|source| StorageError::Io { op: "reading", location: location.clone(), cause: source })?
             .into_stream();
         Ok(ObjectReader {
             storage: self,
@@ -354,7 +353,7 @@ impl CheckpointStorage {
     pub fn delete_object(&self, relative: &str) -> Result<(), StorageError> {
         match self.runtime.block_on(self.store.delete(&self.path(relative))) {
             Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
-            Err(source) => Err(StorageError::Io { op: "deleting", location: self.location(relative), source }),
+            Err(source) => Err(StorageError::Io { op: "deleting", location: self.location(relative), cause: source }),
         }
     }
 
@@ -369,7 +368,7 @@ impl CheckpointStorage {
             Err(object_store::Error::AlreadyExists { .. }) => {
                 Err(StorageError::AlreadyCommitted { id, location: self.location(&relative) })
             }
-            Err(source) => Err(StorageError::Io { op: "writing", location: self.location(&relative), source }),
+            Err(source) => Err(StorageError::Io { op: "writing", location: self.location(&relative), cause: source }),
         }
     }
 
@@ -380,7 +379,7 @@ impl CheckpointStorage {
         self.runtime.block_on(async { self.store.get(&path).await?.bytes().await }).map_err(|source| StorageError::Io {
             op: "reading",
             location: self.location(&relative),
-            source,
+            cause: source,
         })
     }
 
@@ -390,7 +389,7 @@ impl CheckpointStorage {
         let objects: Vec<_> = self
             .runtime
             .block_on(self.store.list(Some(&self.root)).try_collect::<Vec<_>>())
-            .map_err(|source| StorageError::Io { op: "listing", location: self.display.clone(), source })?;
+            .map_err(|source| StorageError::Io { op: "listing", location: self.display.clone(), cause: source })?;
         let mut ids: Vec<u64> = objects
             .iter()
             .filter_map(|o| {
@@ -412,7 +411,7 @@ impl CheckpointStorage {
         let dir = checkpoint_dir_name(id);
         let prefix = if self.savepoint { self.root.clone() } else { self.path(&dir) };
         let location = self.checkpoint_location(id);
-        let io = |source| StorageError::Io { op: "deleting", location: location.clone(), source };
+        let io = |source| StorageError::Io { op: "deleting", location: location.clone(), cause: source };
         let metadata = prefix.child("_metadata");
         match self.runtime.block_on(self.store.delete(&metadata)) {
             Ok(()) | Err(object_store::Error::NotFound { .. }) => {}

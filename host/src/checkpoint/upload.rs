@@ -26,22 +26,35 @@ use thiserror::Error;
 pub enum CheckpointError {
     /// Writing the snapshot failed (the backend could not be read).
     #[error("cannot write its snapshot: {0}")]
-    Snapshot(#[from] SnapshotError),
+    Snapshot(SnapshotError),
     /// Storing it failed.
     #[error("cannot store it: {0}")]
-    Storage(#[from] StorageError),
+    Storage(StorageError),
     /// A file of a RocksDB checkpoint could not be read.
-    #[error("cannot read {}: {source}", path.display())]
+    #[error("cannot read {}: {cause}", path.display())]
     LocalFile {
         /// The file or directory.
         path: PathBuf,
         /// Why.
-        #[source]
-        source: std::io::Error,
+        cause: std::io::Error,
     },
     /// No thread could be started for the upload.
     #[error("cannot start a snapshot thread: {0}")]
-    Thread(#[source] std::io::Error),
+    Thread(std::io::Error),
+}
+
+// By hand rather than `#[from]`, which would also make the inner error the
+// `source()` and print it twice in an error chain: the message says it.
+impl From<SnapshotError> for CheckpointError {
+    fn from(e: SnapshotError) -> Self {
+        CheckpointError::Snapshot(e)
+    }
+}
+
+impl From<StorageError> for CheckpointError {
+    fn from(e: StorageError) -> Self {
+        CheckpointError::Storage(e)
+    }
 }
 
 impl Classify for CheckpointError {
@@ -174,7 +187,7 @@ fn upload_files(
 ) -> Result<Vec<DbFile>, CheckpointError> {
     let local = |path: &Path| {
         let path = path.to_path_buf();
-        move |source| CheckpointError::LocalFile { path, source }
+        move |source| CheckpointError::LocalFile { path, cause: source }
     };
     let run = run_token();
     let mut files = Vec::new();

@@ -38,7 +38,7 @@ pub fn build(spec: &ConnectorSpec, base: &Path) -> Result<Arc<dyn Sink>, Options
 
 fn io(op: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> ConnectorError {
     let path = path.to_path_buf();
-    move |source| ConnectorError::Io { op, path, source }
+    move |source| ConnectorError::Io { op, path, cause: source }
 }
 
 impl Sink for FileSink {

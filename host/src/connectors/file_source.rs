@@ -104,7 +104,7 @@ impl Source for FileSource {
 
     fn run(&self, ctx: &mut SourceContext) -> Result<(), Halt> {
         let path = &self.path;
-        let io = |op, source| ConnectorError::Io { op, path: path.clone(), source };
+        let io = |op, source| ConnectorError::Io { op, path: path.clone(), cause: source };
         let mut file = std::fs::File::open(path).map_err(|e| ctx.fail(io("open", e)))?;
         if ctx.position > 0 {
             let len = file.metadata().map(|m| m.len()).unwrap_or(0);

@@ -102,7 +102,7 @@ impl Sink for Stdout {
 
 impl SinkWriter for std::io::BufWriter<std::io::Stdout> {
     fn write(&mut self, batch: &Batch) -> Result<(), ConnectorError> {
-        let io = |source| ConnectorError::Io { op: "write to", path: "standard output".into(), source };
+        let io = |source| ConnectorError::Io { op: "write to", path: "standard output".into(), cause: source };
         for r in batch.iter() {
             self.write_all(r.payload).and_then(|_| self.write_all(b"\n")).map_err(io)?;
         }
@@ -110,7 +110,11 @@ impl SinkWriter for std::io::BufWriter<std::io::Stdout> {
     }
 
     fn checkpoint(&mut self, _tag: &str) -> Result<Option<SinkState>, ConnectorError> {
-        self.flush().map_err(|source| ConnectorError::Io { op: "write to", path: "standard output".into(), source })?;
+        self.flush().map_err(|source| ConnectorError::Io {
+            op: "write to",
+            path: "standard output".into(),
+            cause: source,
+        })?;
         Ok(None)
     }
 }

@@ -175,7 +175,7 @@ impl PartFiles {
 /// An I/O failure of `op` on `path`.
 fn io(op: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> ConnectorError {
     let path = path.to_path_buf();
-    move |source| ConnectorError::Io { op, path, source }
+    move |source| ConnectorError::Io { op, path, cause: source }
 }
 
 fn list(dir: &Path) -> Result<Vec<String>, ConnectorError> {

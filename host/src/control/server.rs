@@ -171,7 +171,7 @@ type Parsed = (String, String, Option<String>, Vec<u8>);
 /// A request that is not the HTTP this server speaks.
 #[derive(Debug, Error)]
 enum BadRequest {
-    #[error("{0}")]
+    #[error(transparent)]
     Io(#[from] std::io::Error),
     #[error("not an HTTP request")]
     NotHttp,

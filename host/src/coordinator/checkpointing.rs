@@ -40,12 +40,12 @@ pub enum CheckpointingError {
         reason: String,
     },
     /// The final checkpoint, which ends the job, could not be written.
-    #[error("cannot write the final checkpoint {id}: {source}")]
+    #[error("cannot write the final checkpoint {id}: {cause}")]
     FinalCheckpoint {
         /// Its id.
         id: CheckpointId,
         /// Why.
-        source: StorageError,
+        cause: StorageError,
     },
 }
 
@@ -53,7 +53,7 @@ impl Classify for CheckpointingError {
     fn domain(&self) -> Domain {
         match self {
             CheckpointingError::TooManyFailures { .. } => Domain::External,
-            CheckpointingError::FinalCheckpoint { source, .. } => source.domain(),
+            CheckpointingError::FinalCheckpoint { cause, .. } => cause.domain(),
         }
     }
 
@@ -62,7 +62,7 @@ impl Classify for CheckpointingError {
             // As Flink: past the tolerable failures, the job restarts from
             // its latest checkpoint.
             CheckpointingError::TooManyFailures { .. } => RetryHint::Restart,
-            CheckpointingError::FinalCheckpoint { source, .. } => source.retry(),
+            CheckpointingError::FinalCheckpoint { cause, .. } => cause.retry(),
         }
     }
 }
@@ -476,7 +476,7 @@ impl Attempt<'_> {
         self.cp
             .storage
             .write_metadata(id, metadata.encode())
-            .map_err(|source| CheckpointingError::FinalCheckpoint { id, source })?;
+            .map_err(|source| CheckpointingError::FinalCheckpoint { id, cause: source })?;
         tracing::info!(checkpoint = id, "final checkpoint complete");
         self.cp.created.push_back((id, Vec::new()));
         self.cp.stats.latest = Some(id);

@@ -137,7 +137,8 @@ pub fn run_job(job: &LoadedJob, start: &StartFrom) -> Result<JobReport, JobError
     if let Some(r) = initial.as_ref().filter(|r| r.metadata.finished) {
         for (id, state) in &r.metadata.sinks {
             if let Some(sink) = connectors.sinks.get(id) {
-                sink.publish_finished(state).map_err(|source| TaskError::Sink { id: id.as_str().into(), source })?;
+                sink.publish_finished(state)
+                    .map_err(|source| TaskError::Sink { id: id.as_str().into(), cause: source })?;
             }
         }
         tracing::info!(checkpoint = %r.location, "the job had already finished; its output is published");

@@ -15,15 +15,14 @@ use thiserror::Error;
 #[non_exhaustive]
 pub enum ConnectorError {
     /// A file operation failed.
-    #[error("cannot {op} {}: {source}", path.display())]
+    #[error("cannot {op} {}: {cause}", path.display())]
     Io {
         /// "read", "create", "rename", ...
         op: &'static str,
         /// The file or directory.
         path: PathBuf,
         /// Why.
-        #[source]
-        source: std::io::Error,
+        cause: std::io::Error,
     },
     /// A record of the input cannot be read as the source is configured (a
     /// line that is not JSON, a missing key field).
@@ -76,33 +75,33 @@ pub enum TaskError {
         failure: Box<GuestFailure>,
     },
     /// A subtask's state backend could not be opened or restored.
-    #[error("operator '{uid}' (subtask {subtask}) cannot open its state: {source}")]
+    #[error("operator '{uid}' (subtask {subtask}) cannot open its state: {cause}")]
     State {
         /// Operator uid.
         uid: Arc<str>,
         /// Subtask index.
         subtask: u32,
         /// Why (boxed: errors travel by value, and this one is big).
-        source: Box<RestoreError>,
+        cause: Box<RestoreError>,
     },
     /// The module could not be instantiated.
     #[error(transparent)]
     Wasm(#[from] WasmError),
     /// A source failed.
-    #[error("source '{id}': {source}")]
+    #[error("source '{id}': {cause}")]
     Source {
         /// Source id.
         id: Arc<str>,
         /// What failed.
-        source: ConnectorError,
+        cause: ConnectorError,
     },
     /// A sink failed.
-    #[error("sink '{id}': {source}")]
+    #[error("sink '{id}': {cause}")]
     Sink {
         /// Sink id.
         id: Arc<str>,
         /// What failed.
-        source: ConnectorError,
+        cause: ConnectorError,
     },
     /// A record without key was sent over a keyed edge.
     #[error(
@@ -141,8 +140,8 @@ impl Classify for TaskError {
     fn domain(&self) -> Domain {
         match self {
             TaskError::Guest { .. } | TaskError::MissingKey { .. } | TaskError::Wasm(_) => Domain::User,
-            TaskError::State { source, .. } => source.domain(),
-            TaskError::Source { source, .. } | TaskError::Sink { source, .. } => source.domain(),
+            TaskError::State { cause, .. } => cause.domain(),
+            TaskError::Source { cause, .. } | TaskError::Sink { cause, .. } => cause.domain(),
             TaskError::Panicked { .. } | TaskError::Disconnected(_) | TaskError::Cancelled => Domain::Internal,
         }
     }
@@ -154,8 +153,8 @@ impl Classify for TaskError {
             // repeat is the operator's business, so the restart strategy
             // decides, as Flink's does.
             TaskError::Guest { .. } => RetryHint::Restart,
-            TaskError::State { source, .. } => source.retry(),
-            TaskError::Source { source, .. } | TaskError::Sink { source, .. } => source.retry(),
+            TaskError::State { cause, .. } => cause.retry(),
+            TaskError::Source { cause, .. } | TaskError::Sink { cause, .. } => cause.retry(),
             // The same records reach the same edge after a restart.
             TaskError::MissingKey { .. } => RetryHint::NoRetry,
             // A module that cannot be instantiated never will be.
@@ -182,20 +181,20 @@ mod tests {
 
     #[test]
     fn errors_say_whose_fault_and_whether_a_restart_helps() {
-        let io = || ConnectorError::Io { op: "read", path: "/in".into(), source: std::io::Error::other("disk gone") };
+        let io = || ConnectorError::Io { op: "read", path: "/in".into(), cause: std::io::Error::other("disk gone") };
         let cases: Vec<(TaskError, Domain, RetryHint)> = vec![
             (guest(FailureKind::Trap), Domain::User, RetryHint::Restart),
             (guest(FailureKind::Returned), Domain::User, RetryHint::Restart),
-            (TaskError::Source { id: "in".into(), source: io() }, Domain::External, RetryHint::Restart),
+            (TaskError::Source { id: "in".into(), cause: io() }, Domain::External, RetryHint::Restart),
             (
                 TaskError::Source {
                     id: "in".into(),
-                    source: ConnectorError::BadRecord("in.jsonl:3: invalid JSON".into()),
+                    cause: ConnectorError::BadRecord("in.jsonl:3: invalid JSON".into()),
                 },
                 Domain::User,
                 RetryHint::NoRetry,
             ),
-            (TaskError::Sink { id: "out".into(), source: io() }, Domain::External, RetryHint::Restart),
+            (TaskError::Sink { id: "out".into(), cause: io() }, Domain::External, RetryHint::Restart),
             (TaskError::MissingKey { from: "a".into(), to: "b".into() }, Domain::User, RetryHint::NoRetry),
             (
                 TaskError::Panicked { task: TaskId { node: "op".into(), subtask: 1 }, message: "oops".into() },
@@ -203,7 +202,7 @@ mod tests {
                 RetryHint::Restart,
             ),
             (
-                TaskError::State { uid: "op".into(), subtask: 0, source: Box::new(RestoreError::BadUri("x".into())) },
+                TaskError::State { uid: "op".into(), subtask: 0, cause: Box::new(RestoreError::BadUri("x".into())) },
                 Domain::User,
                 RetryHint::NoRetry,
             ),

@@ -63,7 +63,7 @@ impl OperatorTask {
         let opened = self.open_state(restore.as_ref()).map_err(|source| TaskError::State {
             uid: self.id.node.clone(),
             subtask: self.id.subtask,
-            source: Box::new(source),
+            cause: Box::new(source),
         })?;
         drop(restore);
         self.reset_uploads(&opened.adopted);

@@ -84,7 +84,7 @@ impl SinkTask {
     /// checkpointing, the final checkpoint completed).
     pub fn run(self) -> Result<Counters, TaskError> {
         let SinkTask { id, sink, mut inputs, mut reporter, checkpointing, restore } = self;
-        let error = |source| TaskError::Sink { id: id.clone(), source };
+        let error = |source| TaskError::Sink { id: id.clone(), cause: source };
         let mut out = sink.open(restore.as_ref().map(|(c, s)| (*c, s))).map_err(error)?;
         let mut counters = Counters::default();
         let mut last_barrier = 0;

@@ -143,7 +143,7 @@ impl SourceContext {
 
     /// A failure of this source's connector.
     pub fn fail(&self, e: ConnectorError) -> Halt {
-        Halt::Failed(TaskError::Source { id: self.id.clone(), source: e })
+        Halt::Failed(TaskError::Source { id: self.id.clone(), cause: e })
     }
 
     /// For a paced source, waits until the next record is due, on the

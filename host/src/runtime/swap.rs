@@ -83,7 +83,7 @@ impl OperatorTask {
                     let state_error = |source| TaskError::State {
                         uid: self.id.node.clone(),
                         subtask: self.id.subtask,
-                        source: Box::new(source),
+                        cause: Box::new(source),
                     };
                     let mut opened = self.open_state(None).map_err(state_error)?;
                     let bytes = write_snapshot(rollback.as_mut(), self.max_parallelism)
@@ -116,5 +116,8 @@ impl OperatorTask {
 }
 
 fn snapshot_error(source: crate::state::snapshot::SnapshotError) -> crate::checkpoint::restore::RestoreError {
-    crate::checkpoint::restore::RestoreError::Snapshot { location: "the state at the swap's barrier".into(), source }
+    crate::checkpoint::restore::RestoreError::Snapshot {
+        location: "the state at the swap's barrier".into(),
+        cause: source,
+    }
 }

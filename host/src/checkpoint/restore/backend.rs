@@ -75,7 +75,10 @@ pub fn open_backend(
             r.sources.get(i).ok_or_else(|| RestoreError::BadUri(format!("{}: subtask {i}", r.from.location)))?;
         let mut reader = read_canonical(&r.from.storage, source, r.from.metadata.max_parallelism, scratch.path())?;
         restore_snapshot_stream(&mut reader, opened.backend.as_mut(), range, spec.max_parallelism, share).map_err(
-            |source| RestoreError::Snapshot { location: format!("{}: state of subtask {i}", r.from.location), source },
+            |source| RestoreError::Snapshot {
+                location: format!("{}: state of subtask {i}", r.from.location),
+                cause: source,
+            },
         )?;
     }
     Ok(opened)
@@ -155,11 +158,11 @@ fn adopt_files(
 /// when dropped.
 fn scratch_dir(spec: &BackendSpec) -> Result<tempfile::TempDir, RestoreError> {
     let dir = &spec.rocksdb.localdir;
-    std::fs::create_dir_all(dir).map_err(|source| RestoreError::Local { path: dir.clone(), source })?;
+    std::fs::create_dir_all(dir).map_err(|source| RestoreError::Local { path: dir.clone(), cause: source })?;
     tempfile::Builder::new()
         .prefix("restore-")
         .tempdir_in(dir)
-        .map_err(|source| RestoreError::Local { path: dir.clone(), source })
+        .map_err(|source| RestoreError::Local { path: dir.clone(), cause: source })
 }
 
 /// One stored subtask state as a canonical snapshot stream, whatever form
@@ -183,7 +186,7 @@ pub fn read_canonical<'a>(
             let converted = scratch.join("snapshot");
             convert_rocksdb(&db, descriptors, max_parallelism, &converted)?;
             let file = std::fs::File::open(&converted)
-                .map_err(|source| RestoreError::Local { path: converted.clone(), source })?;
+                .map_err(|source| RestoreError::Local { path: converted.clone(), cause: source })?;
             Ok(Box::new(std::io::BufReader::with_capacity(1 << 20, file)))
         }
     }
@@ -210,15 +213,16 @@ fn convert_rocksdb(
         }
     }
     let mut frozen = crate::state::rocksdb::open_checkpoint(db, descriptors, max_parallelism);
-    let file = std::fs::File::create(to).map_err(|source| RestoreError::Local { path: to.to_path_buf(), source })?;
+    let file =
+        std::fs::File::create(to).map_err(|source| RestoreError::Local { path: to.to_path_buf(), cause: source })?;
     let mut out = std::io::BufWriter::new(file);
     crate::state::snapshot::write_snapshot_streamed::<Failed>(frozen.as_mut(), max_parallelism, 1 << 20, &mut |p| {
         out.write_all(p).map_err(Failed::Write)
     })
     .and_then(|()| out.flush().map_err(Failed::Write))
     .map_err(|e| match e {
-        Failed::Read(source) => RestoreError::Snapshot { location: db.display().to_string(), source },
-        Failed::Write(source) => RestoreError::Local { path: to.to_path_buf(), source },
+        Failed::Read(source) => RestoreError::Snapshot { location: db.display().to_string(), cause: source },
+        Failed::Write(source) => RestoreError::Local { path: to.to_path_buf(), cause: source },
     })
 }
 
@@ -245,17 +249,19 @@ pub fn download_rocksdb(
     dir: &Path,
     location: &str,
 ) -> Result<Vec<StateDescriptor>, RestoreError> {
-    std::fs::create_dir_all(dir).map_err(|source| RestoreError::Local { path: dir.to_path_buf(), source })?;
+    std::fs::create_dir_all(dir).map_err(|source| RestoreError::Local { path: dir.to_path_buf(), cause: source })?;
     let mut descriptors = None;
     for f in files {
         let bytes = storage.get_object(&f.path, f.size, f.crc32)?;
         if f.name == DESCRIPTORS_FILE {
-            let (_, d) = decode_descriptors(&bytes)
-                .map_err(|source| RestoreError::Snapshot { location: format!("{location}/{}", f.path), source })?;
+            let (_, d) = decode_descriptors(&bytes).map_err(|source| RestoreError::Snapshot {
+                location: format!("{location}/{}", f.path),
+                cause: source,
+            })?;
             descriptors = Some(d);
         } else {
             let to = dir.join(&f.name);
-            std::fs::write(&to, &bytes).map_err(|source| RestoreError::Local { path: to, source })?;
+            std::fs::write(&to, &bytes).map_err(|source| RestoreError::Local { path: to, cause: source })?;
         }
     }
     descriptors.ok_or_else(|| RestoreError::NoDescriptors { location: location.to_string() })

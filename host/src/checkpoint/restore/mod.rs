@@ -32,20 +32,20 @@ pub enum RestoreError {
     #[error(transparent)]
     Storage(#[from] StorageError),
     /// `_metadata` is damaged.
-    #[error("{location}: {source}")]
+    #[error("{location}: {cause}")]
     Metadata {
         /// Where.
         location: String,
         /// How.
-        source: MetadataError,
+        cause: MetadataError,
     },
     /// A state file is damaged.
-    #[error("{location}: {source}")]
+    #[error("{location}: {cause}")]
     Snapshot {
         /// Where.
         location: String,
         /// How.
-        source: SnapshotError,
+        cause: SnapshotError,
     },
     /// Every checkpoint of the job is damaged.
     #[error("no usable checkpoint in {dir}; nothing was deleted:\n{}", reasons.join("\n"))]
@@ -81,16 +81,15 @@ pub enum RestoreError {
         location: String,
     },
     /// Local scratch space for downloaded state failed.
-    #[error("cannot write {}: {source}", path.display())]
+    #[error("cannot write {}: {cause}", path.display())]
     Local {
         /// Where.
         path: PathBuf,
         /// Why.
-        #[source]
-        source: std::io::Error,
+        cause: std::io::Error,
     },
     /// The state backend could not be opened or refused the state.
-    #[error("{0}")]
+    #[error(transparent)]
     Backend(#[from] StateError),
 }
 
@@ -156,14 +155,14 @@ pub fn load(storage: &Arc<CheckpointStorage>, id: u64) -> Result<Restored, Resto
     let location = storage.checkpoint_location(id);
     let bytes = storage.read_metadata(id)?;
     let metadata = CheckpointMetadata::decode(&bytes)
-        .map_err(|source| RestoreError::Metadata { location: format!("{location}/_metadata"), source })?;
+        .map_err(|source| RestoreError::Metadata { location: format!("{location}/_metadata"), cause: source })?;
     let mut states = HashMap::new();
     for (uid, op) in &metadata.operators {
         let mut subtasks = Vec::with_capacity(op.subtasks.len());
         for (i, handle) in op.subtasks.iter().enumerate() {
             let snapshot_error = |place: String, source| RestoreError::Snapshot {
                 location: format!("{place}: state of operator '{uid}' subtask {i}"),
-                source,
+                cause: source,
             };
             match handle {
                 StateHandle::Rocksdb { files } => {
