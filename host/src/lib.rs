@@ -5,7 +5,8 @@
 //! Modules, lowest first; each depends only on modules above it in this
 //! list (`tests/all/tidy.rs` checks it), and `docs/architecture.md` says
 //! what each owns:
-//! - leaves: [`fault`] (error classification), [`clock`], [`record`]
+//! - leaves: [`fault`] (error classification), [`paths`] (names made
+//!   safe for the file system), [`clock`], [`record`]
 //!   (records and batches), [`crash_point`], [`config`] (host and job
 //!   files), [`control`] (the control API's types, server and client);
 //! - [`state`]: the state backend trait, key groups, the hashmap and RocksDB
@@ -18,7 +19,8 @@
 //!   traits, inputs, routing, barriers;
 //! - [`connectors`]: the sources and sinks a job file can name;
 //! - [`coordinator`]: the job side: wiring plan, tasks, job states,
-//!   checkpoints and savepoints, restarts, reports.
+//!   checkpoints and savepoints, restarts, reports;
+//! - `fuzzing`: entry points for the fuzz targets (`fuzz/`).
 
 pub mod checkpoint;
 pub mod clock;
@@ -28,6 +30,9 @@ pub mod control;
 pub mod coordinator;
 pub mod crash_point;
 pub mod fault;
+#[doc(hidden)]
+pub mod fuzzing;
+pub mod paths;
 pub mod record;
 pub mod runtime;
 pub mod state;

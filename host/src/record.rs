@@ -98,6 +98,12 @@ impl Records {
         (0..self.len()).map(|i| self.get(i))
     }
 
+    /// Bytes the records reference (payloads and keys), counting bytes that
+    /// several records share once per record: what copying them out costs.
+    pub fn referenced_bytes(&self) -> u64 {
+        self.refs.iter().map(|r| u64::from(r.payload_len) + if r.has_key { u64::from(r.key_len) } else { 0 }).sum()
+    }
+
     /// Appends every record of `other`.
     pub fn extend(&mut self, other: &Records) {
         for r in other.iter() {
@@ -208,6 +214,36 @@ mod tests {
         assert_eq!(b.get(1), Record { payload: b"", key: Some(b""), timestamp: None });
         assert_eq!(b.get(2).key, None);
         assert!(b.records.check().is_ok());
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn records_come_back_as_pushed_and_offsets_are_checked(
+            records in proptest::collection::vec(
+                (proptest::collection::vec(proptest::prelude::any::<u8>(), 0..40),
+                 proptest::option::of(proptest::collection::vec(proptest::prelude::any::<u8>(), 0..12)),
+                 proptest::option::of(proptest::prelude::any::<i64>())),
+                0..30,
+            ),
+            past in 1u32..1000,
+        ) {
+            let mut r = Records::default();
+            for (payload, key, timestamp) in &records {
+                r.push(Record { payload, key: key.as_deref(), timestamp: *timestamp });
+            }
+            proptest::prop_assert!(r.check().is_ok());
+            let mut bytes = 0u64;
+            for (i, (payload, key, timestamp)) in records.iter().enumerate() {
+                proptest::prop_assert_eq!(r.get(i), Record { payload, key: key.as_deref(), timestamp: *timestamp });
+                bytes += (payload.len() + key.as_ref().map_or(0, Vec::len)) as u64;
+            }
+            proptest::prop_assert_eq!(r.referenced_bytes(), bytes);
+            if let Some(last) = r.refs.last_mut() {
+                // Any offset past the buffer is caught, wherever it points.
+                last.payload_len = (r.data.len() as u32).saturating_sub(last.payload_start) + past;
+                proptest::prop_assert!(r.check().is_err());
+            }
+        }
     }
 
     #[test]

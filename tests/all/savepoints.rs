@@ -455,6 +455,28 @@ fn a_live_swap_to_version_2_migrates_the_state_and_loses_or_repeats_nothing() {
 }
 
 #[test]
+fn a_module_rebuilt_at_the_same_path_is_what_a_swap_runs() {
+    let dir = JobDir::new();
+    write_job(&dir, 1, "hashmap", 15_000);
+    let module = dir.path().join("counter.wasm");
+    std::fs::copy(artifacts::WORD_COUNT_COUNTER, &module).unwrap();
+    let job = dir.read("job.toml").replace(artifacts::WORD_COUNT_COUNTER, &module.display().to_string());
+    dir.write("job.toml", job);
+    let child = start(&dir, &[]);
+    wait_running(&dir);
+    // The same path, new bytes: the compiled-module cache is keyed by
+    // content, so the swap must run version 2, not the cached version 1.
+    std::fs::copy(artifacts::WORD_COUNT_COUNTER_V2, &module).unwrap();
+    let out = swap_to(&dir, &module.display().to_string());
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let (ok, err) = finish(child);
+    assert!(ok, "{err}");
+    let all = published(&dir);
+    assert!(all.lines().any(|l| l.contains('=')), "version 2 never ran");
+    assert_eq!(final_counts(&all.replace('=', " ")), expected());
+}
+
+#[test]
 fn a_failed_swap_rolls_back_and_the_old_module_goes_on() {
     let dir = JobDir::new();
     write_job(&dir, 2, "rocksdb", 8_000);

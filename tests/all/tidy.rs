@@ -65,6 +65,7 @@ fn every_source_file_has_a_module_header() {
 /// before it (the order `host/src/lib.rs` and `docs/architecture.md` give).
 const LAYERS: &[&str] = &[
     "fault",
+    "paths",
     "clock",
     "record",
     "crash_point",
@@ -76,6 +77,7 @@ const LAYERS: &[&str] = &[
     "runtime",
     "connectors",
     "coordinator",
+    "fuzzing",
 ];
 
 /// Every `crate::<module>` a file names.
@@ -202,7 +204,7 @@ fn no_host_source_file_is_over_700_lines() {
 #[test]
 fn unsafe_code_is_only_where_listed() {
     // Each with a SAFETY comment; docs/architecture.md says why it is sound.
-    const LISTED: &[&str] = &["host/src/wasm/module.rs"];
+    const LISTED: &[&str] = &["host/src/wasm/cache.rs"];
     let root = repo_root();
     let mut files = Vec::new();
     for dir in ["host/src", "sdk/src", "tests"] {

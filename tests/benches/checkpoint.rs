@@ -32,8 +32,7 @@ fn write_job(dir: &Path, count: u64, keys: u64, checkpoints: bool) {
     } else {
         String::new()
     };
-    let settings = format!("{checkpointing}\n[wasm.cache]\ndir = \"{}\"\n", dir.join("cache").display());
-    std::fs::write(dir.join("job.toml"), weir_tests::counter_job("ckbench", count, keys, 1, &settings)).unwrap();
+    std::fs::write(dir.join("job.toml"), weir_tests::counter_job("ckbench", count, keys, 1, &checkpointing)).unwrap();
 }
 
 /// The job's rate and, with checkpoints, its summary's checkpoint line.

@@ -35,8 +35,7 @@ fn native(count: u64, keys: u64) -> f64 {
 }
 
 fn write_job(dir: &Path, count: u64, keys: u64, batch_size: usize) {
-    let settings =
-        format!("[pipeline]\nbatch_size = {batch_size}\n\n[wasm.cache]\ndir = \"{}\"\n", dir.join("cache").display());
+    let settings = format!("[pipeline]\nbatch_size = {batch_size}\n");
     std::fs::write(dir.join("job.toml"), weir_tests::counter_job("keyed-count", count, keys, SEED, &settings)).unwrap();
 }
 
@@ -58,14 +57,19 @@ fn cold_start(cache_warm: bool) -> Duration {
     let dir = tempfile::tempdir().unwrap();
     write_job(dir.path(), 1, 1, 1024);
     if cache_warm {
-        let warm =
-            Command::new(weir_tests::host_binary()).args(["run", "job.toml"]).current_dir(dir.path()).output().unwrap();
+        let warm = Command::new(weir_tests::host_binary())
+            .args(["run", "job.toml"])
+            .current_dir(dir.path())
+            .env("XDG_CACHE_HOME", dir.path().join(".cache"))
+            .output()
+            .unwrap();
         assert!(warm.status.success());
     }
     let started = Instant::now();
     let out = Command::new(weir_tests::host_binary())
         .args(["run", "job.toml"])
         .current_dir(dir.path())
+        .env("XDG_CACHE_HOME", dir.path().join(".cache"))
         .env("RUST_LOG", "error")
         .output()
         .unwrap();

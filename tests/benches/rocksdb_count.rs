@@ -36,9 +36,8 @@ fn native(dir: &Path, count: u64, keys: u64) -> f64 {
 fn weir(count: u64, keys: u64, backend: &str) -> f64 {
     let dir = tempfile::tempdir().unwrap();
     let settings = format!(
-        "[state.backend]\ntype = \"{backend}\"\nrocksdb.localdir = \"{}\"\n\n[wasm.cache]\ndir = \"{}\"\n",
-        dir.path().join("rocksdb").display(),
-        dir.path().join("cache").display()
+        "[state.backend]\ntype = \"{backend}\"\nrocksdb.localdir = \"{}\"\n",
+        dir.path().join("rocksdb").display()
     );
     std::fs::write(dir.path().join("job.toml"), weir_tests::counter_job("rocks-count", count, keys, SEED, &settings))
         .unwrap();

@@ -29,8 +29,6 @@ fn weir_ns(op: &str, count: u64, keys: u64) -> f64 {
         dir.path().join("job.toml"),
         format!(
             r#"name = "op-{op}"
-[wasm.cache]
-dir = "{cache}"
 
 [[sources]]
 id = "gen"
@@ -50,8 +48,7 @@ params = {{ op = "{op}" }}
 id = "out"
 kind = "discard"
 input = "bench"
-"#,
-            cache = dir.path().join("cache").display()
+"#
         ),
     )
     .unwrap();

@@ -101,6 +101,8 @@ pub fn run_quiet(dir: &Path) -> String {
     let out = Command::new(host_binary())
         .args(["run", "job.toml"])
         .current_dir(dir)
+        // The compiled-module cache of this directory alone.
+        .env("XDG_CACHE_HOME", dir.join(".cache"))
         .env("RUST_LOG", "error")
         .env("WEIR_RUN_DIR", dir.join(".run"))
         .env_remove("WEIR_CONFIG")

@@ -234,10 +234,11 @@ pub fn lookup(r: &Restored, uid: &str, state: &str, key: &[u8]) -> Result<(Strin
 /// Bytes for people: text for text encodings (`utf8`, `json`), else hex
 /// with the printable characters beside it.
 pub fn show(encoding: &str, bytes: &[u8]) -> String {
-    if matches!(encoding, "utf8" | "json")
+    let encoding = printable(encoding);
+    if matches!(&*encoding, "utf8" | "json")
         && let Ok(text) = std::str::from_utf8(bytes)
     {
-        return text.to_string();
+        return printable(text).into_owned();
     }
     let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
     let text: String = bytes.iter().map(|&b| if b.is_ascii_graphic() { b as char } else { '.' }).collect();
@@ -251,9 +252,28 @@ pub fn show(encoding: &str, bytes: &[u8]) -> String {
     }
 }
 
+/// Stored text made safe for a terminal: control characters (escape
+/// sequences among them) are shown escaped, as `\u{1b}`.
+pub fn printable(text: &str) -> std::borrow::Cow<'_, str> {
+    if !text.chars().any(char::is_control) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    text.chars()
+        .map(|c| if c.is_control() { c.escape_unicode().to_string() } else { c.to_string() })
+        .collect::<String>()
+        .into()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn stored_text_cannot_drive_the_terminal() {
+        assert_eq!(show("utf8", b"\x1b[2Jgone\x07"), "\\u{1b}[2Jgone\\u{7}");
+        assert_eq!(printable("plain"), "plain");
+        assert!(!show("\x1b]0;title\x07", b"\x01").contains('\x1b'));
+    }
 
     #[test]
     fn values_show_as_text_or_hex() {

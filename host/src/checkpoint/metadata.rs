@@ -7,6 +7,8 @@
 //! `WEIRMETA <version> <crc32 of the rest, 8 hex digits>`, then JSON. The
 //! checksum catches a flipped digit that would still parse.
 
+use crate::config::job::MAX_MAX_PARALLELISM as MAX_KEY_GROUPS;
+use crate::paths::{is_id, plain_name};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use thiserror::Error;
@@ -170,7 +172,65 @@ impl CheckpointMetadata {
         if crc32fast::hash(json) != crc {
             return Err(MetadataError::Checksum);
         }
-        serde_json::from_slice(json).map_err(|e| MetadataError::Json(e.to_string()))
+        let m: CheckpointMetadata = serde_json::from_slice(json).map_err(|e| MetadataError::Json(e.to_string()))?;
+        m.check()?;
+        Ok(m)
+    }
+
+    /// Refuses what a checkpoint Weir wrote never holds: ids that are not
+    /// ids, a key-group count out of range, a parallelism that does not
+    /// match the subtasks listed, stored paths that climb out of the
+    /// checkpoint's directory, file names that are not plain names. A file
+    /// from elsewhere is untrusted until it passes.
+    fn check(&self) -> Result<(), MetadataError> {
+        let bad = |m: String| Err(MetadataError::Invalid(m));
+        if !is_id(&self.job) {
+            return bad(format!("job name {:?} is not a job name", self.job));
+        }
+        if !(1..=MAX_KEY_GROUPS).contains(&self.max_parallelism) {
+            return bad(format!("max_parallelism {} is not between 1 and {MAX_KEY_GROUPS}", self.max_parallelism));
+        }
+        for (uid, op) in &self.operators {
+            if !is_id(uid) {
+                return bad(format!("operator uid {uid:?} is not a uid"));
+            }
+            if op.parallelism == 0 || op.parallelism as usize != op.subtasks.len() {
+                return bad(format!(
+                    "operator '{uid}' has parallelism {} but {} subtask states",
+                    op.parallelism,
+                    op.subtasks.len()
+                ));
+            }
+            for handle in &op.subtasks {
+                for path in handle.paths() {
+                    if !is_relative_path(path) {
+                        return bad(format!(
+                            "operator '{uid}': stored path {path:?} leaves the checkpoint's directory"
+                        ));
+                    }
+                }
+                if let StateHandle::Rocksdb { files } = handle
+                    && let Some(e) = files.iter().find_map(|f| plain_name(&f.name).err())
+                {
+                    return bad(format!("operator '{uid}': {e}"));
+                }
+            }
+        }
+        for id in self.sources.keys().chain(self.sinks.keys()) {
+            if !is_id(id) {
+                return bad(format!("source or sink id {id:?} is not an id"));
+            }
+        }
+        for (id, state) in &self.sinks {
+            if let SinkState::Parts { pending } = state
+                && let Some(name) = pending
+                    .iter()
+                    .find(|n| plain_name(n).is_err() || !(n.starts_with(".part-") && n.ends_with(".pending")))
+            {
+                return bad(format!("sink '{id}': {name:?} is not a pending part file name"));
+            }
+        }
+        Ok(())
     }
 }
 
@@ -190,6 +250,15 @@ pub enum MetadataError {
     /// The body is not the expected JSON.
     #[error("_metadata is corrupt: {0}")]
     Json(String),
+    /// The JSON holds what no checkpoint Weir writes holds.
+    #[error("_metadata is invalid: {0}")]
+    Invalid(String),
+}
+
+/// Whether `path` (relative to a checkpoint's directory) stays inside it:
+/// relative, and every part a plain name.
+fn is_relative_path(path: &str) -> bool {
+    !path.is_empty() && path.split('/').all(|part| plain_name(part).is_ok())
 }
 
 #[cfg(test)]
@@ -240,5 +309,41 @@ mod tests {
         assert_eq!(CheckpointMetadata::decode(b"{}"), Err(MetadataError::NotMetadata));
         let v2 = String::from_utf8(good).unwrap().replacen("WEIRMETA 1", "WEIRMETA 2", 1);
         assert_eq!(CheckpointMetadata::decode(v2.as_bytes()), Err(MetadataError::UnsupportedVersion(2)));
+    }
+
+    /// Re-encodes `m` after `edit` changed its JSON, with a valid checksum:
+    /// what a crafted file looks like.
+    fn crafted(edit: impl Fn(&mut serde_json::Value)) -> Vec<u8> {
+        let mut v = serde_json::to_value(sample()).unwrap();
+        edit(&mut v);
+        let json = serde_json::to_vec(&v).unwrap();
+        let mut out = format!("WEIRMETA {METADATA_VERSION} {:08x}\n", crc32fast::hash(&json)).into_bytes();
+        out.extend_from_slice(&json);
+        out
+    }
+
+    #[test]
+    fn crafted_contents_are_refused_not_trusted() {
+        type Edit = Box<dyn Fn(&mut serde_json::Value)>;
+        let cases: Vec<(&str, Edit)> = vec![
+            ("non-ASCII hex", Box::new(|v| v["operators"]["counter"]["subtasks"][0]["data"] = "é1".into())),
+            ("max_parallelism 0", Box::new(|v| v["max_parallelism"] = 0.into())),
+            ("a path out", Box::new(|v| v["operators"]["counter"]["subtasks"][1]["path"] = "../../x.snap".into())),
+            ("an absolute path", Box::new(|v| v["operators"]["counter"]["subtasks"][1]["path"] = "/etc/passwd".into())),
+            (
+                "a uid that is a path",
+                Box::new(|v| {
+                    let op = v["operators"]["counter"].clone();
+                    v["operators"] = serde_json::json!({ "/tmp/x": op });
+                }),
+            ),
+            ("a parallelism that lies", Box::new(|v| v["operators"]["counter"]["parallelism"] = 5.into())),
+            ("a pending file elsewhere", Box::new(|v| v["sinks"]["out"]["pending"][0] = "../../home/x".into())),
+        ];
+        for (what, edit) in cases {
+            let e = CheckpointMetadata::decode(&crafted(edit));
+            assert!(matches!(e, Err(MetadataError::Json(_) | MetadataError::Invalid(_))), "{what}: {e:?}");
+        }
+        assert!(CheckpointMetadata::decode(&crafted(|_| {})).is_ok(), "an untouched file reads");
     }
 }

@@ -309,22 +309,15 @@ impl CheckpointStorage {
     }
 
     /// Reads `relative`, checking it has `size` bytes with CRC-32 `crc32`.
+    /// It is read as a stream and never held past `size` bytes, whatever
+    /// the store holds.
     pub fn get_object(&self, relative: &str, size: u64, crc32: u32) -> Result<Bytes, StorageError> {
-        let location = self.location(relative);
-        let bytes = self
-            .runtime
-            .block_on(async { self.store.get(&self.path(relative)).await?.bytes().await })
-            .map_err(|source| StorageError::Io { op: "reading", location: location.clone(), cause: source })?;
-        if bytes.len() as u64 != size {
-            return Err(StorageError::Corrupt {
-                location,
-                message: format!("{} bytes, _metadata says {size} (truncated?)", bytes.len()),
-            });
-        }
-        if crc32fast::hash(&bytes) != crc32 {
-            return Err(StorageError::Corrupt { location, message: "checksum mismatch".into() });
-        }
-        Ok(bytes)
+        use std::io::Read;
+        let mut reader = self.open_reader(relative, size, crc32)?;
+        let mut bytes = Vec::new();
+        let corrupt = |message: String| StorageError::Corrupt { location: self.location(relative), message };
+        reader.read_to_end(&mut bytes).map_err(|e| corrupt(e.to_string()))?;
+        Ok(Bytes::from(bytes))
     }
 
     /// Opens `relative` for reading as a stream, chunk by chunk, so it is
@@ -372,14 +365,26 @@ impl CheckpointStorage {
         }
     }
 
-    /// Reads `_metadata` of checkpoint `id`.
+    /// Reads `_metadata` of checkpoint `id`, refusing one over
+    /// [`MAX_METADATA`] bytes before reading it whole.
     pub fn read_metadata(&self, id: u64) -> Result<Bytes, StorageError> {
+        use futures::StreamExt;
         let relative = format!("{}_metadata", self.dir_of(id));
         let path = self.path(&relative);
-        self.runtime.block_on(async { self.store.get(&path).await?.bytes().await }).map_err(|source| StorageError::Io {
-            op: "reading",
-            location: self.location(&relative),
-            cause: source,
+        let io = |cause| StorageError::Io { op: "reading", location: self.location(&relative), cause };
+        self.runtime.block_on(async {
+            let mut stream = self.store.get(&path).await.map_err(io)?.into_stream();
+            let mut bytes = Vec::new();
+            while let Some(chunk) = stream.next().await {
+                bytes.extend_from_slice(&chunk.map_err(io)?);
+                if bytes.len() as u64 > MAX_METADATA {
+                    return Err(StorageError::Corrupt {
+                        location: self.location(&relative),
+                        message: format!("larger than {MAX_METADATA} bytes: not a _metadata Weir wrote"),
+                    });
+                }
+            }
+            Ok(Bytes::from(bytes))
         })
     }
 
@@ -429,6 +434,11 @@ impl CheckpointStorage {
     }
 }
 
+/// The largest `_metadata` read: far more than any real one (state past
+/// the inline threshold lives in files; RocksDB checkpoints list file
+/// names).
+pub const MAX_METADATA: u64 = 64 << 20;
+
 /// Bytes per part of a streamed upload (S3's minimum is 5 MiB).
 const UPLOAD_PART: usize = 8 << 20;
 /// Parts of one streamed upload in flight at once.
@@ -456,19 +466,23 @@ impl std::io::Read for ObjectReader<'_> {
                 None => {
                     let bad = |m: String| std::io::Error::new(std::io::ErrorKind::InvalidData, m);
                     if self.read != self.size {
-                        return Err(bad(format!(
-                            "{}: {} bytes, _metadata says {} (truncated?)",
-                            self.location, self.read, self.size
-                        )));
+                        return Err(bad(format!("{} bytes, _metadata says {} (truncated?)", self.read, self.size)));
                     }
                     if self.hasher.clone().finalize() != self.crc32 {
-                        return Err(bad(format!("{}: checksum mismatch", self.location)));
+                        return Err(bad("checksum mismatch".into()));
                     }
                     return Ok(0);
                 }
             }
         }
         let n = buf.len().min(self.chunk.len());
+        if self.read + n as u64 > self.size {
+            // Never hand on more than `_metadata` said the object holds.
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                format!("more than the {} bytes _metadata says", self.size),
+            ));
+        }
         let part = self.chunk.split_to(n);
         buf[..n].copy_from_slice(&part);
         self.hasher.update(&part);

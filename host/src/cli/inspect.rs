@@ -2,7 +2,7 @@
 
 use super::{host_settings, utc};
 use std::path::Path;
-use weir_host::checkpoint::inspect::{Found, lookup, show, summarize};
+use weir_host::checkpoint::inspect::{Found, lookup, printable, show, summarize};
 use weir_host::checkpoint::restore::Target;
 use weir_host::config::units::human_bytes;
 use weir_host::state::Shape;
@@ -50,10 +50,10 @@ pub fn inspect(
         for s in &op.states {
             println!(
                 "  state '{}': {} v{} ({}), {} {}, {}",
-                s.name,
+                printable(&s.name),
                 s.kind.name(),
                 s.version,
-                s.encoding,
+                printable(&s.encoding),
                 s.keys,
                 if s.kind.shape() == Shape::OperatorList { "elements" } else { "keys" },
                 human_bytes(s.bytes)

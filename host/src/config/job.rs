@@ -203,9 +203,7 @@ pub struct SinkSpec {
     pub input: String,
 }
 
-fn valid_id(id: &str) -> bool {
-    !id.is_empty() && id.len() <= 128 && id.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
-}
+use crate::paths::is_id as valid_id;
 
 /// Checks a parsed job file and resolves paths against `base` (the job
 /// file's directory). `parallelism_override` replaces the job's default

@@ -151,6 +151,19 @@ fn job_overrides(mut job: toml::Table) -> toml::Table {
     over
 }
 
+/// Parses and validates the text of job file `path`, resolving its
+/// relative paths against `base`.
+pub fn parse_job(
+    path: &Path,
+    text: &str,
+    base: &Path,
+    parallelism_override: Option<u32>,
+) -> Result<JobSpec, ConfigError> {
+    let file: job::JobFile = parse(path, text)?;
+    job::validate(&file, base, parallelism_override)
+        .map_err(|e| ConfigError::Invalid { path: path.to_path_buf(), message: e.0 })
+}
+
 /// Loads `job_path`, layered over `host` (the host file, if any), with the
 /// job's default parallelism replaced by `parallelism_override`.
 pub fn load_job(
@@ -159,13 +172,18 @@ pub fn load_job(
     parallelism_override: Option<u32>,
 ) -> Result<LoadedJob, ConfigError> {
     let text = read(job_path)?;
-    let file: job::JobFile = parse(job_path, &text)?;
     let base = job_path.parent().map(Path::to_path_buf).unwrap_or_default();
     let base = if base.as_os_str().is_empty() { PathBuf::from(".") } else { base };
-    let spec = job::validate(&file, &base, parallelism_override)
-        .map_err(|e| ConfigError::Invalid { path: job_path.to_path_buf(), message: e.0 })?;
+    let spec = parse_job(job_path, &text, &base, parallelism_override)?;
+    let overrides = job_overrides(parse(job_path, &text)?);
+    if overrides.get("wasm").and_then(|w| w.get("cache")).is_some() {
+        return Err(ConfigError::Invalid {
+            path: job_path.to_path_buf(),
+            message: "[wasm] cache: the compiled-module cache is a host setting (wasm.cache in config/host.toml): it holds native code the host runs, so a job file cannot choose it".into(),
+        });
+    }
     let mut merged = host.map(|h| h.table.clone()).unwrap_or_default();
-    merge(&mut merged, job_overrides(parse(job_path, &text)?));
+    merge(&mut merged, overrides);
     let origin = match host {
         Some(h) => format!("{} (over {})", job_path.display(), h.path.display()),
         None => job_path.display().to_string(),

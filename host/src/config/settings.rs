@@ -203,9 +203,17 @@ impl CheckpointingSection {
 pub struct WasmSection {
     /// Longest a single call into a guest may run before it is interrupted.
     pub call_timeout: Option<HumanDuration>,
-    /// Most linear memory one guest instance may grow to.
+    /// Most linear memory one guest instance may grow to, all its memories
+    /// together.
     pub memory_limit: Option<ByteSize>,
-    /// `wasm.cache.*`.
+    /// Most bytes (payloads and keys) one call into a guest may emit.
+    pub max_output_bytes: Option<ByteSize>,
+    /// Most records one call into a guest may emit.
+    pub max_output_records: Option<u64>,
+    /// Seeds the guests' randomness, for reproducible runs (unset: the
+    /// operating system's secure randomness).
+    pub random_seed: Option<u64>,
+    /// `wasm.cache.*` (host file only: the cache holds native code).
     #[serde(default)]
     pub cache: CacheSection,
 }
@@ -265,6 +273,12 @@ pub struct Settings {
     pub call_timeout: Duration,
     /// Memory limit per guest instance, in bytes.
     pub memory_limit: u64,
+    /// Output limit per guest call, in bytes.
+    pub max_output_bytes: u64,
+    /// Output limit per guest call, in records.
+    pub max_output_records: u64,
+    /// Seed of the guests' randomness, if reproducible.
+    pub random_seed: Option<u64>,
     /// Compiled-module cache directory; none disables the cache.
     pub cache_dir: Option<PathBuf>,
     /// Records per batch.
@@ -379,6 +393,10 @@ pub const DEFAULT_RESTART_DELAY: Duration = Duration::from_secs(1);
 pub const DEFAULT_CALL_TIMEOUT: Duration = Duration::from_secs(10);
 /// Default memory limit per guest instance.
 pub const DEFAULT_MEMORY_LIMIT: u64 = 256 << 20;
+/// Default output limit per guest call, in bytes.
+pub const DEFAULT_MAX_OUTPUT_BYTES: u64 = 64 << 20;
+/// Default output limit per guest call, in records.
+pub const DEFAULT_MAX_OUTPUT_RECORDS: u64 = 1_000_000;
 /// Default records per batch.
 pub const DEFAULT_BATCH_SIZE: usize = 1024;
 /// Default channel capacity, in batches.
@@ -447,20 +465,28 @@ impl SettingsFile {
         }
         let restart = self.resolve_restart(origin, checkpointing.is_some())?;
         let batch_size = self.pipeline.batch_size.unwrap_or(DEFAULT_BATCH_SIZE);
-        if batch_size == 0 {
-            return Err(bad!("{origin}: pipeline.batch_size must be at least 1"));
+        if !(1..=65_536).contains(&batch_size) {
+            return Err(bad!("{origin}: pipeline.batch_size must be between 1 and 65536"));
         }
         let channel_capacity = self.pipeline.channel_capacity.unwrap_or(DEFAULT_CHANNEL_CAPACITY);
-        if channel_capacity == 0 {
-            return Err(bad!("{origin}: pipeline.channel_capacity must be at least 1"));
+        if !(1..=4096).contains(&channel_capacity) {
+            return Err(bad!("{origin}: pipeline.channel_capacity must be between 1 and 4096"));
         }
         let call_timeout = self.wasm.call_timeout.map(|d| d.0).unwrap_or(DEFAULT_CALL_TIMEOUT);
         if call_timeout.is_zero() {
             return Err(bad!("{origin}: wasm.call_timeout must be more than zero"));
         }
         let memory_limit = self.wasm.memory_limit.map(|b| b.0).unwrap_or(DEFAULT_MEMORY_LIMIT);
-        if memory_limit < 1 << 20 {
-            return Err(bad!("{origin}: wasm.memory_limit must be at least 1MiB"));
+        if !(1 << 20..=64 << 30).contains(&memory_limit) {
+            return Err(bad!("{origin}: wasm.memory_limit must be between 1MiB and 64GiB"));
+        }
+        let max_output_bytes = self.wasm.max_output_bytes.map(|b| b.0).unwrap_or(DEFAULT_MAX_OUTPUT_BYTES);
+        if !(1 << 10..=1 << 30).contains(&max_output_bytes) {
+            return Err(bad!("{origin}: wasm.max_output_bytes must be between 1KiB and 1GiB"));
+        }
+        let max_output_records = self.wasm.max_output_records.unwrap_or(DEFAULT_MAX_OUTPUT_RECORDS);
+        if !(1..=100_000_000).contains(&max_output_records) {
+            return Err(bad!("{origin}: wasm.max_output_records must be between 1 and 100000000"));
         }
         let cache_dir = if self.wasm.cache.enabled.unwrap_or(true) {
             self.wasm.cache.dir.clone().or_else(default_cache_dir)
@@ -476,6 +502,9 @@ impl SettingsFile {
             restart,
             call_timeout,
             memory_limit,
+            max_output_bytes,
+            max_output_records,
+            random_seed: self.wasm.random_seed,
             cache_dir,
             batch_size,
             channel_capacity,

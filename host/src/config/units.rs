@@ -17,11 +17,21 @@ pub struct HumanDuration(pub Duration);
 pub struct BadUnit(String);
 
 impl HumanDuration {
-    /// Parses `"200ms"`-style text.
+    /// The longest duration a setting takes: timers and deadlines built
+    /// from it stay far from overflowing.
+    pub const MAX: Duration = Duration::from_secs(366 * 24 * 3600);
+
+    /// Parses `"200ms"`-style text, up to [`HumanDuration::MAX`].
     pub fn parse(text: &str) -> Result<Self, BadUnit> {
-        humantime::parse_duration(text.trim()).map(HumanDuration).map_err(|e| {
+        let d = humantime::parse_duration(text.trim()).map_err(|e| {
             BadUnit(format!("invalid duration {text:?}: {e} (write a number and a unit: \"200ms\", \"1.5s\", \"10m\")"))
-        })
+        })?;
+        if d > Self::MAX {
+            return Err(BadUnit(format!(
+                "invalid duration {text:?}: longer than 366 days, the most any setting takes"
+            )));
+        }
+        Ok(HumanDuration(d))
     }
 }
 
@@ -89,7 +99,7 @@ mod tests {
         assert_eq!(HumanDuration::parse("1.5s").unwrap().0, Duration::from_millis(1500));
         assert_eq!(HumanDuration::parse("2m").unwrap().0, Duration::from_secs(120));
         assert_eq!(HumanDuration::parse(" 1h 30m ").unwrap().0, Duration::from_secs(5400));
-        for bad in ["200", "5 parsecs", "fast", "-1s"] {
+        for bad in ["200", "5 parsecs", "fast", "-1s", "99999999999999999999s", "400 days"] {
             let e = HumanDuration::parse(bad).unwrap_err().to_string();
             assert!(e.starts_with(&format!("invalid duration {bad:?}")), "{e}");
         }

@@ -9,9 +9,13 @@ use crate::record::Record;
 use crate::runtime::error::ConnectorError;
 use crate::runtime::source::{Halt, Source, SourceContext};
 use serde::Deserialize;
-use std::io::{BufRead, BufReader, Seek};
+use std::io::{BufRead, BufReader, Read, Seek};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+
+/// The longest line read as one record: the input is not the host's to
+/// buffer without bound.
+const MAX_LINE_BYTES: u64 = 64 << 20;
 
 /// Line formats.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
@@ -87,10 +91,11 @@ pub fn build(spec: &ConnectorSpec, base: &Path) -> Result<Arc<dyn Source>, Optio
     }))
 }
 
-/// What is wrong with a rate limit, if anything: it must be a positive
-/// number.
+/// What is wrong with a rate limit, if anything: it must be between one
+/// record per thousand seconds and a billion records per second.
 pub(super) fn rate_problem(rate: Option<f64>) -> Option<String> {
-    rate.filter(|r| !(r.is_finite() && *r > 0.0)).map(|r| format!("records_per_second = {r} must be a positive number"))
+    rate.filter(|r| !(r.is_finite() && (1e-3..=1e9).contains(r)))
+        .map(|r| format!("records_per_second = {r} must be between 0.001 and 1e9"))
 }
 
 impl Source for FileSource {
@@ -127,9 +132,19 @@ impl Source for FileSource {
         };
         loop {
             line.clear();
-            let n = reader.read_until(b'\n', &mut line).map_err(|e| ctx.fail(io("read", e)))?;
+            let n = (&mut reader)
+                .take(MAX_LINE_BYTES + 1)
+                .read_until(b'\n', &mut line)
+                .map_err(|e| ctx.fail(io("read", e)))?;
             if n == 0 {
                 return Ok(());
+            }
+            if n as u64 > MAX_LINE_BYTES {
+                return Err(ctx.fail(ConnectorError::BadRecord(format!(
+                    "{}:{}{start}: a line longer than {MAX_LINE_BYTES} bytes",
+                    path.display(),
+                    number + 1
+                ))));
             }
             number += 1;
             ctx.position += n as u64;
@@ -190,7 +205,18 @@ fn json_key(value: &serde_json::Value, field: &str) -> Result<Vec<u8>, Connector
 
 #[cfg(test)]
 mod tests {
-    use super::{json_key, json_timestamp};
+    use super::{json_key, json_timestamp, rate_problem};
+
+    #[test]
+    fn rates_outside_what_a_pacer_can_keep_are_named() {
+        for bad in [1e-19, 0.0, -5.0, 2e9, f64::NAN, f64::INFINITY] {
+            let problem = rate_problem(Some(bad)).unwrap_or_else(|| panic!("{bad} accepted"));
+            assert!(problem.contains("must be between 0.001 and 1e9"), "{problem}");
+        }
+        for good in [None, Some(0.001), Some(1.0), Some(1e9)] {
+            assert_eq!(rate_problem(good), None);
+        }
+    }
 
     fn parse(line: &str) -> serde_json::Value {
         serde_json::from_str(line).unwrap()

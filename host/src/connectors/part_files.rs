@@ -142,10 +142,15 @@ impl PartFiles {
             std::fs::remove_file(&path).map_err(io("remove", &path))?;
         }
         for name in std::mem::take(&mut self.pending) {
-            let path = self.dir.join(&name);
+            let path = self.file(&name)?;
             std::fs::remove_file(&path).map_err(io("remove", &path))?;
         }
         Ok(())
+    }
+
+    /// A file of the sink's directory by a name a checkpoint recorded.
+    fn file(&self, name: &str) -> Result<PathBuf, ConnectorError> {
+        crate::paths::join_under(&self.dir, name).map_err(|e| ConnectorError::Inconsistent(e.to_string()))
     }
 
     fn publish(&mut self, due: impl Fn(&str) -> bool) -> Result<(), ConnectorError> {
@@ -153,7 +158,7 @@ impl PartFiles {
             std::mem::take(&mut self.pending).into_iter().partition(|n| due(n));
         self.pending = later;
         for name in now {
-            let from = self.dir.join(&name);
+            let from = self.file(&name)?;
             let to = self.dir.join(
                 published_name(&name)
                     .ok_or_else(|| ConnectorError::Inconsistent(format!("{name} is not a pending part file")))?,

@@ -4,8 +4,7 @@
 
 use super::server::alive;
 use super::{RunFile, SavepointDone, SavepointRequest, Status, SwapDone, SwapRequest, run_file_path};
-use std::io::{Read, Write};
-use std::net::TcpStream;
+use std::time::Duration;
 use thiserror::Error;
 
 /// Why a request to a running job failed.
@@ -85,31 +84,27 @@ impl Client {
     ) -> Result<T, ClientError> {
         let job = &self.run.job;
         let io = |message: String| ClientError::Io { job: job.clone(), message };
-        let mut stream =
-            TcpStream::connect(("127.0.0.1", self.run.port)).map_err(|e| io(format!("cannot connect: {e}")))?;
-        let body = body.unwrap_or_default();
-        let head = format!(
-            "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
-            self.run.token,
-            body.len()
-        );
-        stream
-            .write_all(head.as_bytes())
-            .and_then(|_| stream.write_all(&body))
-            .map_err(|e| io(format!("cannot send: {e}")))?;
-        let mut response = Vec::new();
-        stream.read_to_end(&mut response).map_err(|e| io(format!("no answer: {e}")))?;
-        let split = response.windows(4).position(|w| w == b"\r\n\r\n").ok_or_else(|| io("bad answer".into()))?;
-        let head = String::from_utf8_lossy(&response[..split]);
-        let status: u16 = head.split_whitespace().nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
-        let body = &response[split + 4..];
-        if status != 200 {
-            let message = serde_json::from_slice::<serde_json::Value>(body)
+        // A savepoint's answer takes as long as the savepoint.
+        let timeout = if path == "/v1/status" { Duration::from_secs(30) } else { Duration::from_secs(3700) };
+        let client = reqwest::blocking::Client::builder()
+            .timeout(timeout)
+            .build()
+            .map_err(|e| io(format!("cannot make an HTTP client: {e}")))?;
+        let url = format!("http://127.0.0.1:{}{path}", self.run.port);
+        let request = match method {
+            "GET" => client.get(&url),
+            _ => client.post(&url).header("Content-Type", "application/json").body(body.unwrap_or_default()),
+        };
+        let response = request.bearer_auth(&self.run.token).send().map_err(|e| io(format!("cannot reach it: {e}")))?;
+        let status = response.status();
+        let body = response.bytes().map_err(|e| io(format!("no answer: {e}")))?;
+        if !status.is_success() {
+            let message = serde_json::from_slice::<serde_json::Value>(&body)
                 .ok()
                 .and_then(|v| v["error"].as_str().map(str::to_string))
                 .unwrap_or_else(|| format!("HTTP {status}"));
             return Err(ClientError::Refused { job: job.clone(), message });
         }
-        serde_json::from_slice(body).map_err(|e| io(format!("bad answer: {e}")))
+        serde_json::from_slice(&body).map_err(|e| io(format!("bad answer: {e}")))
     }
 }

@@ -1,7 +1,8 @@
-//! The control API of a running job: a small HTTP/1.1 server on loopback
-//! ([`server`]) that the `host status`, `host savepoint` and `host cancel`
-//! commands talk to ([`client`]), and the run file through which they find
-//! it. The coordinator answers the requests; this module only carries them.
+//! The control API of a running job: an HTTP server on loopback
+//! ([`server`], axum) that the `host status`, `savepoint`, `swap` and
+//! `cancel` commands talk to ([`client`], reqwest), and the run file through
+//! which they find it. The coordinator answers the requests; this module
+//! only carries them.
 //!
 //! Endpoints (JSON bodies, `Authorization: Bearer <token>` from the run
 //! file, which only the user who started the job can read):

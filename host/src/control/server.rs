@@ -1,22 +1,46 @@
-//! The control API's server: HTTP/1.1 on 127.0.0.1 with a port the kernel
-//! picks, one short-lived thread per connection, each request handed to the
-//! coordinator as a [`Request`] and its answer written back as JSON. It
-//! listens on loopback only and checks the bearer token of the run file,
-//! so other users of the machine cannot steer the job.
+//! The control API's server: HTTP on 127.0.0.1 with a port the kernel
+//! picks, on axum and hyper, each request handed to the coordinator as a
+//! [`Request`] and its answer written back as JSON.
 //!
-//! Deliberately small (no HTTP library): a request line, headers, an
-//! optional `Content-Length` body, one response, connection closed.
+//! Only the user who started the job can steer it: every request must carry
+//! the bearer token of the run file (mode 0600, in a directory only that
+//! user can write), compared in constant time before anything else of the
+//! request is read. Nobody can exhaust the host through it: at most
+//! [`MAX_CONNECTIONS`] connections at once (a new one closes the oldest), a
+//! request's head must arrive within [`HEAD_TIMEOUT`] and fit in
+//! [`MAX_HEAD_BYTES`], and a body is at most [`MAX_BODY_BYTES`], read within
+//! [`BODY_TIMEOUT`].
 
-use super::{Request, RunFile, SavepointRequest, SwapRequest, run_file_path};
+use super::{Request, RequestError, RunFile, SavepointRequest, SwapRequest, run_file_path};
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::{DefaultBodyLimit, State};
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
 use crossbeam_channel::Sender;
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{TcpListener, TcpStream};
-use std::path::PathBuf;
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
 use std::time::Duration;
+use subtle::ConstantTimeEq;
 use thiserror::Error;
+
+/// Connections served at once; past it, the oldest is closed.
+pub const MAX_CONNECTIONS: usize = 256;
+/// Time for a request's line and headers to arrive.
+pub const HEAD_TIMEOUT: Duration = Duration::from_secs(10);
+/// Bytes of a request's line and headers.
+pub const MAX_HEAD_BYTES: usize = 16 << 10;
+/// Bytes of a request's body.
+pub const MAX_BODY_BYTES: usize = 64 << 10;
+/// Time for a request's body to arrive.
+pub const BODY_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long a savepoint or swap request may wait for its answer.
+const LONG_WAIT: Duration = Duration::from_secs(3600);
+/// How long a status or cancel request may wait for the coordinator.
+const SHORT_WAIT: Duration = Duration::from_secs(10);
 
 /// Why the control endpoint could not start.
 #[derive(Debug, Error)]
@@ -34,6 +58,14 @@ pub enum ControlError {
         /// Its run file.
         file: String,
     },
+    /// The run directory could be used by another user.
+    #[error("the run directory {dir} {why}: the control API's token would not be private")]
+    UnsafeRunDir {
+        /// The directory.
+        dir: String,
+        /// What is wrong.
+        why: String,
+    },
     /// The socket or the run file.
     #[error("control endpoint: {0}")]
     Io(String),
@@ -43,22 +75,27 @@ pub enum ControlError {
 /// file.
 pub struct ControlServer {
     file: PathBuf,
-    port: u16,
-    shutdown: Arc<AtomicBool>,
+    shutdown: Option<tokio::sync::oneshot::Sender<()>>,
     thread: Option<JoinHandle<()>>,
 }
 
 /// Whether process `pid` is alive.
 pub(super) fn alive(pid: u32) -> bool {
-    std::path::Path::new(&format!("/proc/{pid}")).exists()
+    Path::new(&format!("/proc/{pid}")).exists()
 }
 
-fn token() -> Result<String, ControlError> {
-    let mut bytes = [0u8; 16];
-    std::fs::File::open("/dev/urandom")
-        .and_then(|mut f| f.read_exact(&mut bytes))
-        .map_err(|e| ControlError::Io(format!("cannot read /dev/urandom: {e}")))?;
-    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
+/// A fresh random bearer token.
+fn token() -> String {
+    use rand::RngExt;
+    // The thread RNG: a CSPRNG seeded by the operating system.
+    let bytes: [u8; 16] = rand::rng().random();
+    hex::encode(bytes)
+}
+
+/// What every handler shares.
+struct Shared {
+    requests: Sender<Request>,
+    token: String,
 }
 
 impl ControlServer {
@@ -78,38 +115,28 @@ impl ControlServer {
             });
         }
         let io = |what: &str, e: std::io::Error| ControlError::Io(format!("{what}: {e}"));
-        let listener = TcpListener::bind(("127.0.0.1", 0)).map_err(|e| io("cannot listen on 127.0.0.1", e))?;
+        let listener =
+            std::net::TcpListener::bind(("127.0.0.1", 0)).map_err(|e| io("cannot listen on 127.0.0.1", e))?;
+        listener.set_nonblocking(true).map_err(|e| io("cannot set up the socket", e))?;
         let port = listener.local_addr().map_err(|e| io("cannot read the port", e))?.port();
-        let run = RunFile { job: job.to_string(), pid: std::process::id(), port, token: token()? };
-        write_run_file(&file, &run).map_err(|e| io(&format!("cannot write {}", file.display()), e))?;
-        let shutdown = Arc::new(AtomicBool::new(false));
-        let stop = shutdown.clone();
-        let token = Arc::new(run.token);
+        let run = RunFile { job: job.to_string(), pid: std::process::id(), port, token: token() };
+        write_run_file(&file, &run)?;
+        let shared = Arc::new(Shared { requests, token: run.token });
+        let (shutdown, stop) = tokio::sync::oneshot::channel();
         let thread = std::thread::Builder::new()
             .name("weir-control".into())
-            .spawn(move || {
-                for stream in listener.incoming() {
-                    if stop.load(Ordering::SeqCst) {
-                        break;
-                    }
-                    let Ok(stream) = stream else { continue };
-                    let (requests, token) = (requests.clone(), token.clone());
-                    let _ = std::thread::Builder::new()
-                        .name("weir-control-conn".into())
-                        .spawn(move || serve(stream, &requests, &token));
-                }
-            })
+            .spawn(move || serve(listener, shared, stop))
             .map_err(|e| io("cannot start its thread", e))?;
         tracing::debug!(port, file = %file.display(), "control endpoint listening on 127.0.0.1");
-        Ok(ControlServer { file, port, shutdown, thread: Some(thread) })
+        Ok(ControlServer { file, shutdown: Some(shutdown), thread: Some(thread) })
     }
 }
 
 impl Drop for ControlServer {
     fn drop(&mut self) {
-        self.shutdown.store(true, Ordering::SeqCst);
-        // Wake the accept loop so it sees the flag.
-        let _ = TcpStream::connect(("127.0.0.1", self.port));
+        if let Some(s) = self.shutdown.take() {
+            let _ = s.send(());
+        }
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
@@ -117,149 +144,264 @@ impl Drop for ControlServer {
     }
 }
 
-fn write_run_file(file: &std::path::Path, run: &RunFile) -> std::io::Result<()> {
-    use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
-    if let Some(dir) = file.parent() {
-        std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir)?;
+/// Checks the run directory (creating it 0700) and writes the run file
+/// aside under a fresh name, without following links, then renames it into
+/// place: a reader never sees half a file, and nothing planted in the
+/// directory is written through.
+fn write_run_file(file: &Path, run: &RunFile) -> Result<(), ControlError> {
+    let io = |what: String, e: std::io::Error| ControlError::Io(format!("{what}: {e}"));
+    let dir = file.parent().unwrap_or(Path::new("."));
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+        .map_err(|e| io(format!("cannot create {}", dir.display()), e))?;
+    let meta = std::fs::symlink_metadata(dir).map_err(|e| io(format!("cannot read {}", dir.display()), e))?;
+    let unsafe_dir = |why: String| Err(ControlError::UnsafeRunDir { dir: dir.display().to_string(), why });
+    let me = rustix::process::geteuid().as_raw();
+    if !meta.is_dir() {
+        return unsafe_dir("is not a directory (a symbolic link is not followed)".into());
     }
-    // Written aside and renamed: a reader never sees half a file.
-    let tmp = file.with_extension(format!("json.{}", std::process::id()));
-    let mut f = std::fs::OpenOptions::new().write(true).create(true).truncate(true).mode(0o600).open(&tmp)?;
-    f.write_all(&serde_json::to_vec(run).expect("serializes"))?;
-    f.sync_all()?;
-    std::fs::rename(&tmp, file)
-}
-
-/// How long a savepoint request may wait for its answer.
-const SAVEPOINT_WAIT: Duration = Duration::from_secs(3600);
-
-fn serve(stream: TcpStream, requests: &Sender<Request>, token: &str) {
-    let _ = stream.set_read_timeout(Some(Duration::from_secs(10)));
-    let mut reader = BufReader::new(&stream);
-    let (status, body) = match read_request(&mut reader) {
-        Ok((method, path, auth, body)) => {
-            if auth.as_deref() != Some(token) {
-                (401, error_json("missing or wrong bearer token (see the job's run file)"))
-            } else {
-                route(&method, &path, &body, requests)
-            }
-        }
-        Err(e) => (400, error_json(&e.to_string())),
-    };
-    let reason = match status {
-        200 => "OK",
-        400 => "Bad Request",
-        401 => "Unauthorized",
-        404 => "Not Found",
-        409 => "Conflict",
-        _ => "Service Unavailable",
-    };
-    let head = format!(
-        "HTTP/1.1 {status} {reason}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
-        body.len()
-    );
-    let mut out = &stream;
-    let _ = out.write_all(head.as_bytes()).and_then(|_| out.write_all(&body));
-}
-
-fn error_json(message: &str) -> Vec<u8> {
-    serde_json::to_vec(&serde_json::json!({ "error": message })).expect("serializes")
-}
-
-type Parsed = (String, String, Option<String>, Vec<u8>);
-
-/// A request that is not the HTTP this server speaks.
-#[derive(Debug, Error)]
-enum BadRequest {
-    #[error(transparent)]
-    Io(#[from] std::io::Error),
-    #[error("not an HTTP request")]
-    NotHttp,
-    #[error("bad Content-Length")]
-    Length,
-    #[error("too many headers")]
-    Headers,
-}
-
-fn read_request(r: &mut impl BufRead) -> Result<Parsed, BadRequest> {
-    let mut line = String::new();
-    r.read_line(&mut line)?;
-    let mut parts = line.split_whitespace();
-    let (Some(method), Some(path)) = (parts.next(), parts.next()) else {
-        return Err(BadRequest::NotHttp);
-    };
-    let (method, path) = (method.to_string(), path.to_string());
-    let (mut length, mut auth) = (0usize, None);
-    for _ in 0..100 {
-        line.clear();
-        r.read_line(&mut line)?;
-        let header = line.trim_end();
-        if header.is_empty() {
-            let mut body = vec![0; length.min(1 << 20)];
-            r.read_exact(&mut body)?;
-            return Ok((method, path, auth, body));
-        }
-        if let Some((name, value)) = header.split_once(':') {
-            let value = value.trim();
-            match name.trim().to_ascii_lowercase().as_str() {
-                "content-length" => length = value.parse().map_err(|_| BadRequest::Length)?,
-                "authorization" => auth = value.strip_prefix("Bearer ").map(str::to_string),
-                _ => {}
-            }
-        }
+    if meta.uid() != me {
+        return unsafe_dir(format!("belongs to user {}, not to the user running the host ({me})", meta.uid()));
     }
-    Err(BadRequest::Headers)
+    let mode = meta.permissions().mode();
+    if mode & 0o022 != 0 {
+        return unsafe_dir(format!("is writable by others (mode {:o}): chmod go-w it", mode & 0o777));
+    }
+    let tmp = dir.join(format!(".{}.{}.{}", run.job, std::process::id(), token()));
+    let written = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
+        .open(&tmp)
+        .and_then(|mut f| {
+            use std::io::Write;
+            f.write_all(&serde_json::to_vec(run).expect("a run file serializes"))?;
+            f.sync_all()
+        })
+        .and_then(|()| std::fs::rename(&tmp, file));
+    if let Err(e) = written {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(io(format!("cannot write {}", file.display()), e));
+    }
+    Ok(())
 }
 
-fn route(method: &str, path: &str, body: &[u8], requests: &Sender<Request>) -> (u16, Vec<u8>) {
-    let gone = || (503, error_json("the job is not taking requests (it is ending or restarting)"));
-    match (method, path) {
-        ("GET", "/v1/status") => {
-            let (tx, rx) = crossbeam_channel::bounded(1);
-            if requests.send(Request::Status(tx)).is_err() {
-                return gone();
-            }
-            match rx.recv_timeout(Duration::from_secs(10)) {
-                Ok(status) => (200, serde_json::to_vec(&status).expect("serializes")),
-                Err(_) => gone(),
-            }
+/// The accept loop, on a runtime of its own, until `stop`.
+fn serve(listener: std::net::TcpListener, shared: Arc<Shared>, mut stop: tokio::sync::oneshot::Receiver<()>) {
+    let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+        Ok(r) => r,
+        Err(e) => {
+            tracing::error!(error = %e, "the control endpoint cannot start its runtime");
+            return;
         }
-        ("POST", "/v1/savepoint") => match serde_json::from_slice::<SavepointRequest>(body) {
-            Ok(request) => ask_long(requests, |tx| Request::Savepoint(request, tx), "savepoint"),
-            Err(e) => (400, error_json(&format!("bad savepoint request: {e}"))),
-        },
-        ("POST", "/v1/swap") => match serde_json::from_slice::<SwapRequest>(body) {
-            Ok(request) => ask_long(requests, |tx| Request::Swap(request, tx), "swap"),
-            Err(e) => (400, error_json(&format!("bad swap request: {e}"))),
-        },
-        ("POST", "/v1/cancel") => {
-            let (tx, rx) = crossbeam_channel::bounded(1);
-            if requests.send(Request::Cancel(tx)).is_err() {
-                return gone();
+    };
+    runtime.block_on(async move {
+        let Ok(listener) = tokio::net::TcpListener::from_std(listener) else { return };
+        let app = router(shared);
+        // The connections being served, oldest first. When all slots are
+        // taken, a new connection evicts the oldest: a flood of silent
+        // connections cannot lock the owner out, and costs a task each, no
+        // thread.
+        let mut live: std::collections::VecDeque<tokio::task::JoinHandle<()>> = Default::default();
+        loop {
+            let (stream, _) = tokio::select! {
+                _ = &mut stop => return,
+                accepted = listener.accept() => match accepted {
+                    Ok(a) => a,
+                    Err(_) => continue,
+                },
+            };
+            live.retain(|t| !t.is_finished());
+            if live.len() >= MAX_CONNECTIONS
+                && let Some(oldest) = live.pop_front()
+            {
+                oldest.abort();
             }
-            match rx.recv_timeout(Duration::from_secs(10)) {
-                Ok(()) => (200, serde_json::to_vec(&serde_json::json!({ "cancelled": true })).expect("serializes")),
-                Err(_) => gone(),
-            }
+            live.push_back(tokio::spawn(serve_connection(stream, app.clone())));
         }
-        _ => (404, error_json(&format!("no endpoint {method} {path} (try GET /v1/status)"))),
+    });
+}
+
+/// Serves one connection: one request, its head within limits, then closed.
+async fn serve_connection<S>(stream: S, app: Router)
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let connection = hyper::server::conn::http1::Builder::new()
+        .timer(hyper_util::rt::TokioTimer::new())
+        .header_read_timeout(HEAD_TIMEOUT)
+        .max_buf_size(MAX_HEAD_BYTES.max(8192))
+        .keep_alive(false)
+        // A client may close its side once it has sent its request.
+        .half_close(true)
+        .serve_connection(hyper_util::rt::TokioIo::new(stream), hyper_util::service::TowerToHyperService::new(app));
+    // A connection lives as long as its answer takes, no longer.
+    let _ = tokio::time::timeout(LONG_WAIT + BODY_TIMEOUT, connection).await;
+}
+
+/// What the server answers a connection that sends `request` and closes,
+/// with no job behind it: for fuzzing the request path, limits included.
+pub fn answer_raw(request: &[u8]) -> Vec<u8> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let Ok(runtime) = tokio::runtime::Builder::new_current_thread().enable_all().build() else { return Vec::new() };
+    runtime.block_on(async {
+        let (client, server) = tokio::io::duplex(1 << 16);
+        let (requests, _) = crossbeam_channel::bounded(0);
+        let app = router(Arc::new(Shared { requests, token: "fuzz".into() }));
+        let served = tokio::spawn(serve_connection(server, app));
+        let (mut from_server, mut to_server) = tokio::io::split(client);
+        // Written while the answer is read: the server may answer (and
+        // close) before it has read everything.
+        let write = async {
+            let _ = to_server.write_all(request).await;
+            let _ = to_server.shutdown().await;
+        };
+        let mut answer = Vec::new();
+        let exchange = async { tokio::join!(write, from_server.read_to_end(&mut answer)) };
+        let _ = tokio::time::timeout(Duration::from_secs(5), exchange).await;
+        served.abort();
+        answer
+    })
+}
+
+fn router(shared: Arc<Shared>) -> Router {
+    Router::new()
+        .route("/v1/status", get(status))
+        .route("/v1/savepoint", post(savepoint))
+        .route("/v1/swap", post(swap))
+        .route("/v1/cancel", post(cancel))
+        .fallback(|| async { error(StatusCode::NOT_FOUND, "no such endpoint (try GET /v1/status)") })
+        .layer(axum::middleware::from_fn_with_state(shared.clone(), authorize))
+        .layer(tower_http::timeout::RequestBodyTimeoutLayer::new(BODY_TIMEOUT))
+        .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
+        .with_state(shared)
+}
+
+/// Lets a request on only with the run file's bearer token.
+async fn authorize(
+    State(shared): State<Arc<Shared>>,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    let given = request
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.as_bytes().strip_prefix(b"Bearer "))
+        .unwrap_or_default();
+    if bool::from(given.ct_eq(shared.token.as_bytes())) {
+        next.run(request).await
+    } else {
+        error(StatusCode::UNAUTHORIZED, "missing or wrong bearer token (see the job's run file)")
     }
 }
 
-/// Sends a request whose answer takes a checkpoint's time (a savepoint, a
-/// swap), waits for it, and turns it into a response.
-fn ask_long<T: serde::Serialize>(
-    requests: &Sender<Request>,
-    make: impl FnOnce(crossbeam_channel::Sender<Result<T, super::RequestError>>) -> Request,
-    what: &str,
-) -> (u16, Vec<u8>) {
+fn error(status: StatusCode, message: &str) -> Response {
+    (status, axum::Json(serde_json::json!({ "error": message }))).into_response()
+}
+
+fn gone() -> Response {
+    error(StatusCode::SERVICE_UNAVAILABLE, "the job is not taking requests (it is ending or restarting)")
+}
+
+/// Sends a request to the coordinator and waits, off the async threads,
+/// for its answer.
+async fn ask<T: Send + 'static>(
+    shared: &Shared,
+    make: impl FnOnce(crossbeam_channel::Sender<T>) -> Request,
+    wait: Duration,
+) -> Option<T> {
     let (tx, rx) = crossbeam_channel::bounded(1);
-    if requests.send(make(tx)).is_err() {
-        return (503, error_json("the job is not taking requests (it is ending or restarting)"));
+    shared.requests.send(make(tx)).ok()?;
+    tokio::task::spawn_blocking(move || rx.recv_timeout(wait).ok()).await.ok().flatten()
+}
+
+async fn status(State(shared): State<Arc<Shared>>) -> Response {
+    match ask(&shared, Request::Status, SHORT_WAIT).await {
+        Some(status) => axum::Json(status).into_response(),
+        None => gone(),
     }
-    match rx.recv_timeout(SAVEPOINT_WAIT) {
-        Ok(Ok(done)) => (200, serde_json::to_vec(&done).expect("serializes")),
-        Ok(Err(reason)) => (409, error_json(&reason.to_string())),
-        Err(_) => (503, error_json(&format!("the job ended or restarted before the {what} completed"))),
+}
+
+async fn cancel(State(shared): State<Arc<Shared>>) -> Response {
+    match ask(&shared, Request::Cancel, SHORT_WAIT).await {
+        Some(()) => axum::Json(serde_json::json!({ "cancelled": true })).into_response(),
+        None => gone(),
+    }
+}
+
+async fn savepoint(State(shared): State<Arc<Shared>>, body: Bytes) -> Response {
+    match serde_json::from_slice::<SavepointRequest>(&body) {
+        Ok(request) => long(&shared, |tx| Request::Savepoint(request, tx), "savepoint").await,
+        Err(e) => error(StatusCode::BAD_REQUEST, &format!("bad savepoint request: {e}")),
+    }
+}
+
+async fn swap(State(shared): State<Arc<Shared>>, body: Bytes) -> Response {
+    match serde_json::from_slice::<SwapRequest>(&body) {
+        Ok(request) => long(&shared, |tx| Request::Swap(request, tx), "swap").await,
+        Err(e) => error(StatusCode::BAD_REQUEST, &format!("bad swap request: {e}")),
+    }
+}
+
+/// A request whose answer takes a checkpoint's time (a savepoint, a swap).
+async fn long<T: serde::Serialize + Send + 'static>(
+    shared: &Shared,
+    make: impl FnOnce(crossbeam_channel::Sender<Result<T, RequestError>>) -> Request,
+    what: &str,
+) -> Response {
+    match ask(shared, make, LONG_WAIT).await {
+        Some(Ok(done)) => axum::Json(done).into_response(),
+        Some(Err(reason)) => error(StatusCode::CONFLICT, &reason.to_string()),
+        None => {
+            error(StatusCode::SERVICE_UNAVAILABLE, &format!("the job ended or restarted before the {what} completed"))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::answer_raw;
+
+    /// The status line of the answer to `request` (the test server's token
+    /// is `fuzz`).
+    fn status_of(request: &[u8]) -> String {
+        let answer = answer_raw(request);
+        String::from_utf8_lossy(&answer).lines().next().unwrap_or_default().to_string()
+    }
+
+    #[test]
+    fn only_the_token_opens_the_api() {
+        assert!(status_of(b"GET /v1/status HTTP/1.1\r\nhost: x\r\n\r\n").contains("401"));
+        // Right length, wrong bytes; and a prefix of the token.
+        assert!(status_of(b"GET /v1/status HTTP/1.1\r\nauthorization: Bearer fuzy\r\n\r\n").contains("401"));
+        assert!(status_of(b"GET /v1/status HTTP/1.1\r\nauthorization: Bearer fuz\r\n\r\n").contains("401"));
+        // With it, the request reaches the (absent) job.
+        let status = status_of(b"GET /v1/status HTTP/1.1\r\nauthorization: Bearer fuzz\r\n\r\n");
+        assert!(status.contains("503"), "{status}");
+    }
+
+    #[test]
+    fn heads_and_bodies_past_their_limits_are_refused() {
+        // Cut short: closed, at once.
+        let started = std::time::Instant::now();
+        let status = status_of(b"GET /v1/sta");
+        assert!(status.is_empty() || status.contains("400"), "{status}");
+        assert!(started.elapsed() < std::time::Duration::from_secs(2));
+        let mut big_head = b"GET /v1/status HTTP/1.1\r\nx-pad: ".to_vec();
+        big_head.resize(64 << 10, b'a');
+        big_head.extend_from_slice(b"\r\n\r\n");
+        let status = status_of(&big_head);
+        assert!(status.is_empty() || status.contains("431"), "{status}");
+
+        let body = vec![b'{'; super::MAX_BODY_BYTES + 1];
+        let mut request =
+            format!("POST /v1/swap HTTP/1.1\r\nauthorization: Bearer fuzz\r\ncontent-length: {}\r\n\r\n", body.len())
+                .into_bytes();
+        request.extend_from_slice(&body);
+        let status = status_of(&request);
+        assert!(status.contains("413"), "{status}");
     }
 }

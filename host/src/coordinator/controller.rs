@@ -10,17 +10,30 @@ use super::job_state::JobState;
 use super::plan::{Plan, Role};
 use super::progress::Progress;
 use super::report::{JobReport, TaskCounters};
+use super::savepoints::SwapReply;
 use super::spawn::Started;
 use crate::checkpoint::metadata::SinkState;
 use crate::config::LoadedJob;
-use crate::control::{Request, RequestError, Status};
+use crate::control::{Request, RequestError, Status, SwapRequest};
 use crate::runtime::message::Control;
 use crate::runtime::{TaskError, TaskEvent, TaskId};
-use crate::wasm::ModuleLoader;
+use crate::wasm::module::{Loaded, ModuleCompiler};
+use crate::wasm::{OperatorModule, WasmError};
 use crossbeam_channel::{Receiver, Sender};
-use std::collections::BTreeMap;
-use std::path::Path;
+use std::collections::{BTreeMap, HashMap};
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
+
+/// How long a swap's module may take to read and compile.
+const SWAP_COMPILE_TIMEOUT: Duration = Duration::from_secs(300);
+
+/// A swap waiting for its module to compile.
+struct Compiling {
+    request: SwapRequest,
+    reply: SwapReply,
+    started: Instant,
+    done: Receiver<Result<Loaded, WasmError>>,
+}
 
 /// Runs one attempt.
 pub struct Controller<'a> {
@@ -44,6 +57,8 @@ pub struct Controller<'a> {
     checkpoints: Option<Checkpointing<'a>>,
     /// The first root failure; a secondary one until a root one comes.
     failure: Option<JobError>,
+    /// A swap's module being compiled.
+    compiling: Option<Compiling>,
     progress: Progress,
     last_draw: Instant,
 }
@@ -78,6 +93,7 @@ impl<'a> Controller<'a> {
             end_sent: false,
             checkpoints,
             failure: None,
+            compiling: None,
             progress: Progress::new(),
             last_draw: Instant::now(),
         }
@@ -89,14 +105,15 @@ impl<'a> Controller<'a> {
         mut self,
         events: &Receiver<TaskEvent>,
         requests: &Receiver<Request>,
-        loader: &mut ModuleLoader,
-        modules: &mut std::collections::HashMap<String, crate::wasm::OperatorModule>,
+        compiler: &ModuleCompiler,
+        modules: &mut HashMap<String, OperatorModule>,
     ) -> (JobState, Result<JobReport, JobError>) {
         let wait = match &self.checkpoints {
             Some(c) => c.poll_interval().min(self.job.settings.progress_interval),
             None => self.job.settings.progress_interval,
         };
         while self.ended < self.threads {
+            let compiled = self.compiling.as_ref().map_or_else(crossbeam_channel::never, |c| c.done.clone());
             crossbeam_channel::select! {
                 recv(events) -> e => match e {
                     Ok(e) => self.on_event(e),
@@ -104,7 +121,12 @@ impl<'a> Controller<'a> {
                 },
                 recv(requests) -> r => {
                     if let Ok(r) = r {
-                        self.on_request(r, loader);
+                        self.on_request(r, compiler);
+                    }
+                }
+                recv(compiled) -> c => {
+                    if let Ok(c) = c {
+                        self.on_compiled(c);
                     }
                 }
                 default(wait) => {}
@@ -229,7 +251,7 @@ impl<'a> Controller<'a> {
     }
 
     /// A request of the control API.
-    fn on_request(&mut self, request: Request, loader: &mut ModuleLoader) {
+    fn on_request(&mut self, request: Request, compiler: &ModuleCompiler) {
         match request {
             Request::Status(reply) => {
                 let _ = reply.send(self.status());
@@ -248,35 +270,65 @@ impl<'a> Controller<'a> {
                     Ok(c) => c.request_savepoint(request, settings.savepoint_dir.as_deref(), &settings.storage, reply),
                 }
             }
-            Request::Swap(request, reply) => {
-                let job = self.job;
-                let Some(operator) = job.spec.operators.iter().find(|o| o.uid == request.operator) else {
-                    let known = job.spec.operators.iter().map(|o| o.uid.as_str()).collect::<Vec<_>>().join(", ");
-                    let _ = reply.send(Err(RequestError::UnknownOperator { uid: request.operator, known }));
-                    return;
-                };
-                let c = match self.accepting("a module swap needs") {
-                    Ok(c) => c,
-                    Err(e) => {
-                        let _ = reply.send(Err(e));
-                        return;
-                    }
-                };
-                match loader.load(&operator.uid, Path::new(&request.module)) {
-                    Err(e) => {
-                        let _ = reply.send(Err(RequestError::Module(e.to_string())));
-                    }
-                    Ok(module) => c.request_swap(
-                        &operator.uid,
-                        module,
-                        operator.parallelism,
-                        request.dir,
-                        job.settings.savepoint_dir.as_deref(),
-                        &job.settings.storage,
-                        reply,
-                    ),
-                }
+            Request::Swap(request, reply) => self.start_swap(request, reply, compiler),
+        }
+        self.follow_savepoint();
+    }
+
+    /// A swap request: the new module is read and compiled on a thread of
+    /// its own (a large module, or a file that blocks, must not stop the
+    /// coordinator), then [`Controller::on_compiled`] takes it on.
+    fn start_swap(&mut self, request: SwapRequest, reply: SwapReply, compiler: &ModuleCompiler) {
+        let job = self.job;
+        let Some(operator) = job.spec.operators.iter().find(|o| o.uid == request.operator) else {
+            let known = job.spec.operators.iter().map(|o| o.uid.as_str()).collect::<Vec<_>>().join(", ");
+            let _ = reply.send(Err(RequestError::UnknownOperator { uid: request.operator, known }));
+            return;
+        };
+        if let Err(e) = self.accepting("a module swap needs") {
+            let _ = reply.send(Err(e));
+            return;
+        }
+        if self.compiling.is_some() {
+            let _ = reply.send(Err(RequestError::SwapInProgress));
+            return;
+        }
+        let (tx, rx) = crossbeam_channel::bounded(1);
+        let (compiler, uid, path) = (compiler.clone(), operator.uid.clone(), PathBuf::from(&request.module));
+        let spawned = std::thread::Builder::new().name("weir-compile".into()).spawn(move || {
+            let _ = tx.send(compiler.load(&uid, &path));
+        });
+        if let Err(e) = spawned {
+            let _ = reply.send(Err(RequestError::Module(format!("cannot start a thread to compile it: {e}"))));
+            return;
+        }
+        self.compiling = Some(Compiling { request, reply, started: Instant::now(), done: rx });
+    }
+
+    /// The swap's module was compiled (or could not be): the swap goes on
+    /// riding the next savepoint, or is answered with why not.
+    fn on_compiled(&mut self, result: Result<Loaded, WasmError>) {
+        let Some(Compiling { request, reply, .. }) = self.compiling.take() else { return };
+        let job = self.job;
+        let (Some(operator), Ok(c)) =
+            (job.spec.operators.iter().find(|o| o.uid == request.operator), self.accepting("a module swap needs"))
+        else {
+            let _ = reply.send(Err(RequestError::Failing));
+            return;
+        };
+        match result {
+            Err(e) => {
+                let _ = reply.send(Err(RequestError::Module(e.to_string())));
             }
+            Ok(loaded) => c.request_swap(
+                &operator.uid,
+                loaded.module,
+                operator.parallelism,
+                request.dir,
+                job.settings.savepoint_dir.as_deref(),
+                &job.settings.storage,
+                reply,
+            ),
         }
         self.follow_savepoint();
     }
@@ -319,8 +371,16 @@ impl<'a> Controller<'a> {
         self.move_to(next);
     }
 
-    /// Time passed: checkpoints, the job's end, the progress line.
+    /// Time passed: checkpoints, a compile that takes too long, the job's
+    /// end, the progress line.
     fn on_tick(&mut self) {
+        if self.compiling.as_ref().is_some_and(|c| c.started.elapsed() > SWAP_COMPILE_TIMEOUT) {
+            let c = self.compiling.take().expect("checked");
+            let _ = c.reply.send(Err(RequestError::Module(format!(
+                "compiling it took longer than {} s",
+                SWAP_COMPILE_TIMEOUT.as_secs()
+            ))));
+        }
         let result = self.drive_checkpoints();
         if let Err(e) = result {
             self.fail(e.into());

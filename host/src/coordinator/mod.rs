@@ -196,7 +196,7 @@ pub fn run_job(job: &LoadedJob, start: &StartFrom) -> Result<JobReport, JobError
             .as_mut()
             .map(|c| c.attempt(started.tasks.clone(), started.sources.clone(), started.controls.clone()));
         let controller = Controller::new(job, &plan, &started, attempt, run_started, cp);
-        let (ended, outcome) = controller.run(&started.events, &requests, &mut loader, &mut modules);
+        let (ended, outcome) = controller.run(&started.events, &requests, &loader.compiler(), &mut modules);
         for (id, t) in started.threads {
             if t.join().is_err() {
                 tracing::error!(task = %id, "task thread panicked outside its body");

@@ -119,7 +119,7 @@ impl Router {
             Partition::Broadcast => {
                 for t in 1..edge.senders.len() {
                     edge.buffers[t].push(record);
-                    if edge.buffers[t].len() >= batch_size {
+                    if full(&edge.buffers[t], batch_size) {
                         send(edge, t, batch_size)?;
                     }
                 }
@@ -127,7 +127,7 @@ impl Router {
             }
         };
         edge.buffers[target].push(record);
-        if edge.buffers[target].len() >= batch_size {
+        if full(&edge.buffers[target], batch_size) {
             send(edge, target, batch_size)?;
         }
         Ok(())
@@ -180,6 +180,17 @@ impl Router {
         }
         Ok(())
     }
+}
+
+/// Bytes after which a batch is sent whatever its number of records: large
+/// records make smaller batches, so a batch stays far from the 4 GiB its
+/// `u32` offsets can address, and memory between tasks stays bounded.
+const MAX_BATCH_BYTES: usize = 8 << 20;
+
+/// Whether a batch is to be sent now.
+#[inline]
+fn full(batch: &Batch, batch_size: usize) -> bool {
+    batch.len() >= batch_size || batch.records.data.len() >= MAX_BATCH_BYTES
 }
 
 fn send(edge: &mut Edge, t: usize, batch_size: usize) -> Result<(), RouteError> {

@@ -8,6 +8,7 @@ use super::bindings::weir::operator::types::TimeDomain as WitTimeDomain;
 use super::bindings::{Operator, OperatorPre};
 use super::engine::deadline_ticks;
 use super::flat;
+use super::host::clocks::{CallMonotonicClock, CallTime, CallWallClock};
 use super::host::{Input, Migration, OperatorHost, Phase};
 use super::log_stream::{GuestLog, Stream};
 use super::module::WasmError;
@@ -58,13 +59,20 @@ impl std::error::Error for GuestFailure {}
 /// own error message (the contract's type, not the host's).
 type GuestResult<R> = Result<R, String>;
 
-/// Limits applied to every instance.
+/// Limits applied to every instance, and how its randomness is seeded.
 #[derive(Debug, Clone, Copy)]
 pub struct Limits {
     /// Deadline per call.
     pub call_timeout: Duration,
-    /// Linear memory limit in bytes.
+    /// Linear memory limit in bytes, all memories together.
     pub memory_limit: u64,
+    /// Bytes (payloads and keys) a call may emit.
+    pub max_output_bytes: u64,
+    /// Records a call may emit.
+    pub max_output_records: u64,
+    /// Seed of the guest's randomness, for reproducible runs; `None`: the
+    /// operating system's secure randomness.
+    pub random_seed: Option<u64>,
 }
 
 /// A guest instance for one operator subtask.
@@ -88,10 +96,27 @@ impl OperatorInstance {
     ) -> Result<Self, WasmError> {
         let stdout = GuestLog::new(uid.clone(), subtask, Stream::Stdout);
         let stderr = GuestLog::new(uid.clone(), subtask, Stream::Stderr);
-        // No preopened directories, no network, no environment, no
-        // arguments: the guest reaches nothing but what the WIT grants.
-        let wasi = WasiCtxBuilder::new().stdout(stdout).stderr(stderr.clone()).build();
-        let host = OperatorHost::new(wasi, backend, max_parallelism, limits.memory_limit);
+        let time = Arc::new(CallTime::default());
+        // No preopened directories, no sockets, no environment, no
+        // arguments: the guest reaches nothing but what the WIT grants. Its
+        // clocks read the call's processing time.
+        let mut wasi = WasiCtxBuilder::new();
+        wasi.stdout(stdout)
+            .stderr(stderr.clone())
+            .allow_tcp(false)
+            .allow_udp(false)
+            .allow_ip_name_lookup(false)
+            .wall_clock(CallWallClock(time.clone()))
+            .monotonic_clock(CallMonotonicClock(time.clone()));
+        if let Some(seed) = limits.random_seed {
+            // One stream per subtask, the same on every run.
+            use rand::SeedableRng;
+            let seed = seed ^ crate::state::key_group::key_hash(format!("{uid}#{subtask}").as_bytes());
+            wasi.secure_random(rand::rngs::StdRng::seed_from_u64(seed))
+                .insecure_random(rand::rngs::StdRng::seed_from_u64(seed.rotate_left(32)))
+                .insecure_random_seed(u128::from(seed));
+        }
+        let host = OperatorHost::new(wasi.build(), time, backend, max_parallelism, &limits);
         let mut store = Store::new(pre.engine(), host);
         store.limiter(|h| &mut h.limiter);
         let ticks = deadline_ticks(limits.call_timeout);
@@ -140,10 +165,17 @@ impl OperatorInstance {
         f: impl FnOnce(&Operator, &mut Store<OperatorHost>) -> wasmtime::Result<GuestResult<R>>,
     ) -> Result<R, GuestFailure> {
         self.store.data_mut().phase = phase;
+        self.store.data_mut().begin_call(self.limits.call_timeout);
         self.store.set_epoch_deadline(self.ticks);
         let result = f(&self.world, &mut self.store);
         let element = self.store.data().current_index();
         self.store.data_mut().phase = Phase::Idle;
+        // A guest woken early from a sleep past the deadline has run past
+        // it, whatever it did next (unless it ran out of memory first).
+        let out_of_memory = result.is_err() && self.store.data().limiter.exceeded;
+        if self.store.data().overslept && !out_of_memory {
+            return Err(self.timed_out(element));
+        }
         match result {
             Ok(Ok(v)) => Ok(v),
             Ok(Err(message)) => Err(GuestFailure { kind: FailureKind::Returned, message, element, record: None }),
@@ -152,16 +184,25 @@ impl OperatorInstance {
     }
 
     fn classify(&mut self, e: wasmtime::Error, element: Option<usize>) -> GuestFailure {
-        let (kind, mut message) = if self.store.data().limiter.exceeded {
-            (FailureKind::OutOfMemory, format!("exceeded wasm.memory_limit of {} bytes", self.limits.memory_limit))
+        if self.store.data().limiter.exceeded {
+            let message = format!("exceeded wasm.memory_limit of {} bytes", self.limits.memory_limit);
+            self.failure(FailureKind::OutOfMemory, message, element)
         } else if matches!(e.downcast_ref::<wasmtime::Trap>(), Some(wasmtime::Trap::Interrupt)) {
-            (
-                FailureKind::Timeout,
-                format!("ran past wasm.call_timeout ({:?}) and was interrupted", self.limits.call_timeout),
-            )
+            self.timed_out(element)
         } else {
-            (FailureKind::Trap, format!("trapped: {e:#}"))
-        };
+            self.failure(FailureKind::Trap, format!("trapped: {e:#}"), element)
+        }
+    }
+
+    /// The call ran past its deadline: interrupted, or woken from a sleep
+    /// that would have outlasted it.
+    fn timed_out(&mut self, element: Option<usize>) -> GuestFailure {
+        let message = format!("ran past wasm.call_timeout ({:?}) and was interrupted", self.limits.call_timeout);
+        self.failure(FailureKind::Timeout, message, element)
+    }
+
+    /// A failure of `kind`, with what the guest last said on stderr.
+    fn failure(&mut self, kind: FailureKind, mut message: String, element: Option<usize>) -> GuestFailure {
         let said = self.stderr.recent();
         if !said.is_empty() {
             message.push_str("; guest stderr: ");
@@ -199,44 +240,17 @@ impl OperatorInstance {
         let mut converted = 0;
         match shape {
             Shape::Value | Shape::List | Shape::Map => {
-                let mut keys = Vec::new();
+                // A page of keys at a time: rewriting a key's value never
+                // adds or removes keys, so the scan goes on undisturbed.
                 let mut cursor = 0;
                 loop {
                     let (page, next) = self.store.data_mut().backend_mut().scan_keys(m.state, cursor, 1024);
-                    keys.extend(page);
+                    for (kg, key) in page {
+                        converted += self.migrate_key(m, shape, kg, &key)?;
+                    }
                     match next {
                         Some(c) => cursor = c,
                         None => break,
-                    }
-                }
-                for (kg, key) in keys {
-                    let k = KeyRef { key: &key, hash: key_hash(&key), key_group: kg };
-                    let backend = self.store.data_mut().backend_mut();
-                    match shape {
-                        Shape::Value => {
-                            let Some(v) = backend.value_get(m.state, k).map_err(storage)? else { continue };
-                            let new = self.convert(m, v)?;
-                            self.store.data_mut().backend_mut().value_set(m.state, k, &new).map_err(storage)?;
-                            converted += 1;
-                        }
-                        Shape::List => {
-                            let old = backend.list_read(m.state, k, 0, u32::MAX).map_err(storage)?;
-                            let mut new = Vec::with_capacity(old.len());
-                            for v in old {
-                                new.push(self.convert(m, v)?);
-                            }
-                            converted += new.len() as u64;
-                            self.store.data_mut().backend_mut().list_update(m.state, k, new).map_err(storage)?;
-                        }
-                        _ => {
-                            let b = self.store.data_mut().backend_mut();
-                            let entries = all_pages(|after| b.map_entries(m.state, k, after, 1024)).map_err(storage)?;
-                            for (uk, v) in entries {
-                                let new = self.convert(m, v)?;
-                                self.store.data_mut().backend_mut().map_put(m.state, k, &uk, &new).map_err(storage)?;
-                                converted += 1;
-                            }
-                        }
                     }
                 }
             }
@@ -261,6 +275,45 @@ impl OperatorInstance {
             }
         }
         Ok(converted)
+    }
+
+    /// Migrates key `key`'s values of state `m`; returns how many.
+    fn migrate_key(&mut self, m: &Migration, shape: Shape, kg: u16, key: &[u8]) -> Result<u64, GuestFailure> {
+        let storage = |e: crate::state::StateError| GuestFailure {
+            kind: FailureKind::Returned,
+            message: format!("cannot read or write the state: {e}"),
+            element: None,
+            record: None,
+        };
+        let k = KeyRef { key, hash: key_hash(key), key_group: kg };
+        let backend = self.store.data_mut().backend_mut();
+        match shape {
+            Shape::Value => {
+                let Some(v) = backend.value_get(m.state, k).map_err(storage)? else { return Ok(0) };
+                let new = self.convert(m, v)?;
+                self.store.data_mut().backend_mut().value_set(m.state, k, &new).map_err(storage)?;
+                Ok(1)
+            }
+            Shape::List => {
+                let old = backend.list_read(m.state, k, 0, u32::MAX).map_err(storage)?;
+                let mut new = Vec::with_capacity(old.len());
+                for v in old {
+                    new.push(self.convert(m, v)?);
+                }
+                let n = new.len() as u64;
+                self.store.data_mut().backend_mut().list_update(m.state, k, new).map_err(storage)?;
+                Ok(n)
+            }
+            _ => {
+                let entries = all_pages(|after| backend.map_entries(m.state, k, after, 1024)).map_err(storage)?;
+                let n = entries.len() as u64;
+                for (uk, v) in entries {
+                    let new = self.convert(m, v)?;
+                    self.store.data_mut().backend_mut().map_put(m.state, k, &uk, &new).map_err(storage)?;
+                }
+                Ok(n)
+            }
+        }
     }
 
     /// One value through `migrate-value`.

@@ -5,6 +5,7 @@
 //! drives instances through [`OperatorInstance`] and never sees a `Store`.
 
 mod bindings;
+mod cache;
 pub mod engine;
 mod flat;
 pub mod host;

@@ -1,13 +1,14 @@
-//! Loading operator components: read, check that the file is a component
-//! implementing the operator world, compile (or load the compiled artifact
-//! from the on-disk cache, keyed by content hash), and pre-link.
+//! Loading operator components: read (a bounded regular file), check that it
+//! is a component implementing the operator world, compile (or take the
+//! compiled artifact from the on-disk cache, [`super::cache`]), and
+//! pre-link.
 
 use super::bindings::OperatorPre;
+use super::cache::ModuleCache;
 use super::host::OperatorHost;
 use super::{HANDLER_FUNCTIONS, HANDLER_INTERFACE};
 use sha2::{Digest, Sha256};
 use std::collections::HashMap;
-use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 use thiserror::Error;
@@ -111,48 +112,98 @@ pub enum CacheOutcome {
     Hit,
 }
 
-/// Loads components for one job, each file once.
-pub struct ModuleLoader {
+/// The largest module file read.
+pub const MAX_MODULE_BYTES: u64 = 512 << 20;
+
+/// Compiles modules: the engine, the linker with the host side of the
+/// contract, and the on-disk cache. Cheap to clone, and usable on any
+/// thread (a live swap compiles off the coordinator's thread).
+#[derive(Clone)]
+pub struct ModuleCompiler {
     engine: Engine,
     linker: Linker<OperatorHost>,
-    cache_dir: Option<PathBuf>,
-    loaded: HashMap<PathBuf, OperatorPre<OperatorHost>>,
+    cache: Option<ModuleCache>,
 }
 
-impl ModuleLoader {
-    /// A loader on `engine`, caching compiled artifacts in `cache_dir`.
+/// A module read from disk, compiled and pre-linked, with the SHA-256 of
+/// its bytes.
+#[derive(Clone)]
+pub struct Loaded {
+    /// Ready to instantiate once per subtask.
+    pub module: OperatorPre<OperatorHost>,
+    /// SHA-256 of the component's bytes, hex.
+    pub sha256: String,
+}
+
+impl ModuleCompiler {
+    /// A compiler on `engine`, caching compiled artifacts in `cache_dir`
+    /// when that directory can be trusted.
     pub fn new(engine: &Engine, cache_dir: Option<PathBuf>) -> wasmtime::Result<Self> {
         let mut linker = Linker::new(engine);
         wasmtime_wasi::p2::add_to_linker_sync(&mut linker)?;
+        super::host::clocks::add_to_linker(&mut linker)?;
         super::bindings::Operator::add_to_linker::<_, wasmtime::component::HasSelf<_>>(&mut linker, |s| s)?;
-        Ok(ModuleLoader { engine: engine.clone(), linker, cache_dir, loaded: HashMap::new() })
+        Ok(ModuleCompiler { engine: engine.clone(), linker, cache: cache_dir.and_then(ModuleCache::open) })
     }
 
-    /// The engine.
-    pub fn engine(&self) -> &Engine {
-        &self.engine
-    }
-
-    /// Loads the module at `path` for operator `uid`.
-    pub fn load(&mut self, uid: &str, path: &Path) -> Result<OperatorPre<OperatorHost>, WasmError> {
-        if let Some(pre) = self.loaded.get(path) {
-            return Ok(pre.clone());
+    /// Reads the module at `path` for operator `uid`: a regular file of at
+    /// most [`MAX_MODULE_BYTES`] (a named pipe or a device is refused before
+    /// it can block). Returns its bytes and their SHA-256.
+    pub fn read(&self, uid: &str, path: &Path) -> Result<(Vec<u8>, String), WasmError> {
+        use std::io::Read;
+        let read_error = |cause| WasmError::Read { uid: uid.to_string(), path: path.to_path_buf(), cause };
+        let meta = std::fs::metadata(path).map_err(read_error)?;
+        if !meta.is_file() {
+            return Err(read_error(std::io::Error::other("not a regular file")));
         }
+        let mut bytes = Vec::new();
+        std::fs::File::open(path)
+            .and_then(|f| f.take(MAX_MODULE_BYTES + 1).read_to_end(&mut bytes))
+            .map_err(read_error)?;
+        if bytes.len() as u64 > MAX_MODULE_BYTES {
+            return Err(read_error(std::io::Error::other(format!("larger than {MAX_MODULE_BYTES} bytes"))));
+        }
+        let sha256 = hex::encode(Sha256::digest(&bytes));
+        Ok((bytes, sha256))
+    }
+
+    /// Reads, checks, compiles (or takes from the cache) and pre-links the
+    /// module at `path` for operator `uid`.
+    pub fn load(&self, uid: &str, path: &Path) -> Result<Loaded, WasmError> {
+        let (bytes, sha256) = self.read(uid, path)?;
+        self.compile(uid, path, &bytes, sha256)
+    }
+
+    fn compile(&self, uid: &str, path: &Path, bytes: &[u8], sha256: String) -> Result<Loaded, WasmError> {
         let started = Instant::now();
-        let bytes = std::fs::read(path).map_err(|cause| WasmError::Read {
-            uid: uid.to_string(),
-            path: path.to_path_buf(),
-            cause,
-        })?;
-        check_header(uid, path, &bytes)?;
-        let (component, outcome) = self.compile(uid, path, &bytes)?;
+        check_header(uid, path, bytes)?;
+        let cached = self.cache.as_ref().and_then(|c| c.get(&self.engine, &sha256));
+        let outcome = match (&self.cache, &cached) {
+            (None, _) => CacheOutcome::Disabled,
+            (Some(_), Some(_)) => CacheOutcome::Hit,
+            (Some(_), None) => CacheOutcome::Miss,
+        };
+        let component = match cached {
+            Some(c) => c,
+            None => {
+                let c = Component::new(&self.engine, bytes).map_err(|e| WasmError::Compile {
+                    uid: uid.to_string(),
+                    path: path.to_path_buf(),
+                    message: format!("{e:#}"),
+                })?;
+                if let Some(cache) = &self.cache {
+                    cache.put(&self.engine, &sha256, &c);
+                }
+                c
+            }
+        };
         check_exports(&self.engine, uid, path, &component)?;
         let instance_pre = self.linker.instantiate_pre(&component).map_err(|e| WasmError::Link {
             uid: uid.to_string(),
             path: path.to_path_buf(),
             message: format!("{e:#}"),
         })?;
-        let pre = OperatorPre::new(instance_pre).map_err(|e| WasmError::NotAnOperator {
+        let module = OperatorPre::new(instance_pre).map_err(|e| WasmError::NotAnOperator {
             uid: uid.to_string(),
             path: path.to_path_buf(),
             message: format!("{e:#}"),
@@ -164,63 +215,40 @@ impl ModuleLoader {
             elapsed_ms = started.elapsed().as_millis() as u64,
             "module loaded"
         );
-        self.loaded.insert(path.to_path_buf(), pre.clone());
-        Ok(pre)
-    }
-
-    fn compile(&self, uid: &str, path: &Path, bytes: &[u8]) -> Result<(Component, CacheOutcome), WasmError> {
-        let compile = || {
-            Component::new(&self.engine, bytes).map_err(|e| WasmError::Compile {
-                uid: uid.to_string(),
-                path: path.to_path_buf(),
-                message: format!("{e:#}"),
-            })
-        };
-        let Some(dir) = &self.cache_dir else {
-            return Ok((compile()?, CacheOutcome::Disabled));
-        };
-        let artifact = dir.join(format!("{}.cwasm", self.cache_key(bytes)));
-        if artifact.is_file() {
-            // SAFETY: the file was written by `Component::serialize` of this
-            // host into the user's own cache directory, named by the hash of
-            // the source bytes and of the engine's compatibility settings;
-            // wasmtime re-checks the header and version and fails rather than
-            // loading an artifact of another engine.
-            match unsafe { Component::deserialize_file(&self.engine, &artifact) } {
-                Ok(c) => return Ok((c, CacheOutcome::Hit)),
-                Err(e) => tracing::warn!(artifact = %artifact.display(), error = %e, "ignoring unusable cached module"),
-            }
-        }
-        let component = compile()?;
-        // The cache is an optimisation: failing to write it only costs the
-        // next run a compile.
-        match component.serialize() {
-            Ok(data) => {
-                if let Err(e) = write_atomically(dir, &artifact, &data) {
-                    tracing::warn!(dir = %dir.display(), error = %e, "cannot write the compiled-module cache");
-                }
-            }
-            Err(e) => tracing::warn!(error = %e, "cannot serialize compiled module"),
-        }
-        Ok((component, CacheOutcome::Miss))
-    }
-
-    fn cache_key(&self, bytes: &[u8]) -> String {
-        let mut engine_hash = std::collections::hash_map::DefaultHasher::new();
-        self.engine.precompile_compatibility_hash().hash(&mut engine_hash);
-        let mut h = Sha256::new();
-        h.update(bytes);
-        h.update(engine_hash.finish().to_le_bytes());
-        h.update(env!("CARGO_PKG_VERSION").as_bytes());
-        h.finalize().iter().map(|b| format!("{b:02x}")).collect()
+        Ok(Loaded { module, sha256 })
     }
 }
 
-fn write_atomically(dir: &Path, target: &Path, data: &[u8]) -> std::io::Result<()> {
-    std::fs::create_dir_all(dir)?;
-    let tmp = dir.join(format!(".{}.tmp", std::process::id()));
-    std::fs::write(&tmp, data)?;
-    std::fs::rename(&tmp, target)
+/// Loads the modules of one job: each distinct content compiled once,
+/// however many operators or swaps name it, and a file whose content
+/// changed loaded anew (modules are known by their bytes' hash, not their
+/// path).
+pub struct ModuleLoader {
+    compiler: ModuleCompiler,
+    loaded: HashMap<String, OperatorPre<OperatorHost>>,
+}
+
+impl ModuleLoader {
+    /// A loader on `engine`, caching compiled artifacts in `cache_dir`.
+    pub fn new(engine: &Engine, cache_dir: Option<PathBuf>) -> wasmtime::Result<Self> {
+        Ok(ModuleLoader { compiler: ModuleCompiler::new(engine, cache_dir)?, loaded: HashMap::new() })
+    }
+
+    /// The compiler, to load a module on another thread.
+    pub fn compiler(&self) -> ModuleCompiler {
+        self.compiler.clone()
+    }
+
+    /// Loads the module at `path` for operator `uid`.
+    pub fn load(&mut self, uid: &str, path: &Path) -> Result<OperatorPre<OperatorHost>, WasmError> {
+        let (bytes, sha256) = self.compiler.read(uid, path)?;
+        if let Some(pre) = self.loaded.get(&sha256) {
+            return Ok(pre.clone());
+        }
+        let loaded = self.compiler.compile(uid, path, &bytes, sha256)?;
+        self.loaded.insert(loaded.sha256.clone(), loaded.module.clone());
+        Ok(loaded.module)
+    }
 }
 
 /// Distinguishes "not wasm" and "core module" before wasmtime's less direct
@@ -267,4 +295,39 @@ fn check_exports(engine: &Engine, uid: &str, path: &Path, component: &Component)
         )));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn compiler() -> ModuleCompiler {
+        ModuleCompiler::new(&crate::wasm::engine::new_engine().unwrap(), None).unwrap()
+    }
+
+    #[test]
+    fn only_a_regular_file_is_read_so_nothing_can_block_the_reader() {
+        let tmp = tempfile::tempdir().unwrap();
+        let fifo = tmp.path().join("m.wasm");
+        let made = std::process::Command::new("mkfifo").arg(&fifo).status().unwrap();
+        assert!(made.success());
+        // Nobody writes the pipe: a read would block for ever.
+        let err = compiler().read("op", &fifo).unwrap_err().to_string();
+        assert!(err.contains("operator 'op'") && err.contains("not a regular file"), "{err}");
+        let err = compiler().read("op", tmp.path()).unwrap_err().to_string();
+        assert!(err.contains("not a regular file"), "{err}");
+    }
+
+    #[test]
+    fn a_module_is_known_by_its_bytes_not_its_path() {
+        let tmp = tempfile::tempdir().unwrap();
+        let path = tmp.path().join("m.wasm");
+        std::fs::write(&path, b"version one").unwrap();
+        let (_, first) = compiler().read("op", &path).unwrap();
+        std::fs::write(&path, b"version two").unwrap();
+        let (bytes, second) = compiler().read("op", &path).unwrap();
+        assert_eq!(bytes, b"version two");
+        assert_ne!(first, second);
+        assert_eq!(second, hex::encode(Sha256::digest(b"version two")));
+    }
 }

@@ -2,7 +2,11 @@
 //! can be tested with a real component. Params (from `job.toml`):
 //! - `mode`: `trap` (panic), `trap-once` (panic on the job's first run
 //!   only: after a restart, pass through), `loop` (spin forever), `alloc`
-//!   (grow memory without bound) or `error` (return an error);
+//!   (grow memory without bound), `error` (return an error), `sleep`
+//!   (sleep an hour: blocks in WASI, not in wasm), `flood` (emit one MiB
+//!   of bytes referenced by 4096 records: more output than the host allows),
+//!   or `clock` (emit what WASI's wall clock and the contract's processing
+//!   time say, as `<wasi ms> <processing ms>`);
 //! - `on`: the payload that triggers it (default: every record).
 //!
 //! Records that do not trigger it pass through unchanged.
@@ -46,6 +50,35 @@ impl Operator for Misbehave {
                 }
             }
             "error" => Err(Error::msg(format!("misbehave: rejecting {:?}", input.payload_str()))),
+            "sleep" => {
+                std::thread::sleep(std::time::Duration::from_secs(3600));
+                Ok(())
+            }
+            "flood" => {
+                // One MiB of bytes, referenced by 4096 records: 4 GiB of
+                // output in one batch, which the host must refuse before
+                // copying any of it.
+                use weir_sdk::bindings::weir::operator::{collector, types};
+                let data = vec![b'x'; 1 << 20];
+                let one = types::ElementRef {
+                    payload_start: 0,
+                    payload_len: data.len() as u32,
+                    key_start: 0,
+                    key_len: 0,
+                    has_key: false,
+                    timestamp: None,
+                };
+                collector::emit_batch(&types::ElementBatch { data, elements: vec![one; 4096] });
+                Ok(())
+            }
+            "clock" => {
+                let wasi = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map(|d| d.as_millis())
+                    .unwrap_or(0);
+                ctx.emit(format!("{wasi} {}", ctx.processing_time()));
+                Ok(())
+            }
             other => Err(Error::msg(format!("misbehave: unknown mode '{other}'"))),
         }
     }

@@ -158,11 +158,11 @@ fn adopt_files(
 /// when dropped.
 fn scratch_dir(spec: &BackendSpec) -> Result<tempfile::TempDir, RestoreError> {
     let dir = &spec.rocksdb.localdir;
-    std::fs::create_dir_all(dir).map_err(|source| RestoreError::Local { path: dir.clone(), cause: source })?;
+    std::fs::create_dir_all(dir).map_err(|cause| RestoreError::Local { path: dir.clone(), cause })?;
     tempfile::Builder::new()
         .prefix("restore-")
         .tempdir_in(dir)
-        .map_err(|source| RestoreError::Local { path: dir.clone(), cause: source })
+        .map_err(|cause| RestoreError::Local { path: dir.clone(), cause })
 }
 
 /// One stored subtask state as a canonical snapshot stream, whatever form
@@ -186,7 +186,7 @@ pub fn read_canonical<'a>(
             let converted = scratch.join("snapshot");
             convert_rocksdb(&db, descriptors, max_parallelism, &converted)?;
             let file = std::fs::File::open(&converted)
-                .map_err(|source| RestoreError::Local { path: converted.clone(), cause: source })?;
+                .map_err(|cause| RestoreError::Local { path: converted.clone(), cause })?;
             Ok(Box::new(std::io::BufReader::with_capacity(1 << 20, file)))
         }
     }
@@ -213,8 +213,7 @@ fn convert_rocksdb(
         }
     }
     let mut frozen = crate::state::rocksdb::open_checkpoint(db, descriptors, max_parallelism);
-    let file =
-        std::fs::File::create(to).map_err(|source| RestoreError::Local { path: to.to_path_buf(), cause: source })?;
+    let file = std::fs::File::create(to).map_err(|cause| RestoreError::Local { path: to.to_path_buf(), cause })?;
     let mut out = std::io::BufWriter::new(file);
     crate::state::snapshot::write_snapshot_streamed::<Failed>(frozen.as_mut(), max_parallelism, 1 << 20, &mut |p| {
         out.write_all(p).map_err(Failed::Write)
@@ -241,15 +240,15 @@ fn convert_rocksdb(
 }
 
 /// Downloads an incremental checkpoint's files into `dir` (created; it must
-/// not exist yet); returns the state descriptors stored with them. Every
-/// name was checked to be a plain file name when `_metadata` was read.
+/// not exist yet); returns the state descriptors stored with them. A file
+/// is written only under a plain name directly inside `dir`.
 pub fn download_rocksdb(
     storage: &CheckpointStorage,
     files: &[DbFile],
     dir: &Path,
     location: &str,
 ) -> Result<Vec<StateDescriptor>, RestoreError> {
-    std::fs::create_dir_all(dir).map_err(|source| RestoreError::Local { path: dir.to_path_buf(), cause: source })?;
+    std::fs::create_dir_all(dir).map_err(|cause| RestoreError::Local { path: dir.to_path_buf(), cause })?;
     let mut descriptors = None;
     for f in files {
         let bytes = storage.get_object(&f.path, f.size, f.crc32)?;
@@ -260,8 +259,9 @@ pub fn download_rocksdb(
             })?;
             descriptors = Some(d);
         } else {
-            let to = dir.join(&f.name);
-            std::fs::write(&to, &bytes).map_err(|source| RestoreError::Local { path: to, cause: source })?;
+            let to = crate::paths::join_under(dir, &f.name)
+                .map_err(|cause| RestoreError::UnsafeName { location: location.to_string(), cause })?;
+            std::fs::write(&to, &bytes).map_err(|cause| RestoreError::Local { path: to, cause })?;
         }
     }
     descriptors.ok_or_else(|| RestoreError::NoDescriptors { location: location.to_string() })

@@ -65,14 +65,13 @@ pub enum RestoreError {
         "{0:?} is not a savepoint directory (one holding a savepoint's _metadata): use the location `host savepoint` printed, as in file:///var/lib/weir/savepoints/savepoint-wordcount-1764428000000"
     )]
     BadSavepointUri(String),
-    /// `_metadata` names a file that is not a plain file name: written by
-    /// something other than Weir, and never followed.
-    #[error("{location}: refusing the stored file name {name:?} (not a plain file name)")]
-    BadFileName {
+    /// A stored name would leave the directory it is written to.
+    #[error("{location}: {cause}")]
+    UnsafeName {
         /// The checkpoint.
         location: String,
-        /// The name.
-        name: String,
+        /// The name and why.
+        cause: crate::paths::UnsafeName,
     },
     /// An incremental checkpoint's files lack the state descriptors.
     #[error("{location}: the checkpoint lists no {}", upload_descriptors())]
@@ -165,12 +164,7 @@ pub fn load(storage: &Arc<CheckpointStorage>, id: u64) -> Result<Restored, Resto
                 cause: source,
             };
             match handle {
-                StateHandle::Rocksdb { files } => {
-                    if let Some(f) = files.iter().find(|f| !is_plain_name(&f.name)) {
-                        return Err(RestoreError::BadFileName { location, name: f.name.clone() });
-                    }
-                    subtasks.push(RestoreSource::Rocksdb(files.clone()));
-                }
+                StateHandle::Rocksdb { files } => subtasks.push(RestoreSource::Rocksdb(files.clone())),
                 StateHandle::Inline { data } => {
                     verify_snapshot(&mut &data[..]).map_err(|e| snapshot_error(location.clone(), e))?;
                     subtasks.push(RestoreSource::Snapshot(Bytes::from(data.clone())));
@@ -188,12 +182,6 @@ pub fn load(storage: &Arc<CheckpointStorage>, id: u64) -> Result<Restored, Resto
         states.insert(uid.clone(), Arc::new(subtasks));
     }
     Ok(Restored { metadata, states, location, storage: storage.clone() })
-}
-
-/// Whether `name` is a plain file name: no directory parts, nothing that
-/// climbs out of the directory it is joined onto.
-fn is_plain_name(name: &str) -> bool {
-    !name.is_empty() && name != "." && name != ".." && !name.contains(['/', '\\', '\0'])
 }
 
 /// Reads the savepoint in directory `uri` whole and checks every part of
@@ -301,15 +289,5 @@ mod tests {
         assert!(parse_checkpoint_uri("file:///var/ck/wc").is_err());
         assert!(parse_checkpoint_uri("/var/ck/wc/chk-1").is_err());
         assert_eq!(Target::parse("file:///sp/savepoint-wc-1"), Target::Savepoint("file:///sp/savepoint-wc-1".into()));
-    }
-
-    #[test]
-    fn stored_names_must_be_plain_file_names() {
-        for good in ["000012.sst", "MANIFEST-000005", "CURRENT", "WEIR-DESCRIPTORS"] {
-            assert!(is_plain_name(good), "{good}");
-        }
-        for bad in ["", ".", "..", "../../etc/passwd", "/etc/passwd", "a/b", "a\\b", "x\0y"] {
-            assert!(!is_plain_name(bad), "{bad:?}");
-        }
     }
 }

@@ -103,7 +103,8 @@ impl RocksDbBackend {
     pub fn open(localdir: &Path, name: &str, range: KeyGroupRange, memory: RocksDbMemory) -> Result<Self, StateError> {
         remove_orphans(localdir, name);
         let n = NEXT_DIR.fetch_add(1, Ordering::Relaxed);
-        let path = localdir.join(format!("{name}-{}-{n}", std::process::id()));
+        let path = crate::paths::join_under(localdir, &format!("{name}-{}-{n}", std::process::id()))
+            .map_err(|e| StateError::Storage(e.to_string()))?;
         if path.exists() {
             std::fs::remove_dir_all(&path).map_err(|e| StateError::Storage(format!("{}: {e}", path.display())))?;
         }

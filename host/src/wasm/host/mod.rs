@@ -6,6 +6,8 @@
 //! call costs no table lookup; guests cannot forge handles (the component
 //! model maps them), so an id always names a state this subtask registered.
 
+pub mod clocks;
+pub mod limits;
 mod state;
 
 use super::bindings::weir::operator::{
@@ -18,9 +20,13 @@ use super::flat;
 use crate::record::{Record, Records};
 use crate::state::key_group::{key_group_of_hash, key_hash};
 use crate::state::{KeyRef, Redistribution, StateBackend, StateDescriptor, StateError, StateId, StateKind, TtlConfig};
+use crate::wasm::Limits;
+use clocks::CallTime;
+use limits::{OutputBudget, StoreLimiter};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
+use wasmtime::Result as WtResult;
 use wasmtime::component::ResourceTable;
-use wasmtime::{ResourceLimiter, Result as WtResult};
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
 /// Which export is running, which decides what the guest may do.
@@ -135,38 +141,22 @@ impl BatchSlots {
     }
 }
 
-/// Enforces `wasm.memory_limit` and remembers whether the guest hit it, so a
-/// failure can be reported as what it is.
-pub struct MemoryLimiter {
-    /// Most bytes of linear memory per instance.
-    pub limit: u64,
-    /// Set when a grow past the limit was refused.
-    pub exceeded: bool,
-}
-
-impl ResourceLimiter for MemoryLimiter {
-    fn memory_growing(&mut self, _current: usize, desired: usize, _maximum: Option<usize>) -> WtResult<bool> {
-        if desired as u64 > self.limit {
-            self.exceeded = true;
-            return Err(wasmtime::format_err!(
-                "guest memory would grow to {desired} bytes, past wasm.memory_limit ({} bytes)",
-                self.limit
-            ));
-        }
-        Ok(true)
-    }
-
-    fn table_growing(&mut self, _current: usize, desired: usize, _maximum: Option<usize>) -> WtResult<bool> {
-        Ok(desired <= 1_000_000)
-    }
-}
-
 /// Store data of one operator subtask's instance.
 pub struct OperatorHost {
     wasi: WasiCtx,
     table: ResourceTable,
-    /// Memory limit enforcement.
-    pub limiter: MemoryLimiter,
+    /// The store's limits.
+    pub limiter: StoreLimiter,
+    /// What the guest may still emit in this call.
+    budget: OutputBudget,
+    /// When the current call began, as the guest's clocks read it.
+    time: Arc<CallTime>,
+    /// When the instance was created (the monotonic clock's zero).
+    created: Instant,
+    /// When the current call must end.
+    deadline: Option<Instant>,
+    /// Whether the guest asked, in this call, to sleep past the deadline.
+    pub overslept: bool,
     backend: Box<dyn StateBackend>,
     max_parallelism: u32,
     /// The export in progress.
@@ -190,12 +180,24 @@ pub struct OperatorHost {
 }
 
 impl OperatorHost {
-    /// Store data over `backend`, with WASI context `wasi`.
-    pub fn new(wasi: WasiCtx, backend: Box<dyn StateBackend>, max_parallelism: u32, memory_limit: u64) -> Self {
+    /// Store data over `backend`, with WASI context `wasi` whose clocks read
+    /// `time`, within `limits`.
+    pub fn new(
+        wasi: WasiCtx,
+        time: Arc<CallTime>,
+        backend: Box<dyn StateBackend>,
+        max_parallelism: u32,
+        limits: &Limits,
+    ) -> Self {
         OperatorHost {
             wasi,
             table: ResourceTable::new(),
-            limiter: MemoryLimiter { limit: memory_limit, exceeded: false },
+            limiter: StoreLimiter::new(limits.memory_limit),
+            budget: OutputBudget::new(limits.max_output_bytes, limits.max_output_records),
+            time,
+            created: Instant::now(),
+            deadline: None,
+            overslept: false,
             backend,
             max_parallelism,
             phase: Phase::Idle,
@@ -208,6 +210,16 @@ impl OperatorHost {
             watermark: i64::MIN,
             migrations: Vec::new(),
         }
+    }
+
+    /// A call into the guest begins, to end by `timeout`: its clocks read
+    /// now, and its output budget is whole again.
+    pub fn begin_call(&mut self, timeout: Duration) {
+        let now = Instant::now();
+        self.time.start_call(self.created);
+        self.deadline = now.checked_add(timeout);
+        self.overslept = false;
+        self.budget.reset();
     }
 
     /// The state backend, without the rest.
@@ -464,12 +476,14 @@ impl context::Host for OperatorHost {
     }
 
     fn current_processing_time(&mut self) -> WtResult<i64> {
-        Ok(crate::clock::now_ms())
+        Ok(self.time.wall_ms())
     }
 }
 
 impl collector::Host for OperatorHost {
     fn emit(&mut self, output: Element) -> WtResult<()> {
+        let bytes = output.payload.len() as u64 + output.key.as_ref().map_or(0, |k| k.len() as u64);
+        self.budget.charge(bytes, 1)?;
         self.outputs.push(Record { payload: &output.payload, key: output.key.as_deref(), timestamp: output.timestamp });
         Ok(())
     }
@@ -479,7 +493,10 @@ impl collector::Host for OperatorHost {
         // rather than panicking the task later.
         let outputs = flat::from_wit(outputs);
         outputs.check().map_err(|e| wasmtime::format_err!("emit-batch: emitted {e}"))?;
-        if self.outputs.is_empty() {
+        // What the records reference, counted before anything is copied:
+        // records may share bytes, and each is copied on its way out.
+        self.budget.charge(outputs.referenced_bytes(), outputs.len() as u64)?;
+        if self.outputs.is_empty() && outputs.data.len() as u64 <= outputs.referenced_bytes() {
             self.outputs = outputs;
         } else {
             self.outputs.extend(&outputs);
