@@ -30,6 +30,18 @@ ensure_clang() {
     fi
 }
 
+# strace, which the durability tests read the host's fsyncs and renames
+# with.
+ensure_strace() {
+    if ! command -v strace >/dev/null 2>&1; then
+        echo "==> installing strace (the durability tests trace the host's fsyncs)" >&2
+        local sudo=""
+        [ "$(id -u)" -ne 0 ] && sudo="sudo"
+        $sudo apt-get update -qq
+        DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq strace >/dev/null
+    fi
+}
+
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$REPO/target}"
 HOST_BIN="$CARGO_TARGET_DIR/release/host"
 

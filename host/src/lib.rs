@@ -6,7 +6,8 @@
 //! list (`tests/all/tidy.rs` checks it), and `docs/architecture.md` says
 //! what each owns:
 //! - leaves: [`fault`] (error classification), [`paths`] (names made
-//!   safe for the file system), [`clock`], [`record`]
+//!   safe for the file system), [`durable`] (fsync before publishing),
+//!   [`clock`], [`record`]
 //!   (records and batches), [`crash_point`], [`config`] (host and job
 //!   files), [`control`] (the control API's types, server and client);
 //! - [`state`]: the state backend trait, key groups, the hashmap and RocksDB
@@ -29,6 +30,7 @@ pub mod connectors;
 pub mod control;
 pub mod coordinator;
 pub mod crash_point;
+pub mod durable;
 pub mod fault;
 #[doc(hidden)]
 pub mod fuzzing;

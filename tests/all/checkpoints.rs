@@ -522,6 +522,7 @@ fn on_s3_metadata_is_create_only_so_two_hosts_cannot_both_commit() {
         dir: Some(format!("s3://{S3_BUCKET}/create-only")),
         inline_threshold: 0,
         memory_max_state_size: 0,
+        fsync: true,
         s3: S3Settings {
             endpoint: Some(s3.endpoint()),
             region: Some("us-east-1".into()),

@@ -4,6 +4,7 @@
 mod bad_input;
 mod broadcast;
 mod checkpoints;
+mod durability;
 mod fraud_detection;
 mod fuzz_regressions;
 mod guest_failures;

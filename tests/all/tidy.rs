@@ -66,6 +66,7 @@ fn every_source_file_has_a_module_header() {
 const LAYERS: &[&str] = &[
     "fault",
     "paths",
+    "durable",
     "clock",
     "record",
     "crash_point",

@@ -3,7 +3,8 @@
 //! - in the real `host` binary (generator into the word-count counter, a
 //!   `ValueState<u64>` per key, parallelism 1): throughput with a checkpoint
 //!   every second to a file:// directory, as a ratio to the same job without
-//!   checkpoints, in the same run; the synchronous pause per checkpoint
+//!   checkpoints, in the same run, with and without fsync
+//!   (`state.checkpoints.fsync`); the synchronous pause per checkpoint
 //!   (median, max), checkpoint duration and size, from the job's summary;
 //! - in process, on the same state: the synchronous pause (`freeze`), the
 //!   time to write and store a full snapshot, and restore time per GB.
@@ -23,26 +24,32 @@ use weir_host::state::{KeyRef, StateBackend, StateKind};
 
 const MAX_PARALLELISM: u32 = 128;
 
-fn write_job(dir: &Path, count: u64, keys: u64, checkpoints: bool) {
-    let checkpointing = if checkpoints {
-        format!(
-            "[checkpointing]\ninterval = \"1s\"\n\n[state.checkpoints]\ndir = \"file://{}\"\n",
+/// Checkpoints: none, or every second with fsync on or off.
+#[derive(Clone, Copy)]
+enum Checkpoints {
+    Off,
+    On { fsync: bool },
+}
+
+fn write_job(dir: &Path, count: u64, keys: u64, checkpoints: Checkpoints) {
+    let checkpointing = match checkpoints {
+        Checkpoints::On { fsync } => format!(
+            "[checkpointing]\ninterval = \"1s\"\n\n[state.checkpoints]\ndir = \"file://{}\"\nfsync = {fsync}\n",
             dir.join("ck").display()
-        )
-    } else {
-        String::new()
+        ),
+        Checkpoints::Off => String::new(),
     };
     std::fs::write(dir.join("job.toml"), weir_tests::counter_job("ckbench", count, keys, 1, &checkpointing)).unwrap();
 }
 
 /// The job's rate and, with checkpoints, its summary's checkpoint line.
-fn job(count: u64, keys: u64, checkpoints: bool) -> (f64, String) {
+fn job(count: u64, keys: u64, checkpoints: Checkpoints) -> (f64, String) {
     let dir = tempfile::tempdir().unwrap();
     write_job(dir.path(), count, keys, checkpoints);
     let err = weir_tests::run_quiet(dir.path());
     let rate = count as f64 / weir_tests::elapsed_secs(&err);
     let line = err.lines().find(|l| l.contains("checkpoints:")).unwrap_or("").trim().to_string();
-    assert!(!checkpoints || line.contains(" completed"), "no checkpoint line:\n{err}");
+    assert!(matches!(checkpoints, Checkpoints::Off) || line.contains(" completed"), "no checkpoint line:\n{err}");
     (rate, line)
 }
 
@@ -88,6 +95,7 @@ fn in_process(keys: u64) -> InProcess {
         dir: Some(format!("file://{}", dir.path().display())),
         inline_threshold: 0,
         memory_max_state_size: 0,
+        fsync: true,
         s3: S3Settings::default(),
     };
     let storage = CheckpointStorage::open(&settings, "bench").unwrap();
@@ -123,21 +131,24 @@ fn main() {
         .collect();
     let count: u64 = std::env::var("WEIR_BENCH_RECORDS").ok().and_then(|v| v.parse().ok()).unwrap_or(20_000_000);
     let mut table = String::from(
-        "| keys | throughput without / with 1 s checkpoints | **ratio** | sync pause median / max (job) | checkpoint duration median / max | checkpoint size | freeze median / max (in process) | write + store snapshot | restore | restore per GB |\n|---|---|---|---|---|---|---|---|---|---|\n",
+        "| keys | throughput without / with 1 s checkpoints (fsync on) / with (fsync off) | **ratio** fsync on / off | sync pause median / max (job) | checkpoint duration median / max | checkpoint size | freeze median / max (in process) | write + store snapshot | restore | restore per GB |\n|---|---|---|---|---|---|---|---|---|---|\n",
     );
     for &k in &keys {
-        eprintln!("{k} keys: {count} records without, then with checkpoints");
-        let (plain, _) = job(count, k, false);
-        let (with, line) = job(count, k, true);
+        eprintln!("{k} keys: {count} records without, then with checkpoints (fsync on, then off)");
+        let (plain, _) = job(count, k, Checkpoints::Off);
+        let (with, line) = job(count, k, Checkpoints::On { fsync: true });
+        let (unsynced, _) = job(count, k, Checkpoints::On { fsync: false });
         eprintln!("  {line}");
         let p = in_process(k);
         let gb = p.bytes as f64 / (1u64 << 30) as f64;
         let ms = |d: Duration| d.as_secs_f64() * 1e3;
         table.push_str(&format!(
-            "| {k} | {:.2} / {:.2} M rec/s | **{:.2}** | {} / {} | {} / {} | {} | {:.3} / {:.3} ms | {:.0} + {:.0} ms | {:.0} ms ({:.1} MiB) | {:.1} s |\n",
+            "| {k} | {:.2} / {:.2} / {:.2} M rec/s | **{:.2}** / {:.2} | {} / {} | {} / {} | {} | {:.3} / {:.3} ms | {:.0} + {:.0} ms | {:.0} ms ({:.1} MiB) | {:.1} s |\n",
             plain / 1e6,
             with / 1e6,
+            unsynced / 1e6,
             with / plain,
+            unsynced / plain,
             field(&line, "sync pause median"),
             field(&line, ", max"),
             field(&line, "duration median"),

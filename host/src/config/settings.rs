@@ -123,6 +123,9 @@ pub struct CheckpointsSection {
     /// Without `dir`, checkpoints are kept in host memory; each subtask's
     /// state may be at most this large there.
     pub memory_max_state_size: Option<ByteSize>,
+    /// Whether what is written to a `file://` directory is fsynced before
+    /// it is published (default true).
+    pub fsync: Option<bool>,
     /// `state.checkpoints.s3.*`: for `s3://` directories.
     #[serde(default)]
     pub s3: S3Section,
@@ -343,6 +346,8 @@ pub struct StorageSettings {
     pub inline_threshold: u64,
     /// Largest subtask state in in-memory storage.
     pub memory_max_state_size: u64,
+    /// Fsync what is written to a local directory before publishing it.
+    pub fsync: bool,
     /// S3 options.
     pub s3: S3Settings,
 }
@@ -573,6 +578,7 @@ impl SettingsFile {
             dir: c.dir.clone(),
             inline_threshold: c.inline_threshold.map(|b| b.0).unwrap_or(DEFAULT_INLINE_THRESHOLD),
             memory_max_state_size: c.memory_max_state_size.map(|b| b.0).unwrap_or(DEFAULT_MEMORY_MAX_STATE_SIZE),
+            fsync: c.fsync.unwrap_or(true),
             s3: S3Settings {
                 endpoint: s3.endpoint.clone(),
                 region: s3.region.clone(),

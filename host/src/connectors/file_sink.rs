@@ -45,11 +45,18 @@ impl Sink for FileSink {
     fn open(&self, restore: Option<(u64, &SinkState)>) -> Result<Box<dyn SinkWriter>, ConnectorError> {
         let path = &self.path;
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            std::fs::create_dir_all(dir).map_err(io("create", dir))?;
+            crate::durable::create_dir_all(dir).map_err(io("create", dir))?;
         }
         let file = match restore {
             Some((_, SinkState::File { length })) => resume(path, *length)?,
-            _ => File::create(path).map_err(io("create", path))?,
+            _ => {
+                let file = File::create(path).map_err(io("create", path))?;
+                // The file's name survives a power loss; its bytes are
+                // synced at each checkpoint.
+                let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+                crate::durable::sync(dir).map_err(io("sync", dir))?;
+                file
+            }
         };
         Ok(Box::new(FileWriter { w: BufWriter::with_capacity(1 << 20, file), path: path.clone() }))
     }

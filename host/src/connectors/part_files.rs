@@ -11,6 +11,11 @@
 //! published by checkpoints after *n* (a restore from an older checkpoint,
 //! when newer ones are damaged) are withdrawn too, with a warning: their
 //! records come again, and keeping them would duplicate them.
+//!
+//! Every rename is made durable (the directory fsynced) before the state
+//! that relies on it is reported: a sealed file before the checkpoint
+//! records it as pending, a publish before the sink acknowledges it, a
+//! restore's withdrawals before new output is written.
 
 use crate::checkpoint::metadata::SinkState;
 use crate::runtime::error::ConnectorError;
@@ -39,7 +44,7 @@ impl PartFiles {
     /// run that was never checkpointed, and refuses a directory that holds
     /// published output (it would mix two runs).
     pub fn fresh(dir: &Path) -> Result<Self, ConnectorError> {
-        std::fs::create_dir_all(dir).map_err(io("create", dir))?;
+        crate::durable::create_dir_all(dir).map_err(io("create", dir))?;
         let published = list(dir)?.into_iter().filter(|n| n.starts_with("part-")).collect::<Vec<_>>();
         if !published.is_empty() {
             return Err(ConnectorError::Refused(format!(
@@ -59,7 +64,7 @@ impl PartFiles {
     /// everything else unpublished, and withdraws files published by later
     /// checkpoints.
     pub fn restore(dir: &Path, id: Option<u64>, pending: &[String]) -> Result<Self, ConnectorError> {
-        std::fs::create_dir_all(dir).map_err(io("create", dir))?;
+        crate::durable::create_dir_all(dir).map_err(io("create", dir))?;
         let mut files = PartFiles { dir: dir.to_path_buf(), current: None, pending: pending.to_vec() };
         files.publish_all()?;
         files.discard_unpublished(&[])?;
@@ -79,6 +84,9 @@ impl PartFiles {
                     let path = dir.join(&name);
                     std::fs::remove_file(&path).map_err(io("remove", &path))?;
                 }
+                // Withdrawn for good: a power loss must not bring them back
+                // beside the records written again.
+                crate::durable::sync(dir).map_err(io("sync", dir))?;
             }
         }
         Ok(files)
@@ -115,6 +123,7 @@ impl PartFiles {
             let name = format!(".part-{tag}.pending");
             let to = self.dir.join(&name);
             std::fs::rename(&path, &to).map_err(io("rename", &path))?;
+            crate::durable::sync(&self.dir).map_err(io("sync", &self.dir))?;
             self.pending.push(name);
         }
         Ok(SinkState::Parts { pending: self.pending.clone() })
@@ -173,7 +182,7 @@ impl PartFiles {
             }
         }
         // Make the renames durable before anyone is told they happened.
-        File::open(&self.dir).and_then(|d| d.sync_all()).map_err(io("sync", &self.dir))
+        crate::durable::sync(&self.dir).map_err(io("sync", &self.dir))
     }
 }
 

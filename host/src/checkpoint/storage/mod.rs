@@ -8,6 +8,16 @@
 //! `<job>/chk-<n>/<operator>-<subtask>.snap`, one per subtask whose state is
 //! larger than the inline threshold. Paths inside `_metadata` are relative
 //! to `<job>/`, so a job directory can be copied elsewhere and still read.
+//!
+//! On a local directory every object written is made durable before the
+//! call returns (the file, then the directories naming it: see
+//! [`crate::durable`]), so the coordinator's order (state files, then
+//! `_metadata`, then `Complete`, then retention) is also the order on disk.
+
+mod reader;
+mod stores;
+
+pub use reader::ObjectReader;
 
 use super::metadata::StateHandle;
 use crate::config::StorageSettings;
@@ -15,10 +25,11 @@ use crate::fault::{Classify, Domain, RetryHint};
 use bytes::Bytes;
 use futures::TryStreamExt;
 use object_store::path::Path as ObjectPath;
-use object_store::{ObjectStore, ObjectStoreScheme, PutMode, PutOptions, PutPayload};
+use object_store::{ObjectStore, PutMode, PutOptions, PutPayload};
 use std::fmt;
+use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::Duration;
+use stores::{open_dir, runtime};
 use thiserror::Error;
 
 /// Why storage failed.
@@ -54,6 +65,14 @@ pub enum StorageError {
         /// The limit.
         limit: u64,
     },
+    /// An object was written but could not be made durable.
+    #[error("syncing {location} to disk: {cause}")]
+    Sync {
+        /// Where.
+        location: String,
+        /// The file system's error.
+        cause: std::io::Error,
+    },
     /// A read, write, list or delete failed.
     #[error("{op} {location}: {cause}")]
     Io {
@@ -81,9 +100,10 @@ impl Classify for StorageError {
     fn domain(&self) -> Domain {
         match self {
             StorageError::BadDir { .. } | StorageError::TooLargeForMemory { .. } => Domain::User,
-            StorageError::AlreadyCommitted { .. } | StorageError::Io { .. } | StorageError::Corrupt { .. } => {
-                Domain::External
-            }
+            StorageError::AlreadyCommitted { .. }
+            | StorageError::Io { .. }
+            | StorageError::Sync { .. }
+            | StorageError::Corrupt { .. } => Domain::External,
             StorageError::Runtime(_) => Domain::Internal,
         }
     }
@@ -92,9 +112,10 @@ impl Classify for StorageError {
         match self {
             // A store that was down may be up again; a lost race for one
             // checkpoint id does not repeat (the next attempt takes another).
-            StorageError::Io { .. } | StorageError::AlreadyCommitted { .. } | StorageError::Runtime(_) => {
-                RetryHint::Restart
-            }
+            StorageError::Io { .. }
+            | StorageError::Sync { .. }
+            | StorageError::AlreadyCommitted { .. }
+            | StorageError::Runtime(_) => RetryHint::Restart,
             StorageError::BadDir { .. } | StorageError::TooLargeForMemory { .. } | StorageError::Corrupt { .. } => {
                 RetryHint::NoRetry
             }
@@ -109,6 +130,9 @@ pub struct CheckpointStorage {
     root: ObjectPath,
     /// The job directory as the user would write it, for messages.
     display: String,
+    /// `root` on the local file system, for a `file://` directory whose
+    /// writes are fsynced (`state.checkpoints.fsync`, on by default).
+    local: Option<PathBuf>,
     /// Some(limit) when the store is host memory.
     memory_limit: Option<u64>,
     inline_threshold: u64,
@@ -139,17 +163,19 @@ impl CheckpointStorage {
                 store: Arc::new(object_store::memory::InMemory::new()),
                 root: ObjectPath::from(job),
                 display: format!("memory:/{job}"),
+                local: None,
                 memory_limit: Some(settings.memory_max_state_size),
                 inline_threshold: settings.inline_threshold,
                 savepoint: false,
                 runtime,
             });
         };
-        let (store, root) = open_dir(dir, &settings.s3)?;
+        let (store, root, local) = open_dir(dir, &settings.s3)?;
         Ok(CheckpointStorage {
             store,
             root: root.child(job),
             display: format!("{}/{job}", dir.trim_end_matches('/')),
+            local: local.filter(|_| settings.fsync).map(|l| l.join(job)),
             memory_limit: None,
             inline_threshold: settings.inline_threshold,
             savepoint: false,
@@ -164,11 +190,12 @@ impl CheckpointStorage {
         let runtime = runtime()?;
         let uri = uri.trim_end_matches('/');
         let uri = uri.strip_suffix("/_metadata").unwrap_or(uri);
-        let (store, root) = open_dir(uri, &settings.s3)?;
+        let (store, root, local) = open_dir(uri, &settings.s3)?;
         Ok(CheckpointStorage {
             store,
             root,
             display: uri.to_string(),
+            local: local.filter(|_| settings.fsync),
             memory_limit: None,
             inline_threshold: settings.inline_threshold,
             savepoint: true,
@@ -207,6 +234,17 @@ impl CheckpointStorage {
 
     fn location(&self, relative: &str) -> String {
         format!("{}/{relative}", self.display)
+    }
+
+    /// Makes `relative`, just written, durable on a local directory: the
+    /// file, then every directory from its own up to the one holding the
+    /// job's (or savepoint's) directory. Stores elsewhere are durable when
+    /// a write returns.
+    fn persist(&self, relative: &str) -> Result<(), StorageError> {
+        let Some(local) = &self.local else { return Ok(()) };
+        let top = local.parent().unwrap_or(local);
+        crate::durable::sync_up_to(&local.join(relative), top)
+            .map_err(|cause| StorageError::Sync { location: self.location(relative), cause })
     }
 
     /// Stores the state of `task` for checkpoint `id`: inlined in the
@@ -279,6 +317,7 @@ impl CheckpointStorage {
             None => Ok(StateHandle::Inline { data: head }),
             Some(w) => {
                 self.runtime.block_on(w.finish()).map_err(io)?;
+                self.persist(&relative)?;
                 Ok(StateHandle::File { path: relative, size, crc32: hasher.finalize() })
             }
         }
@@ -305,6 +344,7 @@ impl CheckpointStorage {
         self.runtime
             .block_on(self.store.put(&self.path(relative), PutPayload::from(bytes)))
             .map_err(|source| StorageError::Io { op: "writing", location: self.location(relative), cause: source })?;
+        self.persist(relative)?;
         Ok((size, crc))
     }
 
@@ -351,13 +391,14 @@ impl CheckpointStorage {
     }
 
     /// Writes `_metadata` of checkpoint `id`, create-only: if it exists
-    /// (another run committed this id), nothing is written.
+    /// (another run committed this id), nothing is written. Returns once
+    /// it is durable: the checkpoint is committed then.
     pub fn write_metadata(&self, id: u64, bytes: Vec<u8>) -> Result<(), StorageError> {
         let relative = format!("{}_metadata", self.dir_of(id));
         let path = self.path(&relative);
         let opts = PutOptions { mode: PutMode::Create, ..Default::default() };
         match self.runtime.block_on(self.store.put_opts(&path, PutPayload::from(bytes), opts)) {
-            Ok(_) => Ok(()),
+            Ok(_) => self.persist(&relative),
             Err(object_store::Error::AlreadyExists { .. }) => {
                 Err(StorageError::AlreadyCommitted { id, location: self.location(&relative) })
             }
@@ -444,145 +485,6 @@ const UPLOAD_PART: usize = 8 << 20;
 /// Parts of one streamed upload in flight at once.
 const UPLOADS_IN_FLIGHT: usize = 2;
 
-/// A stored object read as a stream ([`CheckpointStorage::open_reader`]).
-pub struct ObjectReader<'a> {
-    storage: &'a CheckpointStorage,
-    stream: futures::stream::BoxStream<'static, object_store::Result<Bytes>>,
-    chunk: Bytes,
-    hasher: crc32fast::Hasher,
-    read: u64,
-    size: u64,
-    crc32: u32,
-    location: String,
-}
-
-impl std::io::Read for ObjectReader<'_> {
-    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        use futures::StreamExt;
-        while self.chunk.is_empty() {
-            match self.storage.runtime.block_on(self.stream.next()) {
-                Some(Ok(chunk)) => self.chunk = chunk,
-                Some(Err(e)) => return Err(std::io::Error::other(format!("reading {}: {e}", self.location))),
-                None => {
-                    let bad = |m: String| std::io::Error::new(std::io::ErrorKind::InvalidData, m);
-                    if self.read != self.size {
-                        return Err(bad(format!("{} bytes, _metadata says {} (truncated?)", self.read, self.size)));
-                    }
-                    if self.hasher.clone().finalize() != self.crc32 {
-                        return Err(bad("checksum mismatch".into()));
-                    }
-                    return Ok(0);
-                }
-            }
-        }
-        let n = buf.len().min(self.chunk.len());
-        if self.read + n as u64 > self.size {
-            // Never hand on more than `_metadata` said the object holds.
-            return Err(std::io::Error::new(
-                std::io::ErrorKind::InvalidData,
-                format!("more than the {} bytes _metadata says", self.size),
-            ));
-        }
-        let part = self.chunk.split_to(n);
-        buf[..n].copy_from_slice(&part);
-        self.hasher.update(&part);
-        self.read += n as u64;
-        Ok(n)
-    }
-}
-
-fn runtime() -> Result<tokio::runtime::Runtime, StorageError> {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .thread_name("weir-storage")
-        .enable_all()
-        .build()
-        .map_err(StorageError::Runtime)
-}
-
-/// The store behind a `file://` or `s3://` directory, and the path of the
-/// directory in it (a local directory is created). object_store parses the
-/// URI; the stores are built here rather than by `parse_url_opts`, which
-/// cannot set the retry policy S3 needs (see [`s3_store`]).
-fn open_dir(dir: &str, s3: &crate::config::S3Settings) -> Result<(Arc<dyn ObjectStore>, ObjectPath), StorageError> {
-    let bad = |message: String| StorageError::BadDir { dir: dir.to_string(), message };
-    if !(dir.starts_with("file://") || dir.starts_with("s3://")) {
-        return Err(bad("must start with file:// or s3://".into()));
-    }
-    let url =
-        url::Url::parse(dir).map_err(|e| bad(format!("not a URI ({e}): use file:///path or s3://bucket/prefix")))?;
-    if url.scheme() == "s3" && url.host_str().is_none_or(str::is_empty) {
-        return Err(bad("no bucket: write s3://bucket or s3://bucket/prefix".into()));
-    }
-    match (url.scheme(), ObjectStoreScheme::parse(&url)) {
-        ("file", _) => {
-            let path = url.to_file_path().ok().filter(|p| p.is_absolute()).ok_or_else(|| {
-                bad("a file:// directory must be absolute, as in file:///var/lib/weir/checkpoints".into())
-            })?;
-            std::fs::create_dir_all(&path).map_err(|e| bad(format!("cannot create {}: {e}", path.display())))?;
-            let local = object_store::local::LocalFileSystem::new_with_prefix(&path)
-                .map_err(|e| bad(e.to_string()))?
-                .with_automatic_cleanup(true);
-            Ok((Arc::new(local), ObjectPath::default()))
-        }
-        ("s3", Ok((ObjectStoreScheme::AmazonS3, prefix))) => {
-            let store = s3_store(&url, s3).map_err(|e| bad(e.to_string()))?;
-            Ok((Arc::new(store), prefix))
-        }
-        _ => Err(bad("must start with file:// or s3://".into())),
-    }
-}
-
-/// An S3 client for the bucket of `url`: the standard AWS environment
-/// variables, then the `state.checkpoints.s3.*` settings over them. Retries
-/// are few and short, so an unreachable store fails one checkpoint in
-/// seconds rather than stalling the job (object_store's default retries for
-/// minutes).
-fn s3_store(
-    url: &url::Url,
-    s3: &crate::config::S3Settings,
-) -> Result<object_store::aws::AmazonS3, object_store::Error> {
-    use object_store::aws::{AmazonS3Builder, S3ConditionalPut};
-    use object_store::{BackoffConfig, ClientOptions, RetryConfig};
-    let mut b = AmazonS3Builder::from_env()
-        .with_url(url.as_str())
-        .with_conditional_put(S3ConditionalPut::ETagMatch)
-        .with_retry(RetryConfig {
-            backoff: BackoffConfig {
-                init_backoff: Duration::from_millis(100),
-                max_backoff: Duration::from_secs(2),
-                base: 2.0,
-            },
-            max_retries: 3,
-            retry_timeout: Duration::from_secs(10),
-        })
-        .with_client_options(
-            ClientOptions::new().with_timeout(Duration::from_secs(30)).with_connect_timeout(Duration::from_secs(5)),
-        );
-    if let Some(e) = &s3.endpoint {
-        b = b.with_endpoint(e).with_virtual_hosted_style_request(false);
-        if e.starts_with("http://") {
-            b = b.with_allow_http(true);
-        }
-    }
-    // Our client options replace those `from_env` read, AWS_ALLOW_HTTP
-    // among them: honour it here.
-    let env_http = std::env::var("AWS_ALLOW_HTTP").is_ok_and(|v| v.eq_ignore_ascii_case("true"));
-    if s3.allow_http || env_http {
-        b = b.with_allow_http(true);
-    }
-    if let Some(r) = &s3.region {
-        b = b.with_region(r);
-    }
-    if let Some(k) = &s3.access_key_id {
-        b = b.with_access_key_id(k);
-    }
-    if let Some(k) = &s3.secret_access_key {
-        b = b.with_secret_access_key(k);
-    }
-    b.build()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -592,6 +494,7 @@ mod tests {
             dir,
             inline_threshold: 16,
             memory_max_state_size: 64,
+            fsync: true,
             s3: crate::config::S3Settings::default(),
         }
     }
