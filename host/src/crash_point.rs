@@ -6,6 +6,23 @@
 //! storage a later run recovers from; a random `kill -9` rarely lands in
 //! those few milliseconds.
 //!
+//! The points, in the order a checkpoint meets them:
+//! - `storage.object-written`: an object (a snapshot, an SST file) stored,
+//!   not yet synced; `storage.piece-written`: a piece of a streamed
+//!   snapshot (a savepoint) handed to its upload; `upload.shared-file`: an
+//!   incremental checkpoint's SST file stored;
+//! - `checkpoint.metadata-written`: `_metadata` committed, tasks not told;
+//!   `savepoint.committed`: a savepoint's `_metadata` committed, the job
+//!   not stopped or told; `checkpoint.final`: the final checkpoint about to
+//!   be written;
+//! - `sink.publishing`, `sink.published`: before the transactional sink's
+//!   renames into `part-<n>`, and after each;
+//! - `delete.metadata-deleted`, `retention.shared-file-deleted`: retention
+//!   halfway through;
+//! - `swap.prepared`: every subtask opened the new module, none told to
+//!   commit; `swap.rolling-back`: a subtask's old state restored, the old
+//!   module not yet reopened.
+//!
 //! Unset, a point costs one load of an initialized `OnceLock`.
 
 use std::sync::OnceLock;

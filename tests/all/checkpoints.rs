@@ -40,29 +40,29 @@ fn input(lines: usize, poison_at: Option<usize>) -> (String, BTreeMap<String, u6
     (text, counts)
 }
 
-struct Job {
+pub struct Job {
     /// `[checkpointing]` and `[state.checkpoints]` lines.
-    checkpointing: String,
+    pub checkpointing: String,
     /// Records per second the source reads.
-    rate: u32,
+    pub rate: u32,
     /// A `misbehave` operator between tokenizer and counter, trapping on
     /// `poison` on the first run only.
-    trap_once: bool,
+    pub trap_once: bool,
     /// The plain `file` sink (`out.txt`) instead of `transactional-file`.
-    plain_sink: bool,
+    pub plain_sink: bool,
     /// The generator (count, keys) instead of the file source.
-    generator: Option<(u64, u64)>,
+    pub generator: Option<(u64, u64)>,
     /// `state.backend`.
-    backend: &'static str,
+    pub backend: &'static str,
 }
 
 impl Job {
-    fn new(checkpointing: String, rate: u32) -> Self {
+    pub fn new(checkpointing: String, rate: u32) -> Self {
         Job { checkpointing, rate, trap_once: false, plain_sink: false, generator: None, backend: "hashmap" }
     }
 }
 
-fn write_job(dir: &JobDir, job: &Job, lines: usize, poison_at: Option<usize>) -> BTreeMap<String, u64> {
+pub fn write_job(dir: &JobDir, job: &Job, lines: usize, poison_at: Option<usize>) -> BTreeMap<String, u64> {
     let (source, counts) = match job.generator {
         None => {
             let (text, counts) = input(lines, poison_at);
@@ -148,7 +148,7 @@ input = "counter"
 
 /// The published output, part files in name order; asserts nothing
 /// unpublished is left.
-fn committed(dir: &Path) -> String {
+pub fn committed(dir: &Path) -> String {
     let mut names: Vec<String> =
         std::fs::read_dir(dir.join("out")).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
     names.sort();
@@ -157,7 +157,7 @@ fn committed(dir: &Path) -> String {
     names.iter().map(|n| std::fs::read_to_string(dir.join("out").join(n)).unwrap()).collect()
 }
 
-fn spawn(dir: &JobDir, args: &[&str], env: &[(&'static str, String)]) -> Child {
+pub fn spawn(dir: &JobDir, args: &[&str], env: &[(&'static str, String)]) -> Child {
     let mut all = vec!["run", "job.toml"];
     all.extend_from_slice(args);
     host_command(dir.path(), &all)
@@ -185,38 +185,88 @@ fn wait_for(child: &mut Child, limit: Duration) -> Option<String> {
     None
 }
 
+/// What a crash loop did: its seed, the kills, and each run's log.
+struct CrashLoop {
+    seed: u64,
+    kills: u32,
+    logs: Vec<String>,
+}
+
+impl CrashLoop {
+    /// Asserts that the loop proved recovery: at least `min_kills` kills,
+    /// every resumed run that got as far as choosing where to start says
+    /// where, and at least one restored a checkpoint.
+    fn assert_recovered(&self, min_kills: u32) {
+        let seed = self.seed;
+        assert!(
+            self.kills >= min_kills,
+            "only {} kills: the job ran too fast to test recovery (WEIR_TEST_SEED={seed})",
+            self.kills
+        );
+        let mut restored = Vec::new();
+        for (run, log) in self.logs.iter().enumerate().skip(1) {
+            if let Some(at) = log.find("INFO restoring checkpoint=") {
+                let location = log[at..].split_whitespace().nth(2).unwrap_or("");
+                let id: u64 = location.rsplit_once("/chk-").and_then(|(_, id)| id.parse().ok()).unwrap_or(0);
+                restored.push((run, id));
+            } else if log.contains("job started") {
+                // It got past choosing: it must have said it had nothing.
+                assert!(
+                    log.contains("--resume: no checkpoint yet"),
+                    "resumed run {run} started without naming a checkpoint (WEIR_TEST_SEED={seed}):\n{log}"
+                );
+            }
+        }
+        assert!(
+            restored.iter().any(|(_, id)| *id > 0),
+            "no resumed run restored a checkpoint (WEIR_TEST_SEED={seed}): {restored:?}"
+        );
+    }
+}
+
 /// Runs the job, killing it with SIGKILL at pseudo-random points and
-/// resuming it each time, until it finishes on its own. Returns the kills.
-fn crash_loop(dir: &JobDir, env: &[(&'static str, String)], seed: u64) -> u32 {
+/// resuming it each time, until it finishes on its own.
+fn crash_loop(dir: &JobDir, env: &[(&'static str, String)], seed: u64) -> CrashLoop {
     let mut x = seed | 1;
+    let mut logs = Vec::new();
     // Every round but the last ends in a kill: the round number counts them.
     for kills in 0..40 {
         let args: &[&str] = if kills == 0 { &[] } else { &["--resume"] };
         let mut child = spawn(dir, args, env);
         if kills >= 6 {
-            wait_for(&mut child, Duration::from_secs(120)).expect("the last run finishes");
-            return kills;
+            let log = wait_for(&mut child, Duration::from_secs(120)).expect("the last run finishes");
+            logs.push(log);
+            return CrashLoop { seed, kills, logs };
         }
         x ^= x << 13;
         x ^= x >> 7;
         x ^= x << 17;
         let after = Duration::from_millis(250 + x % 700);
-        if wait_for(&mut child, after).is_some() {
-            return kills;
+        if let Some(log) = wait_for(&mut child, after) {
+            logs.push(log);
+            return CrashLoop { seed, kills, logs };
         }
         child.kill().unwrap(); // SIGKILL
         child.wait().unwrap();
+        let mut log = String::new();
+        use std::io::Read;
+        child.stderr.take().unwrap().read_to_string(&mut log).unwrap();
+        logs.push(log);
     }
-    panic!("the job never finished");
+    panic!("the job never finished (WEIR_TEST_SEED={seed})");
 }
 
+/// The kill schedule's seed: `WEIR_TEST_SEED` to replay a failing run,
+/// else the clock.
 fn seed() -> u64 {
-    let s = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64;
-    eprintln!("crash loop seed {s}");
+    let s = std::env::var("WEIR_TEST_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(|| {
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64
+    });
+    eprintln!("crash loop seed {s} (replay with WEIR_TEST_SEED={s})");
     s
 }
 
-fn checkpointing(dir: &str, extra: &str) -> String {
+pub fn checkpointing(dir: &str, extra: &str) -> String {
     format!("[checkpointing]\ninterval = \"100ms\"\n{extra}\n\n[state.checkpoints]\ndir = \"{dir}\"\n")
 }
 
@@ -227,9 +277,9 @@ fn crash_loop_on_file_storage(backend: &'static str) {
     let mut job = Job::new(checkpointing(&ck, ""), 3000);
     job.backend = backend;
     let expected = write_job(&dir, &job, 9000, None);
-    let kills = crash_loop(&dir, &[], seed());
-    assert!(kills >= 3, "only {kills} kills: the job ran too fast to test recovery");
-    assert_eq!(final_counts(&committed(dir.path())), expected);
+    let run = crash_loop(&dir, &[], seed());
+    run.assert_recovered(3);
+    assert_eq!(final_counts(&committed(dir.path())), expected, "WEIR_TEST_SEED={}", run.seed);
 }
 
 #[test]
@@ -255,11 +305,11 @@ fn sigkill_crash_loop_with_the_generator_and_the_plain_file_sink_ends_exactly_on
     job.generator = Some((30_000, 60));
     job.plain_sink = true;
     let expected = write_job(&dir, &job, 0, None);
-    let kills = crash_loop(&dir, &[], seed());
-    assert!(kills >= 3, "only {kills} kills: the job ran too fast to test recovery");
+    let run = crash_loop(&dir, &[], seed());
+    run.assert_recovered(3);
     // The generator resumed at its index, the file was cut back to its
     // checkpointed length each time: every count exactly once.
-    assert_eq!(final_counts(&dir.read("out.txt")), expected);
+    assert_eq!(final_counts(&dir.read("out.txt")), expected, "WEIR_TEST_SEED={}", run.seed);
 }
 
 #[test]
@@ -314,9 +364,9 @@ fn crash_loop_on_s3_storage(backend: &'static str) {
     let mut job = Job::new(checkpointing(&ck, "") + &s3_settings, 3000);
     job.backend = backend;
     let expected = write_job(&dir, &job, 9000, None);
-    let kills = crash_loop(&dir, &s3.env(), seed());
-    assert!(kills >= 3, "only {kills} kills: the job ran too fast to test recovery");
-    assert_eq!(final_counts(&committed(dir.path())), expected);
+    let run = crash_loop(&dir, &s3.env(), seed());
+    run.assert_recovered(3);
+    assert_eq!(final_counts(&committed(dir.path())), expected, "WEIR_TEST_SEED={}", run.seed);
     // The checkpoints are in the bucket, listed by the CLI.
     let out = Command::new(host_binary())
         .args(["checkpoints", "job.toml"])
@@ -566,7 +616,7 @@ fn incremental_checkpoints_share_files_and_never_point_at_a_missing_one() {
 /// Asserts that every file a checkpoint under `ck/eo` names exists with
 /// its size; returns how many checkpoints there are and how many of them
 /// use each file.
-fn files_of_incremental_checkpoints(dir: &JobDir) -> (u32, BTreeMap<String, u32>) {
+pub fn files_of_incremental_checkpoints(dir: &JobDir) -> (u32, BTreeMap<String, u32>) {
     let mut uses: BTreeMap<String, u32> = BTreeMap::new();
     let mut checkpoints = 0;
     for e in std::fs::read_dir(dir.path().join("ck/eo")).unwrap() {
@@ -588,44 +638,4 @@ fn files_of_incremental_checkpoints(dir: &JobDir) -> (u32, BTreeMap<String, u32>
         }
     }
     (checkpoints, uses)
-}
-
-/// Crashes the incremental job at `point` (`WEIR_CRASH_AT`), then checks
-/// that no checkpoint left names a missing file and that `--resume` ends
-/// with exact output.
-fn crash_at(point: &str) {
-    let dir = JobDir::new();
-    let ck = format!("file://{}/ck", dir.path().display());
-    let mut job = Job::new(checkpointing(&ck, "retained = 1"), 3000);
-    job.backend = "rocksdb-incremental";
-    let expected = write_job(&dir, &job, 9000, None);
-    let out = host_command(dir.path(), &["run", "job.toml"]).env("WEIR_CRASH_AT", point).output().unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success(), "the run should have crashed at {point}:\n{err}");
-    let name = point.split(':').next().unwrap();
-    assert!(err.contains(&format!("crashing at {name}")), "{err}");
-    let (checkpoints, _) = files_of_incremental_checkpoints(&dir);
-    assert!(checkpoints >= 1, "a completed checkpoint survives the crash at {point}");
-    dir.succeeds(&["--resume"]);
-    assert_eq!(final_counts(&committed(dir.path())), expected);
-}
-
-#[test]
-fn a_crash_between_uploading_shared_files_and_the_metadata_loses_nothing() {
-    crash_at("upload.shared-file:6");
-}
-
-#[test]
-fn a_crash_after_the_metadata_before_tasks_hear_of_it_loses_nothing() {
-    crash_at("checkpoint.metadata-written:3");
-}
-
-#[test]
-fn a_crash_while_deleting_an_old_checkpoint_leaves_the_kept_ones_whole() {
-    crash_at("delete.metadata-deleted:2");
-}
-
-#[test]
-fn a_crash_while_deleting_unused_shared_files_leaves_the_kept_ones_whole() {
-    crash_at("retention.shared-file-deleted:2");
 }

@@ -4,6 +4,7 @@
 mod bad_input;
 mod broadcast;
 mod checkpoints;
+mod crash_points;
 mod durability;
 mod fraud_detection;
 mod fuzz_regressions;

@@ -166,6 +166,9 @@ impl PartFiles {
         let (now, later): (Vec<String>, Vec<String>) =
             std::mem::take(&mut self.pending).into_iter().partition(|n| due(n));
         self.pending = later;
+        if !now.is_empty() {
+            crate::crash_point::crash_point("sink.publishing");
+        }
         for name in now {
             let from = self.file(&name)?;
             let to = self.dir.join(
@@ -174,6 +177,7 @@ impl PartFiles {
             );
             if from.exists() {
                 std::fs::rename(&from, &to).map_err(io("publish", &from))?;
+                crate::crash_point::crash_point("sink.published");
             } else if !to.exists() {
                 return Err(ConnectorError::Inconsistent(format!(
                     "{} is missing: the checkpoint lists it as pending and it was never published",

@@ -348,6 +348,7 @@ impl Attempt<'_> {
                     let storage = self.savepoint_of(id).expect("checked").storage.clone();
                     let result = storage.write_metadata(id, metadata.encode());
                     if result.is_ok() {
+                        crate::crash_point::crash_point("savepoint.committed");
                         self.savepoint_complete(id, &storage, &metadata);
                     }
                     let now = self.now_ms();
@@ -473,6 +474,7 @@ impl Attempt<'_> {
         let id = self.protocol.next_id().max(self.cp.highest_id + 1);
         self.cp.highest_id = id;
         let metadata = CheckpointMetadata { sinks, ..self.metadata(id, BTreeMap::new(), true) };
+        crate::crash_point::crash_point("checkpoint.final");
         self.cp
             .storage
             .write_metadata(id, metadata.encode())

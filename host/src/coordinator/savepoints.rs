@@ -264,6 +264,7 @@ impl Attempt<'_> {
             // The commit does not wait for the savepoint: a failed swap rolls
             // back to each subtask's frozen view, and the savepoint is the
             // user's way back later. The pause is the preparation only.
+            crate::crash_point::crash_point("swap.prepared");
             self.send_all(Control::SwapCommit(id));
             let swap = self.swap.as_mut().expect("checked");
             let first =

@@ -97,6 +97,7 @@ impl OperatorTask {
                         OperatorShare::All,
                     )
                     .map_err(|e| state_error(snapshot_error(e)))?;
+                    crate::crash_point::crash_point("swap.rolling-back");
                     // A new RocksDB numbers its files from the start again:
                     // nothing it writes may pass for a file already stored.
                     self.reset_uploads(&[]);

@@ -304,6 +304,7 @@ impl CheckpointStorage {
             let w = upload.as_mut().expect("started");
             self.runtime.block_on(w.wait_for_capacity(UPLOADS_IN_FLIGHT)).map_err(io)?;
             w.write(piece);
+            crate::crash_point::crash_point("storage.piece-written");
             Ok(())
         };
         let written = write(&mut sink);
@@ -344,6 +345,7 @@ impl CheckpointStorage {
         self.runtime
             .block_on(self.store.put(&self.path(relative), PutPayload::from(bytes)))
             .map_err(|source| StorageError::Io { op: "writing", location: self.location(relative), cause: source })?;
+        crate::crash_point::crash_point("storage.object-written");
         self.persist(relative)?;
         Ok((size, crc))
     }
