@@ -19,7 +19,7 @@ pub use read::{
 };
 pub use write::{write_snapshot, write_snapshot_sized, write_snapshot_streamed};
 
-use super::{Redistribution, SnapshotEntry, StateDescriptor, StateError, StateKind, TimeDomain, TtlConfig};
+use super::{Redistribution, Shape, SnapshotEntry, StateDescriptor, StateError, StateKind, TimeDomain, TtlConfig};
 use thiserror::Error;
 
 /// The first bytes of every snapshot.
@@ -258,18 +258,39 @@ fn entry_key<'a>(e: &SnapshotEntry<'a>) -> &'a [u8] {
     }
 }
 
-fn read_entry<'a>(r: &mut Reader<'a>, states: usize) -> Result<SnapshotEntry<'a>, SnapshotError> {
-    let state = |r: &mut Reader<'a>| -> Result<u32, SnapshotError> {
+/// Reads one entry of a section whose states are `kinds` (by state
+/// number), `keyed` for a key group's section. An entry must name a state
+/// of its own shape, in a section of its scope: a backend is never handed
+/// a map entry for a value state, nor a key group's entry as operator state.
+fn read_entry<'a>(r: &mut Reader<'a>, kinds: &[StateKind], keyed: bool) -> Result<SnapshotEntry<'a>, SnapshotError> {
+    let tag = r.u8()?;
+    let state = |r: &mut Reader<'a>, shape: Shape| -> Result<u32, SnapshotError> {
         let s = r.varint()?;
-        if s as usize >= states {
-            return Err(SnapshotError::Corrupt(format!("entry names state {s}, the snapshot has {states}")));
+        let Some(kind) = usize::try_from(s).ok().and_then(|i| kinds.get(i)) else {
+            return Err(SnapshotError::Corrupt(format!("entry names state {s}, the snapshot has {}", kinds.len())));
+        };
+        if kind.shape() != shape {
+            return Err(SnapshotError::Corrupt(format!(
+                "a {shape:?} entry for state {s}, which is a {} state",
+                kind.name()
+            )));
         }
         Ok(s as u32)
     };
-    Ok(match r.u8()? {
-        1 => SnapshotEntry::Value { state: state(r)?, key: r.bytes()?, value: r.bytes()? },
-        2 => SnapshotEntry::ListItem { state: state(r)?, key: r.bytes()?, value: r.bytes()? },
-        3 => SnapshotEntry::MapItem { state: state(r)?, key: r.bytes()?, user_key: r.bytes()?, value: r.bytes()? },
+    let in_keyed = matches!(tag, 1..=4);
+    if matches!(tag, 1..=6) && in_keyed != keyed {
+        let section = if keyed { "a key group's section" } else { "the operator state section" };
+        return Err(SnapshotError::Corrupt(format!("entry tag {tag} in {section}")));
+    }
+    Ok(match tag {
+        1 => SnapshotEntry::Value { state: state(r, Shape::Value)?, key: r.bytes()?, value: r.bytes()? },
+        2 => SnapshotEntry::ListItem { state: state(r, Shape::List)?, key: r.bytes()?, value: r.bytes()? },
+        3 => SnapshotEntry::MapItem {
+            state: state(r, Shape::Map)?,
+            key: r.bytes()?,
+            user_key: r.bytes()?,
+            value: r.bytes()?,
+        },
         4 => {
             let domain = match r.u8()? {
                 0 => TimeDomain::EventTime,
@@ -279,8 +300,12 @@ fn read_entry<'a>(r: &mut Reader<'a>, states: usize) -> Result<SnapshotEntry<'a>
             let time = i64::from_le_bytes(r.take(8)?.try_into().unwrap());
             SnapshotEntry::Timer { domain, time, key: r.bytes()? }
         }
-        5 => SnapshotEntry::OperatorItem { state: state(r)?, value: r.bytes()? },
-        6 => SnapshotEntry::BroadcastItem { state: state(r)?, user_key: r.bytes()?, value: r.bytes()? },
+        5 => SnapshotEntry::OperatorItem { state: state(r, Shape::OperatorList)?, value: r.bytes()? },
+        6 => SnapshotEntry::BroadcastItem {
+            state: state(r, Shape::BroadcastMap)?,
+            user_key: r.bytes()?,
+            value: r.bytes()?,
+        },
         t => return Err(SnapshotError::Corrupt(format!("unknown entry tag {t}"))),
     })
 }

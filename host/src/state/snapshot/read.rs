@@ -5,7 +5,7 @@
 
 use super::{FORMAT_VERSION, MAGIC, Reader, SnapshotError, entry_key, parse_descriptors, read_entry, remap};
 use crate::state::key_group::{KeyGroupRange, key_group_of_hash, key_hash};
-use crate::state::{Redistribution, SnapshotEntry, StateBackend, StateDescriptor};
+use crate::state::{Redistribution, SnapshotEntry, StateBackend, StateDescriptor, StateKind};
 
 /// A snapshot's header: its key groups and its states, in id order.
 #[derive(Debug, Clone)]
@@ -19,13 +19,16 @@ pub struct Header {
 /// The entries of one checked section, decoded one at a time.
 pub struct Entries<'a> {
     reader: Reader<'a>,
-    states: usize,
+    /// The kind of each state, by the numbers entries carry.
+    kinds: &'a [StateKind],
+    /// A key group's section (else operator and broadcast state).
+    keyed: bool,
 }
 
 impl<'a> Entries<'a> {
     /// The next entry, or `None` at the end of the section.
     pub fn next_entry(&mut self) -> Result<Option<SnapshotEntry<'a>>, SnapshotError> {
-        if self.reader.done() { Ok(None) } else { read_entry(&mut self.reader, self.states).map(Some) }
+        if self.reader.done() { Ok(None) } else { read_entry(&mut self.reader, self.kinds, self.keyed).map(Some) }
     }
 }
 
@@ -71,6 +74,7 @@ fn parse(
         return Err(SnapshotError::UnsupportedVersion(version));
     }
     let mut found: Option<Header> = None;
+    let mut kinds: Vec<StateKind> = Vec::new();
     let mut payload = Vec::new();
     loop {
         let mut tag = [0u8; 1];
@@ -114,14 +118,15 @@ fn parse(
                 let (max_parallelism, descriptors) = parse_descriptors(&payload, offset)?;
                 let h = Header { max_parallelism, descriptors };
                 visit(Part::Header(&h))?;
+                kinds = h.descriptors.iter().map(|d| d.kind).collect();
                 found = Some(h);
             }
             (b'H', Some(_)) => return Err(SnapshotError::Corrupt("a second header section".into())),
             (_, None) => return Err(SnapshotError::Corrupt("no header section".into())),
-            (tag, Some(h)) => {
-                let entries =
-                    Entries { reader: Reader { bytes: &payload, at: 0, base: offset }, states: h.descriptors.len() };
-                visit(Part::Section((tag == b'K').then_some(key_group), entries))?;
+            (tag, Some(_)) => {
+                let keyed = tag == b'K';
+                let entries = Entries { reader: Reader { bytes: &payload, at: 0, base: offset }, kinds: &kinds, keyed };
+                visit(Part::Section(keyed.then_some(key_group), entries))?;
             }
         }
     }
@@ -316,6 +321,34 @@ mod tests {
             assert!(result.is_err(), "flipping byte {at} went unnoticed");
             assert!(backend.descriptors().is_empty(), "nothing registered or restored after an error");
         }
+    }
+
+    /// `good` with the first entry of its first key group's section
+    /// retagged `tag`, that section's checksum made right again.
+    fn retagged(good: &[u8], tag: u8) -> Vec<u8> {
+        let mut bytes = good.to_vec();
+        let header_len = u32::from_le_bytes(bytes[11..15].try_into().unwrap()) as usize;
+        let k = 15 + header_len + 4;
+        assert_eq!(bytes[k], b'K');
+        let len = u32::from_le_bytes(bytes[k + 3..k + 7].try_into().unwrap()) as usize;
+        let payload = k + 7;
+        bytes[payload] = tag;
+        let crc = crc32fast::hash(&bytes[payload..payload + len]);
+        bytes[payload + len..payload + len + 4].copy_from_slice(&crc.to_le_bytes());
+        bytes
+    }
+
+    #[test]
+    fn an_entry_must_fit_its_states_kind_and_its_section() {
+        let good = snapshot();
+        // A list element for the value state `count`.
+        let (result, backend) = restore(&retagged(&good, 2));
+        let err = result.unwrap_err().to_string();
+        assert!(err.contains("for state 0, which is a value state"), "{err}");
+        assert!(backend.descriptors().is_empty());
+        // Operator state inside a key group's section.
+        let err = restore(&retagged(&good, 5)).0.unwrap_err().to_string();
+        assert!(err.contains("entry tag 5 in a key group's section"), "{err}");
     }
 
     #[test]
