@@ -9,7 +9,6 @@
 use crate::checkpoints::{Job, checkpointing, committed, files_of_incremental_checkpoints, spawn, write_job};
 use crate::support::{JobDir, final_counts};
 use std::collections::BTreeMap;
-use std::process::Child;
 use std::time::{Duration, Instant};
 use weir_tests::{S3_BUCKET, S3Server, artifacts, host_command};
 
@@ -151,10 +150,10 @@ fn a_crash_during_the_final_checkpoint_loses_nothing() {
 }
 
 /// Starts the job with a crash armed at `point`, waits until it has
-/// written output, and runs the control command `args` against it; returns
-/// the job, which should crash.
-fn crash_on_command(dir: &JobDir, point: &str, args: &[&str]) -> Child {
-    let mut child = spawn(dir, &[], &[("WEIR_CRASH_AT", point.to_string())]);
+/// written output, and runs the control command `args` against it, which
+/// should crash the job there.
+fn crash_on_command(dir: &JobDir, point: &str, args: &[&str]) {
+    let child = spawn(dir, &[], &[("WEIR_CRASH_AT", point.to_string())]);
     let until = Instant::now() + Duration::from_secs(30);
     loop {
         let status = host_command(dir.path(), &["status", "eo", "--json"]).output().unwrap();
@@ -171,12 +170,9 @@ fn crash_on_command(dir: &JobDir, point: &str, args: &[&str]) -> Child {
     }
     // The command's own answer is lost with the job.
     let _ = host_command(dir.path(), args).output().unwrap();
-    let status = child.wait().unwrap();
-    let mut err = String::new();
-    use std::io::Read;
-    child.stderr.take().unwrap().read_to_string(&mut err).unwrap();
-    crashed_at(point, status.success(), &err);
-    child
+    // Both pipes drained while waiting: a full stderr pipe cannot stall it.
+    let out = child.wait_with_output().unwrap();
+    crashed_at(point, out.status.success(), &String::from_utf8_lossy(&out.stderr));
 }
 
 #[test]

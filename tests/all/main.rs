@@ -17,6 +17,7 @@ mod savepoints;
 mod session_windows;
 mod state_kinds;
 mod support;
+mod swaps;
 mod tidy;
 mod top_n;
 mod ttl;

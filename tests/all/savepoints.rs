@@ -12,14 +12,14 @@ use std::time::{Duration, Instant};
 use weir_host::connectors::generator::key_of;
 use weir_tests::{S3_BUCKET, S3Server, artifacts, host_command};
 
-const RECORDS: u64 = 60_000;
+pub const RECORDS: u64 = 60_000;
 const KEYS: u64 = 500;
 const SEED: u64 = 7;
 
 /// The counter job: the generator (paced, so it runs for a few seconds)
 /// into the counter at parallelism `p` on `backend`, into a transactional
 /// file sink; checkpoints every 200 ms; savepoints under `sp/`.
-fn write_job(dir: &JobDir, p: u32, backend: &str, rate: u32) {
+pub fn write_job(dir: &JobDir, p: u32, backend: &str, rate: u32) {
     let root = dir.path().display();
     dir.write(
         "job.toml",
@@ -63,7 +63,7 @@ dir = "out"
 }
 
 /// Each key's count over the whole stream.
-fn expected() -> BTreeMap<String, u64> {
+pub fn expected() -> BTreeMap<String, u64> {
     let mut m = BTreeMap::new();
     for i in 0..RECORDS {
         *m.entry(key_of(SEED, i, KEYS).to_string()).or_default() += 1;
@@ -72,7 +72,7 @@ fn expected() -> BTreeMap<String, u64> {
 }
 
 /// Every published output line.
-fn published(dir: &JobDir) -> String {
+pub fn published(dir: &JobDir) -> String {
     let mut names: Vec<_> = std::fs::read_dir(dir.path().join("out"))
         .unwrap()
         .map(|e| e.unwrap().file_name().into_string().unwrap())
@@ -82,22 +82,22 @@ fn published(dir: &JobDir) -> String {
     names.iter().map(|n| std::fs::read_to_string(dir.path().join("out").join(n)).unwrap()).collect()
 }
 
-fn start(dir: &JobDir, args: &[&str]) -> Child {
+pub fn start(dir: &JobDir, args: &[&str]) -> Child {
     let mut all = vec!["run", "job.toml"];
     all.extend_from_slice(args);
     host_command(dir.path(), &all).stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap()
 }
 
-fn host(dir: &JobDir, args: &[&str]) -> Output {
+pub fn host(dir: &JobDir, args: &[&str]) -> Output {
     host_command(dir.path(), args).output().unwrap()
 }
 
-fn text(b: &[u8]) -> String {
+pub fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
 }
 
 /// Waits for the job's control endpoint and some output.
-fn wait_running(dir: &JobDir) {
+pub fn wait_running(dir: &JobDir) {
     let until = Instant::now() + Duration::from_secs(30);
     while Instant::now() < until {
         let out = host(dir, &["status", "sp", "--json"]);
@@ -112,7 +112,7 @@ fn wait_running(dir: &JobDir) {
     panic!("the job never showed progress");
 }
 
-fn finish(mut child: Child) -> (bool, String) {
+pub fn finish(mut child: Child) -> (bool, String) {
     let status = child.wait().unwrap();
     let mut err = String::new();
     use std::io::Read;
@@ -416,93 +416,6 @@ fn a_new_module_version_migrates_the_restored_values_and_a_changed_kind_is_refus
     let (ok, err) = dir2.run(&["--from-savepoint", &location]);
     assert!(!ok, "{err}");
     assert!(err.contains("migrate-value from version 2 failed") && err.contains("'count'"), "{err}");
-}
-
-/// `host swap` on the running counter job; returns the command's output.
-fn swap_to(dir: &JobDir, module: &str) -> Output {
-    host(dir, &["swap", "sp", "--operator", "counter", "--module", module])
-}
-
-#[test]
-fn a_live_swap_to_version_2_migrates_the_state_and_loses_or_repeats_nothing() {
-    let dir = JobDir::new();
-    write_job(&dir, 2, "hashmap", 15_000);
-    let child = start(&dir, &[]);
-    wait_running(&dir);
-    let out = swap_to(&dir, artifacts::WORD_COUNT_COUNTER_V2);
-    assert!(out.status.success(), "{}", text(&out.stderr));
-    let said = text(&out.stderr);
-    assert!(said.contains("operator 'counter' now runs") && said.contains("paused"), "{said}");
-    let (ok, err) = finish(child);
-    assert!(ok, "{err}");
-    let all = published(&dir);
-    let v1 = all.lines().filter(|l| l.contains(' ')).count();
-    let v2 = all.lines().filter(|l| l.contains('=')).count();
-    assert!(v1 > 0 && v2 > 0, "both versions wrote: {v1} v1 lines, {v2} v2 lines");
-    assert_eq!((v1 + v2) as u64, RECORDS, "one output line per record");
-    // Every word counts on across the swap: 1..=n over both formats.
-    assert_eq!(final_counts(&all.replace('=', " ")), expected());
-    // No v1 line after a word's first v2 line.
-    let mut switched = std::collections::HashSet::new();
-    for line in all.lines() {
-        if let Some((k, _)) = line.split_once('=') {
-            switched.insert(k.to_string());
-        } else {
-            let k = line.split_once(' ').unwrap().0;
-            assert!(!switched.contains(k), "v1 output for {k} after its v2 output");
-        }
-    }
-}
-
-#[test]
-fn a_module_rebuilt_at_the_same_path_is_what_a_swap_runs() {
-    let dir = JobDir::new();
-    write_job(&dir, 1, "hashmap", 15_000);
-    let module = dir.path().join("counter.wasm");
-    std::fs::copy(artifacts::WORD_COUNT_COUNTER, &module).unwrap();
-    let job = dir.read("job.toml").replace(artifacts::WORD_COUNT_COUNTER, &module.display().to_string());
-    dir.write("job.toml", job);
-    let child = start(&dir, &[]);
-    wait_running(&dir);
-    // The same path, new bytes: the compiled-module cache is keyed by
-    // content, so the swap must run version 2, not the cached version 1.
-    std::fs::copy(artifacts::WORD_COUNT_COUNTER_V2, &module).unwrap();
-    let out = swap_to(&dir, &module.display().to_string());
-    assert!(out.status.success(), "{}", text(&out.stderr));
-    let (ok, err) = finish(child);
-    assert!(ok, "{err}");
-    let all = published(&dir);
-    assert!(all.lines().any(|l| l.contains('=')), "version 2 never ran");
-    assert_eq!(final_counts(&all.replace('=', " ")), expected());
-}
-
-#[test]
-fn a_failed_swap_rolls_back_and_the_old_module_goes_on() {
-    let dir = JobDir::new();
-    write_job(&dir, 2, "rocksdb", 8_000);
-    let child = start(&dir, &[]);
-    wait_running(&dir);
-    // Traps in open.
-    let out = swap_to(&dir, artifacts::OPEN_TRAP);
-    assert!(!out.status.success());
-    let err = text(&out.stderr);
-    assert!(err.contains("failed in open") && err.contains("keeps running its old module"), "{err}");
-    // Declares `count` as a map.
-    let out = swap_to(&dir, artifacts::COUNT_AS_MAP);
-    assert!(!out.status.success());
-    let err = text(&out.stderr);
-    assert!(err.contains("'count'") && err.contains("map"), "{err}");
-    // Not a component at all.
-    dir.write("junk.wasm", b"not wasm");
-    let out = swap_to(&dir, &dir.path().join("junk.wasm").display().to_string());
-    assert!(!out.status.success());
-    assert!(text(&out.stderr).contains("cannot load the new module"), "{}", text(&out.stderr));
-    let (ok, err) = finish(child);
-    assert!(ok, "the job survives failed swaps: {err}");
-    let all = published(&dir);
-    assert!(!all.contains('='), "only version 1 ever ran");
-    assert_eq!(all.lines().count() as u64, RECORDS);
-    assert_eq!(final_counts(&all), expected());
 }
 
 /// Sessions (a 60 s gap, so none closes on its own) over generated clicks,

@@ -99,6 +99,19 @@ pub enum SinkState {
     },
 }
 
+/// A module swapped in while the job ran (`host swap`), which the
+/// checkpoint's state belongs to rather than the job file's module.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SwappedModule {
+    /// The component's path on the host that ran the job.
+    pub path: String,
+    /// SHA-256 of its bytes, hex.
+    pub sha256: String,
+    /// SHA-256 of the job file's module it replaced: a resume runs the
+    /// swapped module only while the job file still names that one.
+    pub replaced_sha256: String,
+}
+
 /// One operator's subtasks, by index.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct OperatorState {
@@ -134,6 +147,11 @@ pub struct CheckpointMetadata {
     pub sources: BTreeMap<String, u64>,
     /// Sink id to its position.
     pub sinks: BTreeMap<String, SinkState>,
+    /// Operator uid to the module swapped in before this checkpoint (a
+    /// checkpoint only; a savepoint holds the state of the job file's
+    /// modules, or of the modules before a swap that rode on it).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub swapped: BTreeMap<String, SwappedModule>,
 }
 
 impl CheckpointMetadata {
@@ -221,6 +239,12 @@ impl CheckpointMetadata {
                 return bad(format!("source or sink id {id:?} is not an id"));
             }
         }
+        let sha256 = |s: &str| s.len() == 64 && s.bytes().all(|b| b.is_ascii_hexdigit());
+        for (uid, m) in &self.swapped {
+            if !is_id(uid) || !sha256(&m.sha256) || !sha256(&m.replaced_sha256) {
+                return bad(format!("swapped module of {uid:?} is not a uid with SHA-256 hashes"));
+            }
+        }
         for (id, state) in &self.sinks {
             if let SinkState::Parts { pending } = state
                 && let Some(name) = pending
@@ -287,6 +311,11 @@ mod tests {
             .into(),
             sources: [("lines".to_string(), 1234)].into(),
             sinks: [("out".to_string(), SinkState::Parts { pending: vec![".part-7.pending".to_string()] })].into(),
+            swapped: [(
+                "counter".to_string(),
+                SwappedModule { path: "/m/v2.wasm".into(), sha256: "a".repeat(64), replaced_sha256: "b".repeat(64) },
+            )]
+            .into(),
         }
     }
 

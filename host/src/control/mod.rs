@@ -128,6 +128,9 @@ pub struct Status {
     /// The checkpoint line of the progress display (none without
     /// checkpointing).
     pub checkpoints: Option<String>,
+    /// The id of the latest checkpoint this run completed.
+    #[serde(default)]
+    pub latest_checkpoint: Option<u64>,
     /// Per node: role, id, parallelism, records in and out.
     pub nodes: Vec<NodeStatus>,
 }

@@ -10,7 +10,7 @@
 //! [`Protocol`] and the channels to that attempt's tasks.
 
 use super::savepoints::{PendingSavepoint, PendingSwap};
-use crate::checkpoint::metadata::{CheckpointMetadata, OperatorState, SinkState, StateHandle};
+use crate::checkpoint::metadata::{CheckpointMetadata, OperatorState, SinkState, StateHandle, SwappedModule};
 use crate::checkpoint::protocol::{CheckpointId, Command, Protocol, ProtocolConfig};
 use crate::checkpoint::storage::{CheckpointStorage, StorageError};
 use crate::checkpoint::upload::CheckpointError;
@@ -23,6 +23,7 @@ use crate::runtime::TaskId;
 use crate::runtime::events::TaskSnapshot;
 use crate::runtime::message::{Barrier, BarrierKind, Control};
 use crate::wasm::OperatorModule;
+use crate::wasm::module::Loaded;
 use crossbeam_channel::Sender;
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::sync::Arc;
@@ -98,6 +99,11 @@ pub struct Checkpoints {
     created: VecDeque<(CheckpointId, Vec<String>)>,
     /// Shared files of the checkpoint the run started from: never deleted.
     pinned: HashSet<String>,
+    /// SHA-256 of each operator's module as the job file names it.
+    job_modules: BTreeMap<String, String>,
+    /// Modules swapped in, by operator uid, with the barrier each took
+    /// effect at: checkpoints after it record it, so a resume runs it.
+    swapped: BTreeMap<String, (CheckpointId, SwappedModule)>,
     /// Statistics.
     pub stats: CheckpointStats,
 }
@@ -147,8 +153,31 @@ impl Checkpoints {
             highest_id,
             created: VecDeque::new(),
             pinned,
+            job_modules: BTreeMap::new(),
+            swapped: BTreeMap::new(),
             stats: CheckpointStats::default(),
         }
+    }
+
+    /// The modules the run started with: `job_modules` are the job file's
+    /// (uid to SHA-256), `swapped` those a resumed checkpoint had swapped
+    /// in, which later checkpoints record again.
+    pub fn with_modules(
+        mut self,
+        job_modules: BTreeMap<String, String>,
+        swapped: BTreeMap<String, SwappedModule>,
+    ) -> Self {
+        self.job_modules = job_modules;
+        self.swapped = swapped.into_iter().map(|(uid, m)| (uid, (0, m))).collect();
+        self
+    }
+
+    /// Operator `uid` runs `loaded` from the barrier of `id` on.
+    pub(super) fn swapped_in(&mut self, uid: &str, id: CheckpointId, loaded: &Loaded) {
+        let replaced_sha256 = self.job_modules.get(uid).cloned().unwrap_or_default();
+        let module =
+            SwappedModule { path: loaded.path.display().to_string(), sha256: loaded.sha256.clone(), replaced_sha256 };
+        self.swapped.insert(uid.to_string(), (id, module));
     }
 
     /// The storage.
@@ -344,7 +373,11 @@ impl Attempt<'_> {
                     }
                 }
                 Command::WriteMetadata { id, handles } if self.savepoint_of(id).is_some() => {
-                    let metadata = CheckpointMetadata { savepoint: true, ..self.metadata(id, handles, false) };
+                    let metadata = CheckpointMetadata {
+                        savepoint: true,
+                        swapped: BTreeMap::new(),
+                        ..self.metadata(id, handles, false)
+                    };
                     let storage = self.savepoint_of(id).expect("checked").storage.clone();
                     let result = storage.write_metadata(id, metadata.encode());
                     if result.is_ok() {
@@ -463,6 +496,15 @@ impl Attempt<'_> {
             operators,
             sources,
             sinks,
+            // Swaps that took effect at an earlier barrier: this state is
+            // the swapped module's.
+            swapped: self
+                .cp
+                .swapped
+                .iter()
+                .filter(|(_, (since, _))| *since < id)
+                .map(|(uid, (_, m))| (uid.clone(), m.clone()))
+                .collect(),
         }
     }
 

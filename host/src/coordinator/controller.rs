@@ -322,7 +322,7 @@ impl<'a> Controller<'a> {
             }
             Ok(loaded) => c.request_swap(
                 &operator.uid,
-                loaded.module,
+                loaded,
                 operator.parallelism,
                 request.dir,
                 job.settings.savepoint_dir.as_deref(),
@@ -431,6 +431,7 @@ impl<'a> Controller<'a> {
             records_read,
             records_written,
             checkpoints: self.checkpoints.as_ref().map(|c| c.status()),
+            latest_checkpoint: self.checkpoints.as_ref().and_then(|c| c.cp.stats.latest),
             nodes: self.counters.status(&self.plan.nodes),
         }
     }
@@ -480,6 +481,7 @@ pub fn wait_to_restart(
                     records_read: 0,
                     records_written: 0,
                     checkpoints: None,
+                    latest_checkpoint: None,
                     nodes: Vec::new(),
                 });
             }

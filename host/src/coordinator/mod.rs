@@ -1,5 +1,6 @@
 //! The coordinator (Flink's JobManager role): everything about a job as a
-//! whole. It plans the wiring ([`plan`]), starts the tasks ([`spawn`]),
+//! whole. It loads the modules a run starts with ([`modules`]), plans the
+//! wiring ([`plan`]), starts the tasks ([`spawn`]),
 //! follows one attempt ([`controller`]) through the job's states
 //! ([`job_state`]), drives checkpoints and savepoints ([`checkpointing`],
 //! [`savepoints`]), restarts the job from its latest checkpoint as the
@@ -11,6 +12,7 @@
 pub mod checkpointing;
 pub mod controller;
 pub mod job_state;
+pub mod modules;
 pub mod plan;
 pub mod progress;
 pub mod report;
@@ -170,12 +172,13 @@ pub fn run_job(job: &LoadedJob, start: &StartFrom) -> Result<JobReport, JobError
     let _ticker = EpochTicker::start(&engine);
     let mut loader =
         ModuleLoader::new(&engine, settings.cache_dir.clone()).map_err(|e| JobError::Engine(format!("{e:#}")))?;
+    let run_modules = modules::load(spec, &mut loader, initial.as_deref())?;
+    if let Some(c) = checkpoints.take() {
+        checkpoints = Some(c.with_modules(run_modules.job_file, run_modules.swapped));
+    }
     // By uid; a committed module swap replaces an entry, so a restart
     // after it runs the new module.
-    let mut modules: HashMap<String, OperatorModule> = HashMap::new();
-    for op in &spec.operators {
-        modules.insert(op.uid.clone(), loader.load(&op.uid, &op.module)?);
-    }
+    let mut modules: HashMap<String, OperatorModule> = run_modules.by_uid;
     let plan = plan::plan(spec);
 
     let mut restore_from = initial.clone();

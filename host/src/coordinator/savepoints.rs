@@ -18,6 +18,7 @@ use crate::runtime::TaskId;
 use crate::runtime::message::{BarrierKind, Control, SavepointEnd, SwapOrder};
 use crate::runtime::swap::SwapError;
 use crate::wasm::OperatorModule;
+use crate::wasm::module::Loaded;
 use crossbeam_channel::Sender;
 use std::sync::Arc;
 use std::time::Instant;
@@ -44,6 +45,8 @@ pub struct PendingSavepoint {
 /// A module swap: its savepoint, then every subtask's preparation.
 pub struct PendingSwap {
     order: SwapOrder,
+    /// The new module's file and hash, for the checkpoints after it.
+    loaded: Loaded,
     subtasks: u32,
     reply: SwapReply,
     /// Set once triggered.
@@ -84,7 +87,7 @@ impl Attempt<'_> {
     pub fn request_swap(
         &mut self,
         uid: &str,
-        module: OperatorModule,
+        loaded: Loaded,
         subtasks: u32,
         dir: Option<String>,
         default_dir: Option<&str>,
@@ -96,7 +99,8 @@ impl Attempt<'_> {
             return;
         }
         let swap = PendingSwap {
-            order: SwapOrder { uid: uid.into(), module },
+            order: SwapOrder { uid: uid.into(), module: loaded.module.clone() },
+            loaded,
             subtasks,
             reply: reply.clone(),
             id: None,
@@ -273,6 +277,8 @@ impl Attempt<'_> {
             swap.pause_ms = Some(pause_ms);
             tracing::info!(operator = %swap.order.uid, pause_ms, "module swapped");
             self.committed.push((swap.order.uid.to_string(), swap.order.module.clone()));
+            let (uid, loaded) = (swap.order.uid.to_string(), swap.loaded.clone());
+            self.cp.swapped_in(&uid, id, &loaded);
         }
         let swap = self.swap.as_ref().expect("checked");
         if let (Some(done), Some(pause_ms)) = (swap.done.clone(), swap.pause_ms) {

@@ -83,6 +83,18 @@ pub enum StartError {
         /// The operators, quoted.
         operators: String,
     },
+    /// The module a resumed checkpoint's state belongs to cannot be loaded.
+    #[error(
+        "operator '{uid}': {checkpoint} holds state of a module swapped in while the job ran, which cannot be loaded: {why}; put it back, or name the module to run in the job file"
+    )]
+    SwappedModuleGone {
+        /// The operator.
+        uid: String,
+        /// The checkpoint.
+        checkpoint: String,
+        /// What is wrong.
+        why: String,
+    },
 }
 
 impl Classify for StartError {

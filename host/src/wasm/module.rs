@@ -125,12 +125,14 @@ pub struct ModuleCompiler {
     cache: Option<ModuleCache>,
 }
 
-/// A module read from disk, compiled and pre-linked, with the SHA-256 of
-/// its bytes.
+/// A module read from disk, compiled and pre-linked, with where it was
+/// read from and the SHA-256 of its bytes.
 #[derive(Clone)]
 pub struct Loaded {
     /// Ready to instantiate once per subtask.
     pub module: OperatorPre<OperatorHost>,
+    /// The file it was read from.
+    pub path: PathBuf,
     /// SHA-256 of the component's bytes, hex.
     pub sha256: String,
 }
@@ -215,7 +217,7 @@ impl ModuleCompiler {
             elapsed_ms = started.elapsed().as_millis() as u64,
             "module loaded"
         );
-        Ok(Loaded { module, sha256 })
+        Ok(Loaded { module, path: path.to_path_buf(), sha256 })
     }
 }
 
@@ -225,6 +227,7 @@ impl ModuleCompiler {
 /// path).
 pub struct ModuleLoader {
     compiler: ModuleCompiler,
+    /// By SHA-256.
     loaded: HashMap<String, OperatorPre<OperatorHost>>,
 }
 
@@ -240,14 +243,14 @@ impl ModuleLoader {
     }
 
     /// Loads the module at `path` for operator `uid`.
-    pub fn load(&mut self, uid: &str, path: &Path) -> Result<OperatorPre<OperatorHost>, WasmError> {
+    pub fn load(&mut self, uid: &str, path: &Path) -> Result<Loaded, WasmError> {
         let (bytes, sha256) = self.compiler.read(uid, path)?;
         if let Some(pre) = self.loaded.get(&sha256) {
-            return Ok(pre.clone());
+            return Ok(Loaded { module: pre.clone(), path: path.to_path_buf(), sha256 });
         }
         let loaded = self.compiler.compile(uid, path, &bytes, sha256)?;
         self.loaded.insert(loaded.sha256.clone(), loaded.module.clone());
-        Ok(loaded.module)
+        Ok(loaded)
     }
 }
 

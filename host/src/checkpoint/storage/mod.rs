@@ -170,7 +170,7 @@ impl CheckpointStorage {
                 runtime,
             });
         };
-        let (store, root, local) = open_dir(dir, &settings.s3)?;
+        let stores::OpenDir { store, root, local } = open_dir(dir, &settings.s3)?;
         Ok(CheckpointStorage {
             store,
             root: root.child(job),
@@ -190,7 +190,7 @@ impl CheckpointStorage {
         let runtime = runtime()?;
         let uri = uri.trim_end_matches('/');
         let uri = uri.strip_suffix("/_metadata").unwrap_or(uri);
-        let (store, root, local) = open_dir(uri, &settings.s3)?;
+        let stores::OpenDir { store, root, local } = open_dir(uri, &settings.s3)?;
         Ok(CheckpointStorage {
             store,
             root,

@@ -17,15 +17,21 @@ pub(super) fn runtime() -> Result<tokio::runtime::Runtime, StorageError> {
         .map_err(StorageError::Runtime)
 }
 
+/// A `file://` or `s3://` directory, opened.
+pub(super) struct OpenDir {
+    pub store: Arc<dyn ObjectStore>,
+    /// The directory's path inside `store`.
+    pub root: ObjectPath,
+    /// For `file://`, the directory on the local file system.
+    pub local: Option<PathBuf>,
+}
+
 /// The store behind a `file://` or `s3://` directory, the path of the
 /// directory in it, and for `file://` the directory on the local file
 /// system (created, durably, if missing). object_store parses the
 /// URI; the stores are built here rather than by `parse_url_opts`, which
 /// cannot set the retry policy S3 needs (see [`s3_store`]).
-pub(super) fn open_dir(
-    dir: &str,
-    s3: &crate::config::S3Settings,
-) -> Result<(Arc<dyn ObjectStore>, ObjectPath, Option<PathBuf>), StorageError> {
+pub(super) fn open_dir(dir: &str, s3: &crate::config::S3Settings) -> Result<OpenDir, StorageError> {
     let bad = |message: String| StorageError::BadDir { dir: dir.to_string(), message };
     if !(dir.starts_with("file://") || dir.starts_with("s3://")) {
         return Err(bad("must start with file:// or s3://".into()));
@@ -44,11 +50,11 @@ pub(super) fn open_dir(
             let local = object_store::local::LocalFileSystem::new_with_prefix(&path)
                 .map_err(|e| bad(e.to_string()))?
                 .with_automatic_cleanup(true);
-            Ok((Arc::new(local), ObjectPath::default(), Some(path)))
+            Ok(OpenDir { store: Arc::new(local), root: ObjectPath::default(), local: Some(path) })
         }
         ("s3", Ok((ObjectStoreScheme::AmazonS3, prefix))) => {
             let store = s3_store(&url, s3).map_err(|e| bad(e.to_string()))?;
-            Ok((Arc::new(store), prefix, None))
+            Ok(OpenDir { store: Arc::new(store), root: prefix, local: None })
         }
         _ => Err(bad("must start with file:// or s3://".into())),
     }
