@@ -42,6 +42,18 @@ ensure_strace() {
     fi
 }
 
+# script (util-linux), which the progress test runs the host under to give
+# it a terminal.
+ensure_script() {
+    if ! command -v script >/dev/null 2>&1; then
+        echo "==> installing bsdutils (script: the progress test needs a terminal)" >&2
+        local sudo=""
+        [ "$(id -u)" -ne 0 ] && sudo="sudo"
+        $sudo apt-get update -qq
+        DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq bsdutils >/dev/null
+    fi
+}
+
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$REPO/target}"
 HOST_BIN="$CARGO_TARGET_DIR/release/host"
 
@@ -55,6 +67,18 @@ ensure_moto() {
         "$venv/bin/pip" install --quiet 'moto[server]==5.1.22'
     fi
     export WEIR_MOTO_SERVER="$venv/bin/moto_server"
+}
+
+# pytest (PyPI, pinned), which runs the Python SDK's unit tests, in the
+# same virtualenv; installed once.
+ensure_pytest() {
+    local venv="${XDG_CACHE_HOME:-$HOME/.cache}/weir/venv"
+    if [ ! -x "$venv/bin/pytest" ]; then
+        echo "==> installing pytest (the Python SDK's unit tests) into $venv" >&2
+        [ -x "$venv/bin/pip" ] || python3 -m venv "$venv"
+        "$venv/bin/pip" install --quiet 'pytest==8.3.5'
+    fi
+    export WEIR_PYTHON="$venv/bin/python"
 }
 
 # componentize-py (PyPI, pinned) builds Python operators into components.

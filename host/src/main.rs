@@ -15,6 +15,10 @@ use weir_host::coordinator::StartFrom;
 #[command(name = "host", version, about, long_about = None)]
 #[command(after_help = "Logs go to stderr; filter them with RUST_LOG (e.g. RUST_LOG=weir_host=debug).")]
 struct Cli {
+    /// Log lines as text for people or as one JSON object per line for
+    /// log collectors.
+    #[arg(long, global = true, value_enum, default_value_t = cli::LogFormat::Text)]
+    log_format: cli::LogFormat,
     #[command(subcommand)]
     command: Command,
 }
@@ -41,15 +45,16 @@ enum Command {
         #[arg(long, conflicts_with = "from_checkpoint")]
         resume: bool,
         /// Start from this checkpoint: <dir>/<job>/chk-<n>, such as
-        /// file:///var/lib/weir/checkpoints/wordcount/chk-12. The run never
-        /// deletes it.
-        #[arg(long, value_name = "URI", conflicts_with = "from_savepoint")]
+        /// file:///var/lib/weir/checkpoints/wordcount/chk-12 or a local path
+        /// like ck/wordcount/chk-12. The run never deletes it.
+        #[arg(long, value_name = "URI|PATH", conflicts_with = "from_savepoint")]
         from_checkpoint: Option<String>,
         /// Start from this savepoint: the directory `host savepoint`
         /// printed, such as
-        /// file:///var/lib/weir/savepoints/savepoint-wordcount-1764428000000.
-        /// State is matched to operators by uid; any backend and parallelism.
-        #[arg(long, value_name = "URI", conflicts_with = "resume")]
+        /// file:///var/lib/weir/savepoints/savepoint-wordcount-1764428000000
+        /// (or its local path). State is matched to operators by uid; any
+        /// backend and parallelism.
+        #[arg(long, value_name = "URI|PATH", conflicts_with = "resume")]
         from_savepoint: Option<String>,
         /// With --from-checkpoint or --from-savepoint: drop the state of
         /// operators the job no longer has (listed in the log) instead of
@@ -80,9 +85,9 @@ enum Command {
         /// event-time timer fires before the savepoint.
         #[arg(long, requires = "stop")]
         drain: bool,
-        /// Parent directory of the savepoint [default: the job's
-        /// state.savepoints.dir].
-        #[arg(long, value_name = "URI")]
+        /// Parent directory of the savepoint, a URI or a local path
+        /// [default: the job's state.savepoints.dir].
+        #[arg(long, value_name = "URI|PATH")]
         dir: Option<String>,
     },
     /// Replace one operator's module while the job runs, its state carried
@@ -101,16 +106,17 @@ enum Command {
         /// The new component (.wasm).
         #[arg(long, value_name = "PATH")]
         module: PathBuf,
-        /// Parent directory of the swap's savepoint [default: the job's
-        /// state.savepoints.dir].
-        #[arg(long, value_name = "URI")]
+        /// Parent directory of the swap's savepoint, a URI or a local path
+        /// [default: the job's state.savepoints.dir].
+        #[arg(long, value_name = "URI|PATH")]
         dir: Option<String>,
     },
     /// Show what a checkpoint or savepoint holds, without running the job:
     /// operators, states, kinds, keys and bytes (per key group with
     /// --key-groups), or one key's value.
     Inspect {
-        /// A checkpoint (<dir>/<job>/chk-<n>) or a savepoint directory.
+        /// A checkpoint (<dir>/<job>/chk-<n>) or a savepoint directory, as a
+        /// URI or a local path.
         target: String,
         /// Keys and bytes per key group too.
         #[arg(long)]
@@ -139,7 +145,7 @@ enum Command {
     /// job's checkpoint directory, <dir>/<job>, such as
     /// file:///var/lib/weir/checkpoints/wordcount.
     Checkpoints {
-        /// A job file, or a <dir>/<job> URI.
+        /// A job file, or its <dir>/<job> directory (URI or local path).
         target: String,
         /// Host settings file (for S3 options and the default directory).
         #[arg(long, value_name = "FILE")]
@@ -148,8 +154,9 @@ enum Command {
 }
 
 fn main() -> ExitCode {
-    cli::init_logging();
-    let result = match Cli::parse().command {
+    let args = Cli::parse();
+    cli::init_logging(args.log_format);
+    let result = match args.command {
         Command::Run {
             job,
             config,
@@ -158,25 +165,28 @@ fn main() -> ExitCode {
             from_checkpoint,
             from_savepoint,
             allow_non_restored_state,
-        } => {
+        } => (|| {
             let start = match (resume, from_checkpoint, from_savepoint) {
-                (_, Some(uri), _) => StartFrom::Checkpoint { uri, allow_non_restored_state },
-                (_, _, Some(uri)) => StartFrom::Savepoint { uri, allow_non_restored_state },
+                (_, Some(uri), _) => StartFrom::Checkpoint { uri: cli::location(&uri)?, allow_non_restored_state },
+                (_, _, Some(uri)) => StartFrom::Savepoint { uri: cli::location(&uri)?, allow_non_restored_state },
                 (true, None, None) => StartFrom::Latest,
                 (false, None, None) => StartFrom::Beginning,
             };
-            cli::run::run(&job, config.as_deref(), parallelism, &start)
-        }
+            cli::run::run(&job, config.as_deref(), parallelism, &start, args.log_format)
+        })(),
         Command::Checkpoints { target, config } => cli::checkpoints::list(&target, config.as_deref()),
         Command::Status { job, json } => cli::control::status(&job, json),
-        Command::Savepoint { job, stop, drain, dir } => {
-            cli::control::savepoint(&job, SavepointRequest { dir, stop, drain })
-        }
+        Command::Savepoint { job, stop, drain, dir } => dir
+            .map(|d| cli::location(&d))
+            .transpose()
+            .and_then(|dir| cli::control::savepoint(&job, SavepointRequest { dir, stop, drain })),
         Command::Cancel { job } => cli::control::cancel(&job),
-        Command::Swap { job, operator, module, dir } => cli::control::swap(&job, operator, &module, dir),
+        Command::Swap { job, operator, module, dir } => {
+            dir.map(|d| cli::location(&d)).transpose().and_then(|dir| cli::control::swap(&job, operator, &module, dir))
+        }
         Command::Inspect { target, key_groups, operator, state, key, config } => {
             let lookup = operator.zip(state).zip(key).map(|((o, s), k)| (o, s, k));
-            cli::inspect::inspect(&target, key_groups, lookup, config.as_deref())
+            cli::location(&target).and_then(|t| cli::inspect::inspect(&t, key_groups, lookup, config.as_deref()))
         }
     };
     match result {

@@ -285,3 +285,171 @@ impl<H: ValueHandle> Flush for CachedValue<H> {
         result
     }
 }
+
+#[cfg(test)]
+mod tests {
+    //! The batch cache against a fake host state: per-element semantics
+    //! (a later element of the same key sees an earlier one's write) with one
+    //! `get-batch` and one `set-batch` per state and batch.
+
+    use super::*;
+
+    /// A host's value state: each key slot's value at the start of the
+    /// batch, the single-key value outside batches, and every call made.
+    #[derive(Default)]
+    struct Host {
+        slots: RefCell<Vec<Option<Vec<u8>>>>,
+        single: RefCell<Option<Vec<u8>>>,
+        calls: RefCell<Vec<String>>,
+    }
+
+    #[derive(Clone, Default)]
+    struct Fake(Rc<Host>);
+
+    impl Fake {
+        fn calls(&self) -> Vec<String> {
+            self.0.calls.borrow().clone()
+        }
+    }
+
+    impl ValueHandle for Fake {
+        fn get(&self) -> std::result::Result<Option<Vec<u8>>, ErrorCode> {
+            self.0.calls.borrow_mut().push("get".into());
+            Ok(self.0.single.borrow().clone())
+        }
+        fn set(&self, value: &[u8]) -> std::result::Result<(), ErrorCode> {
+            self.0.calls.borrow_mut().push(format!("set {value:?}"));
+            *self.0.single.borrow_mut() = Some(value.to_vec());
+            Ok(())
+        }
+        fn clear(&self) -> std::result::Result<(), ErrorCode> {
+            self.0.calls.borrow_mut().push("clear".into());
+            *self.0.single.borrow_mut() = None;
+            Ok(())
+        }
+        fn get_batch(&self) -> std::result::Result<(Vec<u8>, Vec<ValueSpan>), ErrorCode> {
+            self.0.calls.borrow_mut().push("get-batch".into());
+            let (mut data, mut spans) = (Vec::new(), Vec::new());
+            for v in self.0.slots.borrow().iter() {
+                spans.push(match v {
+                    Some(v) => {
+                        data.extend_from_slice(v);
+                        ValueSpan { start: (data.len() - v.len()) as u32, len: v.len() as u32, present: true }
+                    }
+                    None => ValueSpan { start: 0, len: 0, present: false },
+                });
+            }
+            Ok((data, spans))
+        }
+        fn set_batch(&self, slots: &[u32], data: &[u8], spans: &[ValueSpan]) -> std::result::Result<(), ErrorCode> {
+            let values: Vec<Option<Vec<u8>>> = spans
+                .iter()
+                .map(|s| s.present.then(|| data[s.start as usize..(s.start + s.len) as usize].to_vec()))
+                .collect();
+            self.0.calls.borrow_mut().push(format!("set-batch {slots:?} {values:?}"));
+            for (slot, v) in slots.iter().zip(values) {
+                self.0.slots.borrow_mut()[*slot as usize] = v;
+            }
+            Ok(())
+        }
+    }
+
+    /// Starts a batch whose elements have these key slots (what the host's
+    /// `batch-slots` would answer).
+    fn start_batch(slots: Vec<u32>) {
+        begin();
+        let generation = POSITION.with(Cell::get).generation;
+        SLOTS.with_borrow_mut(|s| *s = (generation, slots));
+    }
+
+    fn counter(host: &Fake) -> Rc<CachedValue<Fake>> {
+        CachedValue::new("count".into(), host.clone())
+    }
+
+    /// Element `i` adds one to its key's count.
+    fn increment(v: &Rc<CachedValue<Fake>>, i: u32) -> u64 {
+        set_index(i);
+        let n = v.read(|b| Ok(b.map_or(0, |b| crate::codec::decode::<u64>("count", b).unwrap()))).unwrap() + 1;
+        v.write(|mut buf| {
+            buf.extend_from_slice(&crate::codec::encode("count", &n)?);
+            Ok(buf)
+        })
+        .unwrap();
+        n
+    }
+
+    #[test]
+    fn outside_a_batch_each_call_goes_to_the_host() {
+        let host = Fake::default();
+        let v = counter(&host);
+        assert_eq!(increment(&v, 0), 1);
+        assert_eq!(increment(&v, 0), 2);
+        v.clear().unwrap();
+        assert_eq!(host.calls(), ["get", "set [1]", "get", "set [2]", "clear"]);
+    }
+
+    #[test]
+    fn a_batch_reads_once_writes_back_once_and_equal_keys_share_a_value() {
+        let host = Fake::default();
+        *host.0.slots.borrow_mut() = vec![Some(vec![5]), None, Some(vec![9])];
+        let v = counter(&host);
+        // Elements on keys 1, 0, 1, 1: the later ones see the earlier writes.
+        start_batch(vec![1, 0, 1, 1]);
+        let seen: Vec<u64> = (0..4).map(|i| increment(&v, i)).collect();
+        assert_eq!(seen, [1, 6, 2, 3]);
+        assert_eq!(host.calls(), ["get-batch"], "nothing is written before the batch ends");
+        end(true).unwrap();
+        // Slots in first-write order, each once with its last value; slot 2
+        // untouched.
+        assert_eq!(host.calls(), ["get-batch", "set-batch [1, 0] [Some([3]), Some([6])]"]);
+
+        // The next batch reads what this one wrote.
+        start_batch(vec![0, 2]);
+        assert_eq!((increment(&v, 0), increment(&v, 1)), (7, 10));
+        end(true).unwrap();
+        assert_eq!(host.0.slots.borrow().as_slice(), [Some(vec![7]), Some(vec![3]), Some(vec![10])]);
+        assert_eq!(host.calls().iter().filter(|c| *c == "get-batch").count(), 2);
+    }
+
+    #[test]
+    fn a_clear_in_a_batch_is_written_back_as_absent_and_read_as_absent() {
+        let host = Fake::default();
+        *host.0.slots.borrow_mut() = vec![Some(vec![4])];
+        let v = counter(&host);
+        start_batch(vec![0, 0]);
+        assert_eq!(increment(&v, 0), 5);
+        set_index(1);
+        v.clear().unwrap();
+        assert!(v.read(|b| Ok(b.is_none())).unwrap(), "a cleared value reads as absent in the same batch");
+        end(true).unwrap();
+        assert_eq!(host.calls().last().unwrap(), "set-batch [0] [None]");
+    }
+
+    #[test]
+    fn a_failed_batch_writes_nothing_and_the_next_one_reads_the_host_again() {
+        let host = Fake::default();
+        *host.0.slots.borrow_mut() = vec![Some(vec![1])];
+        let v = counter(&host);
+        start_batch(vec![0]);
+        increment(&v, 0);
+        end(false).unwrap();
+        start_batch(vec![0]);
+        assert_eq!(increment(&v, 0), 2, "the dropped write is not seen");
+        end(true).unwrap();
+        assert_eq!(host.calls(), ["get-batch", "get-batch", "set-batch [0] [Some([2])]"]);
+    }
+
+    #[test]
+    fn an_element_without_a_slot_is_an_error() {
+        let host = Fake::default();
+        *host.0.slots.borrow_mut() = vec![None];
+        let v = counter(&host);
+        // Element 1 has no slot; element 0's slot 3 is past the host's values.
+        start_batch(vec![3]);
+        set_index(1);
+        assert_eq!(v.read(|_| Ok(())).unwrap_err().message(), "no key slot for element 1");
+        set_index(0);
+        assert_eq!(v.read(|_| Ok(())).unwrap_err().message(), "state 'count': bad slot");
+        end(false).unwrap();
+    }
+}

@@ -139,3 +139,78 @@ pub fn convert_value<Old: DeserializeOwned, New: Serialize>(
 ) -> Result<Vec<u8>> {
     encode(state, &f(decode(state, value)?))
 }
+
+#[cfg(test)]
+mod tests {
+    //! The encoding is a contract: the Python and JavaScript SDKs write the
+    //! same bytes, and stored state outlives a module. These pin postcard's
+    //! bytes for the shared types.
+
+    use super::*;
+
+    fn bytes<T: Serialize + ?Sized>(value: &T) -> Vec<u8> {
+        encode("s", value).unwrap()
+    }
+
+    #[test]
+    fn the_shared_types_encode_as_the_other_sdks_expect() {
+        // u64: unsigned LEB128.
+        assert_eq!(bytes(&0u64), [0x00]);
+        assert_eq!(bytes(&127u64), [0x7f]);
+        assert_eq!(bytes(&300u64), [0xac, 0x02]);
+        assert_eq!(bytes(&u64::MAX), [0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01]);
+        // String and bytes: varint length, then the bytes.
+        assert_eq!(bytes("hé"), [3, b'h', 0xc3, 0xa9]);
+        assert_eq!(bytes(&vec![9u8; 200]), [[0xc8, 0x01].as_slice(), &[9u8; 200]].concat());
+        assert_eq!(bytes(&(true, false)), [1, 0]);
+        // A tuple: its items one after another.
+        assert_eq!(bytes(&(1u64, String::from("a"), 300u64)), [1, 1, b'a', 0xac, 0x02]);
+    }
+
+    #[test]
+    fn values_round_trip_and_the_scratch_buffer_never_leaks_an_earlier_value() {
+        let long = "x".repeat(1000);
+        let first = with_encoded("s", &long, <[u8]>::to_vec).unwrap();
+        // A shorter value after a longer one: only its own bytes.
+        let second = with_encoded("s", &7u64, <[u8]>::to_vec).unwrap();
+        assert_eq!(second, [7]);
+        assert_eq!(decode::<String>("s", &first).unwrap(), long);
+        let pair: (u64, Vec<u8>) = decode("s", &bytes(&(u64::MAX, vec![1u8, 2]))).unwrap();
+        assert_eq!(pair, (u64::MAX, vec![1, 2]));
+    }
+
+    #[test]
+    fn a_bad_value_is_an_error_naming_the_state() {
+        // A varint cut short, and a string that is not UTF-8.
+        let err = decode::<u64>("count", &[0x80]).unwrap_err();
+        assert!(err.message().starts_with("state 'count': cannot decode value"), "{err}");
+        let err = decode::<String>("names", &[1, 0xff]).unwrap_err();
+        assert!(err.message().starts_with("state 'names': cannot decode value"), "{err}");
+    }
+
+    #[test]
+    fn convert_value_migrates_one_stored_value() {
+        let old = bytes(&41u64);
+        let new = convert_value("count", &old, |n: u64| (n + 1, true)).unwrap();
+        assert_eq!(decode::<(u64, bool)>("count", &new).unwrap(), (42, true));
+        let err = convert_value("count", &[0x80], |n: u64| n).unwrap_err();
+        assert!(err.message().contains("state 'count'"), "{err}");
+    }
+
+    #[test]
+    fn descriptors_record_name_version_encoding_and_ttl() {
+        let d = Descriptor::from("count").to_wit();
+        assert_eq!((d.name.as_str(), d.version, d.encoding.as_str()), ("count", 1, "postcard"));
+        assert!(d.ttl.is_none());
+        let d =
+            Descriptor::new("recent").version(3).ttl(Ttl::new(Duration::from_millis(2500)).renew_on_read()).to_wit();
+        assert_eq!(d.version, 3);
+        let ttl = d.ttl.unwrap();
+        assert_eq!(ttl.ttl_ms, 2500);
+        assert!(matches!(ttl.update, TtlUpdate::OnReadAndWrite));
+        assert!(matches!(ttl.visibility, TtlVisibility::NeverReturnExpired));
+        // A TTL beyond u64 milliseconds saturates instead of wrapping.
+        let d = Descriptor::new("forever").ttl(Ttl::new(Duration::MAX)).to_wit();
+        assert_eq!(d.ttl.unwrap().ttl_ms, u64::MAX);
+    }
+}

@@ -2,23 +2,24 @@
 //! results: the word-count example in Rust, in Python, in JavaScript, and
 //! mixed (the Python tokenizer feeding the Rust counter).
 
+use super::example_copy::ExampleCopy;
 use super::support::final_counts;
-use weir_tests::{repo_root, run_example};
 
 #[test]
 fn word_count_gives_the_same_counts_in_rust_python_javascript_and_mixed() {
     let mut results = Vec::new();
-    for (job, output) in [
-        ("word-count/job.toml", "word-count/output/counts.txt"),
-        ("word-count-py/job.toml", "word-count-py/output/counts.txt"),
-        ("word-count-py/mixed.toml", "word-count-py/output/mixed-counts.txt"),
-        ("word-count-js/job.toml", "word-count-js/output/counts.txt"),
+    // Each in a temporary copy of its example (the Python and JavaScript
+    // jobs read the word-count example's input beside them).
+    for (example, job, output) in [
+        ("word-count", "job.toml", "counts.txt"),
+        ("word-count-py", "job.toml", "counts.txt"),
+        ("word-count-py", "mixed.toml", "mixed-counts.txt"),
+        ("word-count-js", "job.toml", "counts.txt"),
     ] {
-        let examples = repo_root().join("guest-examples");
-        let out = run_example(&examples.join(job), &[]);
-        assert!(out.status.success(), "{job}: {}", String::from_utf8_lossy(&out.stderr));
-        let counts = std::fs::read_to_string(examples.join(output)).unwrap();
-        results.push((job, final_counts(&counts), counts.lines().count()));
+        let copy = ExampleCopy::with_siblings(example, &["word-count"]);
+        copy.run(job, &[]);
+        let counts = copy.take_output(output);
+        results.push((format!("{example}/{job}"), final_counts(&counts), counts.lines().count()));
     }
     let rust = &results[0];
     assert!(rust.1.len() > 10, "the example has words: {:?}", rust.1);

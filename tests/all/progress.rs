@@ -35,10 +35,12 @@ input = "counter"
 
 #[test]
 fn a_terminal_shows_records_in_and_out_while_the_job_runs() {
-    if std::process::Command::new("script").arg("--version").output().is_err() {
-        eprintln!("skipped: no `script` command to provide a terminal");
-        return;
-    }
+    // `script` (util-linux) gives the host a terminal; without it this
+    // test could prove nothing, so it fails rather than pass unseen.
+    assert!(
+        std::process::Command::new("script").arg("--version").output().is_ok_and(|o| o.status.success()),
+        "the `script` command (util-linux's bsdutils) is missing: scripts/test installs it (ensure_script in scripts/common.sh)"
+    );
     let dir = JobDir::new();
     paced_job(&dir);
     let host = weir_tests::host_binary();
@@ -49,7 +51,7 @@ fn a_terminal_shows_records_in_and_out_while_the_job_runs() {
         .env("XDG_CACHE_HOME", dir.path().join(".cache"))
         .output()
         .unwrap();
-    assert!(out.status.success());
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stdout));
     let text = String::from_utf8_lossy(&out.stdout);
     let progress: Vec<&str> = text.split(['\r', '\n']).filter(|l| l.contains("] in ") && l.contains("/s)")).collect();
     assert!(!progress.is_empty(), "no progress line on a terminal:\n{text}");

@@ -179,6 +179,27 @@ fn stop_with_savepoint_at_parallelism_2_then_restore_at_3_on_rocksdb_is_exact() 
     assert_continues_from(&location, &fresh);
 }
 
+/// The generator's position recorded in the savepoint at `location`.
+fn savepoint_position(location: &str) -> u64 {
+    let local = std::path::PathBuf::from(location.trim_start_matches("file://"));
+    let meta = std::fs::read_to_string(local.join("_metadata")).unwrap();
+    let json: serde_json::Value = serde_json::from_str(meta.split_once('\n').unwrap().1).unwrap();
+    let position = json["sources"]["gen"].as_u64().unwrap();
+    assert!(position > 0 && position < RECORDS, "taken mid-stream: {position}");
+    position
+}
+
+/// Every line published under `sub`, part files in name order.
+fn published_in(dir: &JobDir, sub: &str) -> String {
+    let mut names: Vec<_> = std::fs::read_dir(dir.path().join(sub))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .filter(|n| n.starts_with("part-"))
+        .collect();
+    names.sort();
+    names.iter().map(|n| std::fs::read_to_string(dir.path().join(sub).join(n)).unwrap()).collect()
+}
+
 /// Asserts that `fresh`, restored from the savepoint at `location` into
 /// an empty output directory, published exactly the records after the
 /// savepoint's source position, each key counting on from where the
@@ -276,8 +297,9 @@ fn control_errors_name_the_job_and_what_to_do() {
     // A second run of the same job is refused while the first runs.
     let (ok, err) = dir.run(&["--resume"]);
     assert!(!ok && err.contains("job 'sp' is already running"), "{err}");
-    // A savepoint into a directory that is not a URI.
-    let out = host(&dir, &["savepoint", "sp", "--dir", "/tmp/plain"]);
+    // A savepoint into a store Weir does not know (a plain path would be
+    // taken as a local directory).
+    let out = host(&dir, &["savepoint", "sp", "--dir", "ftp://host/savepoints"]);
     assert!(!out.status.success());
     assert!(text(&out.stderr).contains("must start with file:// or s3://"), "{}", text(&out.stderr));
     host(&dir, &["cancel", "sp"]);
@@ -304,9 +326,30 @@ fn restoring_checks_operators_and_the_savepoint_itself() {
     );
     let (ok, err) = dir.run(&["--from-savepoint", &location]);
     assert!(!ok && err.contains("'counter'") && err.contains("--allow-non-restored-state"), "{err}");
+    assert!(!dir.path().join("out-v2").exists(), "a refused restore runs nothing");
+    // Dropped on request, into a new output directory: the source goes on
+    // from the savepoint's position, and `counter-v2`, restored from
+    // nothing, counts every key from zero.
+    let job = dir.read("job.toml");
+    dir.write("job.toml", job.replace("dir = \"out\"", "dir = \"out-v2\""));
     let (ok, err) = dir.run(&["--from-savepoint", &location, "--allow-non-restored-state"]);
     assert!(ok, "{err}");
     assert!(err.contains("not restored") && err.contains("counter"), "{err}");
+    let position = savepoint_position(&location);
+    let mut from_zero: BTreeMap<String, Vec<u64>> = BTreeMap::new();
+    for i in position..RECORDS {
+        let updates = from_zero.entry(key_of(SEED, i, KEYS).to_string()).or_default();
+        updates.push(updates.len() as u64 + 1);
+    }
+    let got = counts_by_key(&published_in(&dir, "out-v2"));
+    if let Some((k, want)) = from_zero.iter().find(|(k, want)| got.get(*k) != Some(*want)) {
+        let seen = got.get(k).map(|u| (u.len(), u.first().copied(), u.last().copied()));
+        panic!(
+            "key {k}: (updates, first, last) {seen:?}, not 1..={} (counting from zero after {position})",
+            want.len()
+        );
+    }
+    assert_eq!(got.len(), from_zero.len(), "only keys read after the savepoint");
 
     // A checkpoint is not a savepoint.
     let chk = std::fs::read_dir(dir.path().join("ck/sp"))
@@ -420,8 +463,9 @@ fn a_new_module_version_migrates_the_restored_values_and_a_changed_kind_is_refus
 
 /// Sessions (a 60 s gap, so none closes on its own) over generated clicks,
 /// stopped with a savepoint with or without `--drain`: returns the
-/// savepoint's `host inspect` and the sessions written.
-fn stop_sessions(drain: bool) -> (String, String) {
+/// savepoint's `host inspect`, the sessions written and the generator's
+/// position in the savepoint.
+fn stop_sessions(drain: bool) -> (String, String, u64) {
     let dir = JobDir::new();
     let root = dir.path().display();
     dir.write(
@@ -484,19 +528,55 @@ path = "sessions.txt"
     assert!(finish(child).0);
     let inspect = host(&dir, &["inspect", &location]);
     assert!(inspect.status.success(), "{}", text(&inspect.stderr));
-    (text(&inspect.stdout), dir.read("sessions.txt"))
+    let local = std::path::PathBuf::from(location.trim_start_matches("file://"));
+    let meta = std::fs::read_to_string(local.join("_metadata")).unwrap();
+    let json: serde_json::Value = serde_json::from_str(meta.split_once('\n').unwrap().1).unwrap();
+    let position = json["sources"]["gen"].as_u64().unwrap();
+    (text(&inspect.stdout), dir.read("sessions.txt"), position)
+}
+
+/// The sessions of the generator's first `records` clicks (click `i` at
+/// `i` ms), computed directly: per key, sorted `key start end clicks`,
+/// split where two clicks are more than 60 s apart.
+fn expected_sessions(records: u64) -> Vec<String> {
+    let mut by_key: BTreeMap<u64, Vec<u64>> = BTreeMap::new();
+    for i in 0..records {
+        by_key.entry(key_of(1, i, 50)).or_default().push(i);
+    }
+    let mut out = Vec::new();
+    for (k, ts) in by_key {
+        let (mut start, mut end, mut n) = (ts[0], ts[0], 0);
+        for t in ts {
+            if t - end > 60_000 {
+                out.push(format!("{k} {start} {end} {n}"));
+                (start, n) = (t, 0);
+            }
+            end = t;
+            n += 1;
+        }
+        out.push(format!("{k} {start} {end} {n}"));
+    }
+    out.sort();
+    out
 }
 
 #[test]
 fn stop_with_drain_fires_every_event_time_timer_before_the_savepoint() {
-    let (inspect, sessions) = stop_sessions(false);
+    let (inspect, sessions, _) = stop_sessions(false);
     assert!(inspect.contains("operator 'sessions' (parallelism 1), 50 timers"), "{inspect}");
     assert_eq!(sessions.lines().count(), 0, "no session closed without a drain: {sessions}");
 
-    let (inspect, sessions) = stop_sessions(true);
+    let (inspect, sessions, position) = stop_sessions(true);
     assert!(inspect.contains("operator 'sessions' (parallelism 1), 0 timers"), "{inspect}");
     assert!(inspect.contains("state 'sessions': map v1 (postcard), 0 keys"), "{inspect}");
-    assert_eq!(sessions.lines().count(), 50, "every open session closed by the drain: {sessions}");
+    assert!(position > 1000 && position < 100_000, "stopped mid-stream: {position}");
+    // Every open session closed by the drain, each with exactly the clicks
+    // read before the savepoint's position.
+    let mut got: Vec<String> = sessions.lines().map(str::to_string).collect();
+    got.sort();
+    let expected = expected_sessions(position);
+    assert_eq!(expected.len(), 50, "one open session per key");
+    assert_eq!(got, expected);
 }
 
 #[test]

@@ -1,28 +1,129 @@
-//! The top-n example: a sliding window kept by state TTL. The views of one
-//! category are at most 1 s apart or at least 3.5 s apart, so each is clearly
-//! in or out of the 2 s window on a busy machine too.
+//! The top-n example: a sliding window kept by state TTL, in processing
+//! time. The source is paced to one view every 500 ms; each output line is
+//! checked against the views read before it: exactly where every view of
+//! the category is at most 1 s or at least 3.5 s old (clearly in or out of
+//! the 2 s window on a busy machine too), within bounds where one is near
+//! the window's edge.
 
-use weir_tests::repo_root;
+use super::example_copy::ExampleCopy;
+use std::collections::BTreeMap;
+
+/// The string value of `"name": "..."` in a flat JSON line.
+fn field<'a>(line: &'a str, name: &str) -> &'a str {
+    line.split(&format!("\"{name}\": \"")).nth(1).unwrap().split('"').next().unwrap()
+}
+
+/// `page:count` of the `n` largest counts, ties by page name.
+fn top(counts: &BTreeMap<&str, u64>, n: usize) -> String {
+    let mut v: Vec<(&str, u64)> = counts.iter().map(|(p, c)| (*p, *c)).collect();
+    v.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
+    v.iter().take(n).map(|(p, c)| format!("{p}:{c}")).collect::<Vec<_>>().join(",")
+}
+
+/// What one output line may be: its category, the all-time top `n`, and the
+/// per-page bounds of the window's counts.
+#[derive(Debug)]
+struct Expected {
+    category: String,
+    all: String,
+    /// Views certainly in the window (read at most `window_ms / 2` before).
+    certain: BTreeMap<String, u64>,
+    /// Those plus the views too close to the window's edge to judge on a
+    /// loaded machine (read less than `window_ms * 7 / 4` before).
+    possible: BTreeMap<String, u64>,
+}
+
+/// Each output line, computed directly from the views in input order: view
+/// `i` is read at `i * gap_ms`; the window of a view holds the earlier
+/// views of its category read less than `window_ms` before it.
+fn expected(views: &str, gap_ms: u64, window_ms: u64, n: usize) -> Vec<Expected> {
+    let views: Vec<(&str, &str)> = views.lines().map(|l| (field(l, "category"), field(l, "page"))).collect();
+    let mut out = Vec::new();
+    for (i, (category, _)) in views.iter().enumerate() {
+        let mut all: BTreeMap<&str, u64> = BTreeMap::new();
+        let (mut certain, mut possible) = (BTreeMap::new(), BTreeMap::new());
+        for (j, (c, page)) in views[..=i].iter().enumerate() {
+            if c != category {
+                continue;
+            }
+            *all.entry(page).or_default() += 1;
+            let age = (i - j) as u64 * gap_ms;
+            if age <= window_ms / 2 {
+                *certain.entry(page.to_string()).or_default() += 1;
+            }
+            if age < window_ms * 7 / 4 {
+                *possible.entry(page.to_string()).or_default() += 1;
+            }
+        }
+        out.push(Expected { category: category.to_string(), all: top(&all, n), certain, possible });
+    }
+    out
+}
+
+/// Checks `line` against `e`: the all-time part exactly; the window's
+/// counts within bounds (exact where no view is near the edge), listed as
+/// the top `n` of those counts.
+fn check(line: &str, e: &Expected, n: usize) {
+    let (head, all) = line.split_once(" all=").unwrap_or_else(|| panic!("bad line {line:?}"));
+    let (category, recent) = head.split_once(" recent=").unwrap_or_else(|| panic!("bad line {line:?}"));
+    assert_eq!((category, all), (e.category.as_str(), e.all.as_str()), "{line}");
+    let counts: BTreeMap<&str, u64> = recent
+        .split(',')
+        .filter(|p| !p.is_empty())
+        .map(|p| {
+            let (page, c) = p.split_once(':').unwrap();
+            (page, c.parse().unwrap())
+        })
+        .collect();
+    assert_eq!(top(&counts, n), recent, "{line}: the window's top {n}, largest first");
+    for (page, max) in &e.possible {
+        let min = e.certain.get(page).copied().unwrap_or(0);
+        let got = counts.get(page.as_str()).copied().unwrap_or(0);
+        // A page may be left out of the top n only for n larger ones.
+        let shown = counts.len() < n || counts.contains_key(page.as_str());
+        assert!(!shown || (min..=*max).contains(&got), "{line}: {page} counted {got}, not {min}..={max} ({e:?})");
+    }
+    for page in counts.keys() {
+        assert!(e.possible.contains_key(*page), "{line}: {page} is not in the window ({e:?})");
+    }
+}
 
 #[test]
 fn old_views_leave_the_window_and_stay_in_the_all_time_counts() {
-    let dir = repo_root().join("guest-examples/top-n");
+    let example = ExampleCopy::new("top-n");
+    let job = example.read("job.toml");
+    // The settings the expectation is computed from.
+    assert!(job.contains("records_per_second = 2") && job.contains("params = { window_ms = 2000, n = 3 }"), "{job}");
+    let expected = expected(&example.read("views.jsonl"), 500, 2000, 3);
+    // The example shows views leaving the window: for some view, even the
+    // largest window misses views the all-time counts have.
+    assert!(
+        expected.iter().any(|e| e.possible.values().sum::<u64>()
+            < e.all.split(',').map(|p| p.split_once(':').unwrap().1.parse::<u64>().unwrap()).sum::<u64>()),
+        "{expected:?}"
+    );
     for p in ["1", "3"] {
-        let output = weir_tests::run_example(&dir.join("job.toml"), &["--parallelism", p]);
-        assert!(output.status.success(), "{}", weir_tests::stderr(&output));
-        let out = std::fs::read_to_string(dir.join("output/trending.txt")).unwrap();
-        let news: Vec<&str> = out.lines().filter(|l| l.starts_with("news ")).collect();
+        example.run("job.toml", &["--parallelism", p]);
+        let out = example.take_output("trending.txt");
+        // One category is one key: its lines keep their input order at any
+        // parallelism; categories interleave freely.
+        let mut lines: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+        for line in out.lines() {
+            lines.entry(line.split(' ').next().unwrap()).or_default().push(line);
+        }
+        let mut want: BTreeMap<&str, Vec<&Expected>> = BTreeMap::new();
+        for e in &expected {
+            want.entry(e.category.as_str()).or_default().push(e);
+        }
         assert_eq!(
-            news,
-            vec![
-                "news recent=election:1 all=election:1",
-                "news recent=election:2 all=election:2",
-                "news recent=election:2,weather:1 all=election:2,weather:1",
-                // 3.5 s later: the first three views left the window.
-                "news recent=weather:1 all=election:2,weather:2",
-            ],
-            "parallelism {p}"
+            lines.iter().map(|(c, l)| (*c, l.len())).collect::<Vec<_>>(),
+            want.iter().map(|(c, e)| (*c, e.len())).collect::<Vec<_>>(),
+            "one line per view at parallelism {p}:\n{out}"
         );
-        assert_eq!(out.lines().filter(|l| l.starts_with("sport ")).count(), 6);
+        for (category, es) in &want {
+            for (line, e) in lines[category].iter().zip(es) {
+                check(line, e, 3);
+            }
+        }
     }
 }

@@ -1,9 +1,9 @@
 //! Word count and the generator, end to end, at parallelism 1 and 3.
 
+use super::example_copy::ExampleCopy;
 use super::support::{JobDir, final_counts};
 use std::collections::BTreeMap;
 use weir_tests::artifacts::{WORD_COUNT_COUNTER, WORD_COUNT_TOKENIZER};
-use weir_tests::repo_root;
 
 /// The tokenizer's rule, written independently: runs of alphanumerics and
 /// apostrophes, apostrophes trimmed, lowercased.
@@ -98,15 +98,18 @@ fn word_count_is_exact_at_parallelism_1_and_3() {
 
 #[test]
 fn the_example_job_runs_from_its_own_directory() {
-    // The README's demo: the committed job file, its input, its paths.
-    let root = repo_root();
-    let job = root.join("guest-examples/word-count/job.toml");
-    let output = weir_tests::run_example(&job, &[]);
-    assert!(output.status.success(), "{}", weir_tests::stderr(&output));
-    let text = std::fs::read_to_string(root.join("guest-examples/word-count/input.txt")).unwrap();
-    let out = std::fs::read_to_string(root.join("guest-examples/word-count/output/counts.txt")).unwrap();
-    assert_eq!(final_counts(&out), expected_word_counts(&text));
-    assert_eq!(final_counts(&out)["weir"], 5);
+    // The README's demo: the committed job file, its input, its paths, run
+    // from a fresh copy of its directory so only this run's output is read.
+    let example = ExampleCopy::new("word-count");
+    example.run("job.toml", &[]);
+    let text = example.read("input.txt");
+    let out = example.take_output("counts.txt");
+    let expected = expected_word_counts(&text);
+    let occurrences: u64 = expected.values().sum();
+    assert_eq!(out.lines().count() as u64, occurrences, "one line per word occurrence:\n{out}");
+    // Each word's lines are 1, 2, ..., its count in the input.
+    assert_eq!(final_counts(&out), expected);
+    assert!(expected.len() > 10 && expected["weir"] > 1, "the example has repeated words: {expected:?}");
 }
 
 #[test]

@@ -44,6 +44,8 @@ pub fn host_command(dir: &Path, args: &[&str]) -> Command {
     c.args(args)
         .current_dir(dir)
         .env("XDG_CACHE_HOME", dir.join(".cache"))
+        // Default savepoints stay in the test's directory too.
+        .env("XDG_DATA_HOME", dir.join(".data"))
         // Run files (the control endpoint's address) per test directory:
         // tests run jobs of the same name side by side.
         .env("WEIR_RUN_DIR", dir.join(".run"))

@@ -9,8 +9,11 @@ use weir_host::config::units::human_bytes;
 use weir_host::config::{self, StorageSettings};
 
 /// Lists the checkpoints of the job that `target` names: a job file (its
-/// `state.checkpoints.dir` and name are used) or a `<dir>/<job>` URI.
+/// `state.checkpoints.dir` and name are used) or its `<dir>/<job>`
+/// directory, as a URI or a local path.
 pub fn list(target: &str, config_flag: Option<&Path>) -> anyhow::Result<()> {
+    // A local directory is the job's checkpoint directory; a file, its job file.
+    let target = &if Path::new(target).is_dir() { super::location(target)? } else { target.to_string() };
     let (storage_settings, job_name) = if target.starts_with("file://") || target.starts_with("s3://") {
         let (dir, job) = target
             .trim_end_matches('/')

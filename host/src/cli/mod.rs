@@ -12,17 +12,25 @@ use anyhow::Context;
 use std::path::{Path, PathBuf};
 use weir_host::config::{self, HostFile, Settings};
 
+/// How log lines are written.
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+pub enum LogFormat {
+    /// One line of text per event.
+    Text,
+    /// One JSON object per event (`timestamp`, `level`, `fields`, `span`).
+    Json,
+}
+
 /// Logs to stderr, `warn,weir_host=info` unless `RUST_LOG` says otherwise.
-pub fn init_logging() {
+pub fn init_logging(format: LogFormat) {
     use std::io::IsTerminal;
     use tracing_subscriber::EnvFilter;
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("warn,weir_host=info"));
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::stderr().is_terminal())
-        .with_target(false)
-        .init();
+    let log = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_target(false);
+    match format {
+        LogFormat::Text => log.with_ansi(std::io::stderr().is_terminal()).init(),
+        LogFormat::Json => log.json().init(),
+    }
 }
 
 /// The host settings file: the flag, `$WEIR_CONFIG`, or
@@ -64,6 +72,19 @@ pub fn job_name(arg: &str) -> anyhow::Result<String> {
         .and_then(|n| n.as_str())
         .map(str::to_string)
         .with_context(|| format!("{arg} has no name = \"...\""))
+}
+
+/// A checkpoint or savepoint location given on the command line: a
+/// `file://` or `s3://` URI as it is, or a plain local path (relative to
+/// the current directory) as the `file://` URI of its absolute path.
+pub fn location(arg: &str) -> anyhow::Result<String> {
+    if arg.contains("://") {
+        return Ok(arg.to_string());
+    }
+    let path = std::path::absolute(arg).with_context(|| format!("{arg:?} is not a usable path"))?;
+    let uri = url::Url::from_file_path(&path)
+        .map_err(|()| anyhow::anyhow!("{} cannot be written as a file:// URI", path.display()))?;
+    Ok(uri.to_string())
 }
 
 /// Milliseconds since the epoch as `2026-11-29 13:05:01.123` (UTC).

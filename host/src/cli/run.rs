@@ -1,6 +1,6 @@
 //! `host run`: loads the job, runs it, prints the summary.
 
-use super::host_file;
+use super::{LogFormat, host_file};
 use anyhow::Context;
 use std::path::Path;
 use std::time::Duration;
@@ -15,13 +15,53 @@ pub fn run(
     config_flag: Option<&Path>,
     parallelism: Option<u32>,
     start: &StartFrom,
+    format: LogFormat,
 ) -> anyhow::Result<()> {
     let host = host_file(config_flag)?;
     let job = config::load_job(job_path, host.as_ref(), parallelism)?;
     let report =
         run_job(&job, start).with_context(|| format!("job '{}' ({}) failed", job.spec.name, job_path.display()))?;
-    print_summary(&report);
+    match format {
+        LogFormat::Text => print_summary(&report),
+        LogFormat::Json => eprintln!("{}", json_summary(&report)),
+    }
     Ok(())
+}
+
+/// The summary as one log line of the JSON format: the same fields as the
+/// text summary, as numbers a collector can graph.
+fn json_summary(report: &JobReport) -> serde_json::Value {
+    let c = &report.checkpoints;
+    let ms = |d: &Duration| d.as_secs_f64() * 1e3;
+    serde_json::json!({
+        "timestamp": humantime::format_rfc3339_micros(std::time::SystemTime::now()).to_string(),
+        "level": "INFO",
+        "fields": {
+            "message": "job summary",
+            "job": report.name,
+            "already_finished": report.already_finished,
+            "stopped_with": report.stopped_with.as_ref().map(|s| &s.location),
+            "elapsed_ms": ms(&report.elapsed),
+            "startup_ms": ms(&report.startup),
+            "restored_from": report.restored_from,
+            "restarts": report.restarts,
+            "nodes": report.nodes.iter().map(|n| serde_json::json!({
+                "role": n.role,
+                "id": n.id,
+                "parallelism": n.parallelism,
+                "records_in": n.counters.records_in,
+                "records_out": n.counters.records_out,
+            })).collect::<Vec<_>>(),
+            "checkpoints": {
+                "completed": c.completed,
+                "failed": c.failed,
+                "latest": c.latest,
+                "sync_pause_ms": c.sync_pauses.iter().map(ms).collect::<Vec<_>>(),
+                "duration_ms": c.durations.iter().map(ms).collect::<Vec<_>>(),
+                "sizes": c.sizes,
+            },
+        }
+    })
 }
 
 fn print_summary(report: &JobReport) {

@@ -460,7 +460,7 @@ impl SettingsFile {
         };
         let checkpointing = self.resolve_checkpointing(origin)?;
         let storage = self.resolve_storage(origin)?;
-        let savepoint_dir = self.state.savepoints.dir.clone();
+        let savepoint_dir = self.state.savepoints.dir.clone().or_else(default_savepoint_dir);
         if let Some(dir) = &savepoint_dir
             && !(dir.starts_with("file://") || dir.starts_with("s3://"))
         {
@@ -604,6 +604,19 @@ impl SettingsFile {
             )),
         }
     }
+}
+
+/// Where savepoints go when neither `--dir` nor `state.savepoints.dir`
+/// says: `$XDG_DATA_HOME/weir/savepoints`, else
+/// `$HOME/.local/share/weir/savepoints`, as a `file://` URI. (Savepoints
+/// are kept data, not cache.)
+fn default_savepoint_dir() -> Option<String> {
+    let base = std::env::var_os("XDG_DATA_HOME")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".local").join("share")))?;
+    let dir = std::path::absolute(base.join("weir").join("savepoints")).ok()?;
+    url::Url::from_file_path(dir).ok().map(|u| u.to_string())
 }
 
 /// `$XDG_CACHE_HOME/weir/components`, else `$HOME/.cache/weir/components`.

@@ -173,7 +173,9 @@ pub enum RequestError {
     #[error("a module swap is already in progress")]
     SwapInProgress,
     /// No directory given and none configured.
-    #[error("no savepoint directory: pass --dir, or set state.savepoints.dir")]
+    #[error(
+        "no savepoint directory: pass --dir, or set state.savepoints.dir (the default needs $XDG_DATA_HOME or $HOME)"
+    )]
     NoSavepointDir,
     /// The swap names no operator of the job.
     #[error("the job has no operator '{uid}' (it has: {known})")]

@@ -18,6 +18,7 @@ use crate::checkpoint::restore::backend::{BackendSpec, Opened, SubtaskRestore, o
 use crate::checkpoint::upload::Uploader;
 use crate::clock::now_ms;
 use crate::config::BackendKind;
+use crate::config::units::human_bytes;
 use crate::state::key_group::KeyGroupRange;
 use crate::state::{StateBackend, TimeDomain};
 use crate::wasm::{GuestFailure, Limits, OperatorInfo, OperatorInstance, OperatorModule, WasmError};
@@ -60,17 +61,34 @@ impl OperatorTask {
     /// Runs the subtask to the end of its input.
     pub fn run(mut self) -> Result<Counters, TaskError> {
         let restore = self.restore.take();
+        let started = Instant::now();
         let opened = self.open_state(restore.as_ref()).map_err(|source| TaskError::State {
             uid: self.id.node.clone(),
             subtask: self.id.subtask,
             cause: Box::new(source),
         })?;
+        let restored = restore.is_some().then_some(opened.restored);
         drop(restore);
         self.reset_uploads(&opened.adopted);
         let mut instance = self.instantiate(&self.module.clone(), opened.backend)?;
         instance.open(&self.info()).map_err(|f| self.guest_error("failed in open".into(), f))?;
         self.forward(&mut instance)?;
-        tracing::debug!(task = %self.id, "opened");
+        match restored {
+            // How long recovery took is what an operator of the job asks
+            // first after a crash.
+            Some(r) => {
+                let took = started.elapsed();
+                tracing::info!(
+                    task = %self.id,
+                    entries = r.entries,
+                    size = %human_bytes(r.bytes),
+                    took_ms = took.as_millis() as u64,
+                    rate = %format!("{}/s", human_bytes((r.bytes as f64 / took.as_secs_f64().max(1e-6)) as u64)),
+                    "state restored; ready for the first record"
+                );
+            }
+            None => tracing::debug!(task = %self.id, "opened"),
+        }
 
         let mut counters = Counters::default();
         loop {
@@ -113,7 +131,14 @@ impl OperatorTask {
                     self.forward(&mut instance)?;
                     self.end_batch(&mut counters)?;
                 }
-                Next::Ended => break,
+                Next::Ended => {
+                    // A timer registered for a time the watermark had
+                    // already passed (a late record after an idle input's
+                    // end) waits for a watermark that will never come:
+                    // every pending timer fires before the end of input.
+                    self.fire_timers(&mut instance, TimeDomain::EventTime, self.inputs.watermark())?;
+                    break;
+                }
                 Next::Disconnected => return Err(TaskError::Disconnected(self.id.node.clone())),
                 Next::Cancelled => return Err(TaskError::Cancelled),
             }

@@ -428,6 +428,14 @@ pub trait StateBackend: Send {
         let _ = keys;
     }
 
+    /// A hint before a restore: about `keys` keys of keyed state `state`
+    /// are coming for `key_group`. The hashmap backend sizes that group's
+    /// table once, rather than growing it (and rehashing every entry) a
+    /// dozen times as they arrive.
+    fn reserve_keys(&mut self, key_group: u16, state: StateId, keys: usize) {
+        let _ = (key_group, state, keys);
+    }
+
     /// Asks the backend to drop the expired values of the TTL state `state`
     /// by itself, in the background, reading the TTL layer's expiry prefix
     /// against `clock`. True if it will: the TTL layer then skips its

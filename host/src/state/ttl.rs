@@ -459,6 +459,10 @@ impl<B: StateBackend> StateBackend for TtlBackend<B> {
         self.inner.prefetch(keys)
     }
 
+    fn reserve_keys(&mut self, key_group: u16, s: StateId, keys: usize) {
+        self.inner.reserve_keys(key_group, s, keys)
+    }
+
     fn scan_keys(&mut self, s: StateId, cursor: u64, max: u32) -> (Vec<(u16, Vec<u8>)>, Option<u64>) {
         self.inner.scan_keys(s, cursor, max)
     }

@@ -44,9 +44,12 @@ struct Transaction {
     amount: u64,
 }
 
+/// A rule's versions: (effective event time, rule or deletion), by time.
+type Versions = Vec<(i64, Option<Rule>)>;
+
 struct Detector {
-    /// Rule id -> versions (effective event time, rule or deletion), by time.
-    rules: BroadcastMapState<String, Vec<(i64, Option<Rule>)>>,
+    /// Rule id -> its versions.
+    rules: BroadcastMapState<String, Versions>,
     /// Event time -> transactions of the current account waiting for it.
     pending: MapState<i64, Vec<(String, u64)>>,
     /// Rule id -> event time of the current account's last small transaction.
@@ -96,7 +99,7 @@ impl Operator for Detector {
         let Some(waiting) = self.pending.get(&at)? else { return Ok(()) };
         self.pending.remove(&at)?;
         let account = String::from_utf8_lossy(&timer.key).into_owned();
-        let rules: Vec<(String, Vec<(i64, Option<Rule>)>)> = self.rules.entries().collect::<Result<_>>()?;
+        let rules: Vec<(String, Versions)> = self.rules.entries().collect::<Result<_>>()?;
         for (id, amount) in waiting {
             for (rule_id, versions) in &rules {
                 let in_effect = versions.iter().rev().find(|(t, _)| *t <= at).and_then(|(_, r)| r.as_ref());

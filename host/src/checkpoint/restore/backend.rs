@@ -53,6 +53,17 @@ pub struct Opened {
     /// Stored files it took over as its database (an incremental uploader
     /// need not store them again).
     pub adopted: Vec<DbFile>,
+    /// What was restored into it.
+    pub restored: Restore,
+}
+
+/// What opening a backend restored, for the log.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Restore {
+    /// Entries inserted from snapshots.
+    pub entries: u64,
+    /// Stored bytes read or taken over (snapshots, RocksDB files).
+    pub bytes: u64,
 }
 
 /// Opens the backend of subtask `name` (`<uid>-<subtask>`), owning `range`,
@@ -66,20 +77,22 @@ pub fn open_backend(
     let adopt = restore.and_then(|r| Some((r, r.plan.adopt?)));
     let mut opened = match adopt {
         Some((r, i)) => adopt_files(spec, name, range, r, i)?,
-        None => Opened { backend: empty(spec, name, range)?, adopted: Vec::new() },
+        None => Opened { backend: empty(spec, name, range)?, adopted: Vec::new(), restored: Restore::default() },
     };
     let Some(r) = restore else { return Ok(opened) };
+    opened.restored.bytes = opened.adopted.iter().map(|f| f.size).sum();
     for &(i, share) in &r.plan.read {
         let scratch = scratch_dir(spec)?;
         let source =
             r.sources.get(i).ok_or_else(|| RestoreError::BadUri(format!("{}: subtask {i}", r.from.location)))?;
         let mut reader = read_canonical(&r.from.storage, source, r.from.metadata.max_parallelism, scratch.path())?;
-        restore_snapshot_stream(&mut reader, opened.backend.as_mut(), range, spec.max_parallelism, share).map_err(
-            |source| RestoreError::Snapshot {
+        let summary = restore_snapshot_stream(&mut reader, opened.backend.as_mut(), range, spec.max_parallelism, share)
+            .map_err(|source| RestoreError::Snapshot {
                 location: format!("{}: state of subtask {i}", r.from.location),
                 cause: source,
-            },
-        )?;
+            })?;
+        opened.restored.entries += summary.entries;
+        opened.restored.bytes += source.size();
     }
     Ok(opened)
 }
@@ -144,7 +157,7 @@ fn adopt_files(
         for d in descriptors {
             backend.register(d)?;
         }
-        Ok(Opened { backend: Box::new(backend), adopted: files.clone() })
+        Ok(Opened { backend: Box::new(backend), adopted: files.clone(), restored: Restore::default() })
     }
     #[cfg(not(feature = "rocksdb"))]
     {

@@ -135,6 +135,17 @@ pub enum RestoreSource {
     Rocksdb(Vec<DbFile>),
 }
 
+impl RestoreSource {
+    /// Its stored size in bytes.
+    pub fn size(&self) -> u64 {
+        match self {
+            RestoreSource::Snapshot(bytes) => bytes.len() as u64,
+            RestoreSource::File { size, .. } => *size,
+            RestoreSource::Rocksdb(files) => files.iter().map(|f| f.size).sum(),
+        }
+    }
+}
+
 /// A checkpoint read and checked, ready to hand to tasks.
 #[derive(Debug)]
 pub struct Restored {

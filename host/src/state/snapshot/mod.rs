@@ -169,6 +169,7 @@ pub fn encode_descriptors(max_parallelism: u32, descriptors: &[StateDescriptor])
 }
 
 /// A reader over bytes that reports where it ran out.
+#[derive(Clone)]
 struct Reader<'a> {
     bytes: &'a [u8],
     at: usize,

@@ -14,6 +14,8 @@
 //! first; the writer of the snapshot lets go of each group as soon as it has
 //! written it, so most groups are never copied.
 
+mod keyed;
+
 use super::FrozenState;
 use super::key_group::KeyGroupRange;
 use super::{
@@ -21,137 +23,11 @@ use super::{
     check_registration, push_value,
 };
 use hashbrown::HashTable;
-use smallvec::SmallVec;
+use keyed::{Entry, InlineValue, Keyed};
 use std::collections::BTreeMap;
 use std::collections::BTreeSet;
 use std::ops::Bound;
 use std::sync::Arc;
-
-/// The hash a table probes with. The key group is `hash % max_parallelism`,
-/// so within one group's table the low bits of `hash` are nearly constant;
-/// hashbrown picks buckets by low bits, so it gets the halves swapped.
-#[inline]
-fn table_hash(k: &KeyRef<'_>) -> u64 {
-    k.hash.rotate_left(32)
-}
-
-/// Keys and values up to these sizes live inside the table entry itself, so
-/// a lookup touches one cache line instead of chasing two more pointers
-/// (with a million keys every pointer chase is a cache miss).
-type InlineKey = SmallVec<[u8; 16]>;
-type InlineValue = SmallVec<[u8; 8]>;
-
-/// No stored hash: entries stay small (40 bytes for a value), and the hash
-/// is recomputed from the key only when a table grows.
-#[derive(Clone)]
-struct Entry<V> {
-    key: InlineKey,
-    value: V,
-}
-
-/// `table_hash` of a stored key, for rehashing.
-fn rehash<V>(e: &Entry<V>) -> u64 {
-    super::key_group::key_hash(&e.key).rotate_left(32)
-}
-
-/// Entries of one keyed state, split by key group.
-struct Keyed<V> {
-    /// `groups[kg - range.start]`; shared with a frozen snapshot until it
-    /// has written the group.
-    groups: Vec<Arc<HashTable<Entry<V>>>>,
-}
-
-impl<V: Clone> Keyed<V> {
-    fn new(range: KeyGroupRange) -> Self {
-        Keyed { groups: (0..range.len()).map(|_| Arc::new(HashTable::new())).collect() }
-    }
-
-    #[inline]
-    fn index(range: KeyGroupRange, k: &KeyRef<'_>) -> Result<usize, StateError> {
-        if !range.contains(k.key_group) {
-            return Err(StateError::KeyGroupOutOfRange { key_group: k.key_group, start: range.start, end: range.end });
-        }
-        Ok(usize::from(k.key_group - range.start))
-    }
-
-    /// The group's table for writing: copied first if a snapshot holds it.
-    #[inline]
-    fn group_mut(&mut self, range: KeyGroupRange, k: &KeyRef<'_>) -> Result<&mut HashTable<Entry<V>>, StateError> {
-        Ok(Arc::make_mut(&mut self.groups[Self::index(range, k)?]))
-    }
-
-    #[inline]
-    fn get(&self, range: KeyGroupRange, k: &KeyRef<'_>) -> Result<Option<&V>, StateError> {
-        let key = k.key;
-        Ok(self.groups[Self::index(range, k)?].find(table_hash(k), |e| *e.key == *key).map(|e| &e.value))
-    }
-
-    #[inline]
-    fn get_mut(&mut self, range: KeyGroupRange, k: &KeyRef<'_>) -> Result<Option<&mut V>, StateError> {
-        let key = k.key;
-        Ok(self.group_mut(range, k)?.find_mut(table_hash(k), |e| *e.key == *key).map(|e| &mut e.value))
-    }
-
-    #[inline]
-    fn get_or_insert(
-        &mut self,
-        range: KeyGroupRange,
-        k: &KeyRef<'_>,
-        init: impl FnOnce() -> V,
-    ) -> Result<&mut V, StateError> {
-        let key = k.key;
-        let hash = table_hash(k);
-        let table = self.group_mut(range, k)?;
-        let entry = table
-            .entry(hash, |e| *e.key == *key, rehash)
-            .or_insert_with(|| Entry { key: InlineKey::from_slice(key), value: init() });
-        Ok(&mut entry.into_mut().value)
-    }
-
-    fn remove(&mut self, range: KeyGroupRange, k: &KeyRef<'_>) -> Result<(), StateError> {
-        let key = k.key;
-        let hash = table_hash(k);
-        let i = Self::index(range, k)?;
-        // Look before writing, so a miss does not copy a shared group.
-        if self.groups[i].find(hash, |e| *e.key == *key).is_none() {
-            return Ok(());
-        }
-        if let Ok(e) = Arc::make_mut(&mut self.groups[i]).find_entry(hash, |e| *e.key == *key) {
-            e.remove();
-        }
-        Ok(())
-    }
-
-    fn len(&self) -> usize {
-        self.groups.iter().map(|g| g.len()).sum()
-    }
-
-    /// Keys from position `cursor` = (group << 32 | bucket), by bucket.
-    fn scan(&self, range: KeyGroupRange, cursor: u64, max: u32) -> (Vec<(u16, Vec<u8>)>, Option<u64>) {
-        let (mut g, mut b) = ((cursor >> 32) as usize, (cursor & 0xffff_ffff) as usize);
-        let mut out = Vec::new();
-        while g < self.groups.len() {
-            let table = &self.groups[g];
-            while b < table.num_buckets() {
-                if out.len() == max as usize {
-                    return (out, Some(((g as u64) << 32) | b as u64));
-                }
-                if let Some(e) = table.get_bucket(b) {
-                    out.push((range.start + g as u16, e.key.to_vec()));
-                }
-                b += 1;
-            }
-            g += 1;
-            b = 0;
-        }
-        (out, None)
-    }
-
-    /// Shares every group with a snapshot.
-    fn freeze(&self) -> Vec<Option<Arc<HashTable<Entry<V>>>>> {
-        self.groups.iter().map(|g| Some(g.clone())).collect()
-    }
-}
 
 type ListValue = Vec<Vec<u8>>;
 type MapValue = BTreeMap<Vec<u8>, Vec<u8>>;
@@ -521,6 +397,16 @@ impl StateBackend for HashMapBackend {
 
     fn timer_count(&self, d: TimeDomain) -> usize {
         self.timers[domain_index(d)].len()
+    }
+
+    fn reserve_keys(&mut self, key_group: u16, s: StateId, keys: usize) {
+        let range = self.range;
+        match self.tables.get_mut(s as usize) {
+            Some(Table::Value(t)) => t.reserve(range, key_group, keys),
+            Some(Table::List(t)) => t.reserve(range, key_group, keys),
+            Some(Table::Map(t)) => t.reserve(range, key_group, keys),
+            _ => {}
+        }
     }
 
     fn prefetch(&mut self, keys: &[KeyRef<'_>]) {

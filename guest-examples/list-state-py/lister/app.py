@@ -1,0 +1,26 @@
+"""A test operator for list state in Python: keyed by the record's key, it
+appends each payload (as `str`) to the key's list state and emits
+`<key> <every payload so far, comma-separated>`. The JavaScript twin is
+`list-state-js/lister`; both encode elements as postcard strings, so either
+restores the other's savepoint. scripts/test builds it into
+target/wasm/list_state_py_lister.wasm (tests/all/list_state.rs)."""
+
+import weir
+
+
+class Lister:
+    @staticmethod
+    def open(ctx):
+        return Lister(ctx.list_state("seen", str))
+
+    def __init__(self, seen):
+        self.seen = seen
+
+    def process(self, ctx, element):
+        if element.key is None:
+            raise ValueError('lister needs a keyed input (partition = "key")')
+        self.seen.add(element.payload_str)
+        ctx.emit(element.key_str + " " + ",".join(self.seen.get()))
+
+
+Handler = weir.export(Lister)

@@ -1,0 +1,155 @@
+//! Who may steer a running job: the control API answers only requests that
+//! carry the bearer token of the job's run file (mode 0600, in a run
+//! directory of mode 0700); a missing or wrong token is refused with 401,
+//! the CLI exits non-zero and names the token, and the job runs on
+//! untouched. A run directory others can write is refused.
+
+use super::live_job::{finish, host, start, text};
+use super::support::{JobDir, final_counts};
+use std::io::{Read, Write};
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::time::{Duration, Instant};
+use weir_host::connectors::generator::key_of;
+use weir_tests::{artifacts, host_command};
+
+const RECORDS: u64 = 40_000;
+const KEYS: u64 = 50;
+
+fn write_job(dir: &JobDir) {
+    dir.write(
+        "job.toml",
+        format!(
+            r#"name = "guarded"
+
+[[sources]]
+id = "gen"
+kind = "generator"
+count = {RECORDS}
+keys = {KEYS}
+records_per_second = 4000
+
+[[operators]]
+uid = "counter"
+module = "{counter}"
+input = "gen"
+partition = "key"
+
+[[sinks]]
+id = "out"
+kind = "file"
+input = "counter"
+path = "out.txt"
+"#,
+            counter = artifacts::WORD_COUNT_COUNTER
+        ),
+    );
+}
+
+/// One HTTP request to the control port: (status code, body).
+fn request(port: u16, method: &str, path: &str, token: Option<&str>) -> (u16, String) {
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    let auth = token.map(|t| format!("Authorization: Bearer {t}\r\n")).unwrap_or_default();
+    write!(s, "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n{auth}Content-Length: 0\r\nConnection: close\r\n\r\n")
+        .unwrap();
+    let mut answer = String::new();
+    s.read_to_string(&mut answer).unwrap();
+    let code = answer.split(' ').nth(1).and_then(|c| c.parse().ok()).unwrap_or_else(|| panic!("{answer:?}"));
+    (code, answer.split_once("\r\n\r\n").map(|(_, b)| b.to_string()).unwrap_or_default())
+}
+
+/// `host status guarded --json` answered with the job running.
+fn running(dir: &JobDir) -> bool {
+    let out = host(dir, &["status", "guarded", "--json"]);
+    out.status.success() && serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()["state"] == "running"
+}
+
+#[test]
+fn only_the_run_files_token_steers_the_job() {
+    let dir = JobDir::new();
+    write_job(&dir);
+    let child = start(&dir, &[]);
+    let until = Instant::now() + Duration::from_secs(60);
+    while !running(&dir) {
+        assert!(Instant::now() < until, "the job never answered; log:\n{}", dir.read("run.log"));
+        std::thread::sleep(Duration::from_millis(50));
+    }
+
+    // The run file and its directory are the user's alone.
+    let run_dir = dir.path().join(".run");
+    let run_file = run_dir.join("guarded.json");
+    let me = std::fs::metadata(dir.path()).unwrap().uid();
+    let file_meta = std::fs::symlink_metadata(&run_file).unwrap();
+    assert!(file_meta.is_file());
+    assert_eq!(file_meta.permissions().mode() & 0o777, 0o600, "run file mode");
+    assert_eq!(file_meta.uid(), me);
+    let dir_meta = std::fs::symlink_metadata(&run_dir).unwrap();
+    assert_eq!(dir_meta.permissions().mode() & 0o777, 0o700, "run directory mode");
+    let run_text = std::fs::read_to_string(&run_file).unwrap();
+    let run: serde_json::Value = serde_json::from_str(&run_text).unwrap();
+    let port = run["port"].as_u64().unwrap() as u16;
+    let token = run["token"].as_str().unwrap().to_string();
+    assert!(token.len() >= 32, "a token of at least 128 bits: {token:?}");
+    // Same length, last character changed.
+    let mut wrong = token.clone();
+    let last = wrong.pop().unwrap();
+    wrong.push(if last == '0' { '1' } else { '0' });
+
+    // Raw requests: without the token, with a wrong one, with the right one.
+    for (path, method) in [("/v1/status", "GET"), ("/v1/cancel", "POST"), ("/v1/savepoint", "POST")] {
+        for given in [None, Some(wrong.as_str()), Some(&token[..token.len() - 1])] {
+            let (code, body) = request(port, method, path, given);
+            assert_eq!(code, 401, "{method} {path} with token {given:?}: {body}");
+            assert!(body.contains("missing or wrong bearer token"), "{body}");
+        }
+    }
+    let (code, body) = request(port, "GET", "/v1/status", Some(&token));
+    assert_eq!(code, 200, "{body}");
+    let status: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(status["job"], "guarded");
+    assert_eq!(status["state"], "running", "the refused cancels changed nothing");
+
+    // The CLI with a wrong token in the run file: refused, non-zero exit,
+    // the reason named; the job runs on.
+    std::fs::write(&run_file, run_text.replace(&token, &wrong)).unwrap();
+    for args in
+        [&["status", "guarded"][..], &["cancel", "guarded"], &["savepoint", "guarded", "--dir", "file:///nowhere"]]
+    {
+        let out = host(&dir, args);
+        assert!(!out.status.success(), "{args:?} with a wrong token succeeded");
+        let err = text(&out.stderr);
+        assert!(err.contains("job 'guarded'") && err.contains("missing or wrong bearer token"), "{args:?}: {err}");
+    }
+    std::fs::write(&run_file, &run_text).unwrap();
+    assert!(running(&dir), "the job still runs, and the right token works again");
+
+    // The job was not disturbed: it ends well, with exact output, and
+    // removes its run file.
+    let (ok, err) = finish(child, &dir);
+    assert!(ok, "{err}");
+    let mut expected = std::collections::BTreeMap::new();
+    for i in 0..RECORDS {
+        *expected.entry(key_of(0, i, KEYS).to_string()).or_insert(0u64) += 1;
+    }
+    assert_eq!(final_counts(&dir.read("out.txt")), expected);
+    assert!(!run_file.exists(), "the run file is removed at the end");
+}
+
+#[test]
+fn a_run_directory_others_can_write_is_refused() {
+    let dir = JobDir::new();
+    write_job(&dir);
+    let open = dir.path().join("open-run-dir");
+    std::fs::create_dir(&open).unwrap();
+    std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let out = host_command(dir.path(), &["run", "job.toml"]).env("WEIR_RUN_DIR", &open).output().unwrap();
+    let err = text(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(
+        err.contains(&format!("the run directory {} is writable by others", open.display()))
+            && err.contains("token would not be private"),
+        "{err}"
+    );
+    assert_eq!(std::fs::read_dir(&open).unwrap().count(), 0, "no run file was written there");
+    assert!(!dir.path().join("out.txt").exists() || dir.read("out.txt").is_empty(), "the job did not run");
+}
