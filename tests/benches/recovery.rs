@@ -70,7 +70,7 @@ fn write_job(dir: &Path, keys: u64, backend: &str) {
         _ => "state.backend.type = \"rocksdb\"\nstate.backend.incremental = true".to_string(),
     };
     let settings = format!(
-        "{backend}\n\n[checkpointing]\ninterval = \"2s\"\n\n[state.checkpoints]\ndir = \"file://{}\"\n",
+        "{backend}\n\n[checkpointing]\ninterval = \"5s\"\n\n[state.checkpoints]\ndir = \"file://{}\"\n",
         dir.join("ck").display()
     );
     // More records than any run reads: the first run is killed.
@@ -85,7 +85,7 @@ fn status(dir: &Path) -> Option<serde_json::Value> {
 
 /// Polls the job until `done` holds for its status.
 fn wait_for(dir: &Path, what: &str, done: impl Fn(&serde_json::Value) -> bool) {
-    let until = Instant::now() + Duration::from_secs(600);
+    let until = Instant::now() + Duration::from_secs(1800);
     loop {
         if status(dir).is_some_and(|s| done(&s)) {
             return;
