@@ -16,6 +16,12 @@ pub fn now_ms() -> i64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
 }
 
+/// The wall clock in microseconds since the epoch (0 before 1970): for
+/// latency measurements, which milliseconds are too coarse for.
+pub fn now_us() -> i64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_micros() as i64).unwrap_or(0)
+}
+
 /// The wall clock as a [`Clock`].
 pub fn system() -> Clock {
     Arc::new(now_ms)

@@ -16,6 +16,7 @@ mod hardening;
 mod idle_timeout;
 mod incremental_savepoints;
 mod languages;
+mod latency;
 mod list_state;
 mod live_job;
 mod locations;

@@ -10,12 +10,11 @@
 //! Size: `WEIR_BENCH_KEYS` (default 1 M). The table goes to stdout.
 
 use std::collections::HashSet;
-use std::path::Path;
 use std::time::Instant;
 use weir_host::state::key_group::{KeyGroupRange, key_group_of_hash, key_hash};
 use weir_host::state::rocksdb::{RocksDbBackend, RocksDbMemory};
 use weir_host::state::snapshot::{OperatorShare, restore_snapshot, write_snapshot};
-use weir_host::state::{KeyRef, StateBackend, StateKind};
+use weir_host::state::{FrozenState, KeyRef, StateBackend, StateKind};
 
 const MAX_PARALLELISM: u32 = 128;
 
@@ -26,22 +25,22 @@ fn set(b: &mut RocksDbBackend, k: u64, v: u64) {
     b.value_set(0, kr, &v.to_le_bytes()).unwrap();
 }
 
-/// (name, size) of every file in `dir`.
-fn files(dir: &Path) -> Vec<(String, u64)> {
-    std::fs::read_dir(dir)
+/// (name, bytes) of every file an incremental checkpoint of `frozen`
+/// stores: its RocksDB checkpoint directory's, and the write-back cache's
+/// layers its database had not taken in. An SST file whose bytes were
+/// stored before is not stored again, whatever its name, as the uploader
+/// does (a layer comes back as a database file once ingested).
+fn stored_files(frozen: &mut dyn FrozenState) -> Vec<(String, Vec<u8>)> {
+    let native = frozen.native_checkpoint().unwrap().unwrap();
+    let mut out: Vec<(String, Vec<u8>)> = std::fs::read_dir(&native.dir)
         .unwrap()
         .map(|e| {
             let e = e.unwrap();
-            (e.file_name().into_string().unwrap(), e.metadata().unwrap().len())
+            (e.file_name().into_string().unwrap(), std::fs::read(e.path()).unwrap())
         })
-        .collect()
-}
-
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for (name, _) in files(from) {
-        std::fs::copy(from.join(&name), to.join(&name)).unwrap();
-    }
+        .collect();
+    out.extend(native.layers.iter().map(|(name, path)| (name.clone(), std::fs::read(path).unwrap())));
+    out
 }
 
 fn main() {
@@ -61,10 +60,10 @@ fn main() {
     let t = Instant::now();
     let mut first = b.freeze();
     let freeze_full = t.elapsed();
-    let first_files = files(first.native_checkpoint().unwrap());
-    let full_bytes: u64 = first_files.iter().map(|f| f.1).sum();
+    let first_files = stored_files(first.as_mut());
+    let full_bytes: u64 = first_files.iter().map(|f| f.1.len() as u64).sum();
     let canonical = write_snapshot(first.as_mut(), MAX_PARALLELISM).unwrap();
-    let stored: HashSet<(String, u64)> = first_files.iter().filter(|f| f.0.ends_with(".sst")).cloned().collect();
+    let stored: HashSet<Vec<u8>> = first_files.into_iter().filter(|f| f.0.ends_with(".sst")).map(|f| f.1).collect();
     drop(first);
 
     // 1% of the keys change.
@@ -73,16 +72,18 @@ fn main() {
         set(&mut b, i.wrapping_mul(7919) % n, 2);
     }
     let t = Instant::now();
-    let second = b.freeze();
+    let mut second = b.freeze();
     let freeze_incremental = t.elapsed();
-    let dir = second.native_checkpoint().unwrap().to_path_buf();
-    let second_files = files(&dir);
-    let whole: u64 = second_files.iter().map(|f| f.1).sum();
-    let uploaded: u64 = second_files.iter().filter(|f| !stored.contains(*f)).map(|f| f.1).sum();
+    let second_files = stored_files(second.as_mut());
+    let whole: u64 = second_files.iter().map(|f| f.1.len() as u64).sum();
+    let uploaded: u64 = second_files.iter().filter(|f| !stored.contains(&f.1)).map(|f| f.1.len() as u64).sum();
 
     // Restore: adopt the files, or replay the canonical snapshot.
     let copy = tmp.path().join("restore-copy");
-    copy_dir(&dir, &copy);
+    std::fs::create_dir_all(&copy).unwrap();
+    for (name, bytes) in &second_files {
+        std::fs::write(copy.join(name), bytes).unwrap();
+    }
     drop(second);
     let mut descriptors = b.descriptors().to_vec();
     descriptors.iter_mut().for_each(|d| d.ttl = None);

@@ -12,8 +12,8 @@ use super::metadata::{DbFile, StateHandle};
 use super::protocol::CheckpointId;
 use super::storage::{CheckpointStorage, StorageError, checkpoint_dir_name};
 use crate::fault::{Classify, Domain, RetryHint};
-use crate::state::FrozenState;
 use crate::state::snapshot::{SnapshotError, encode_descriptors, write_snapshot_sized, write_snapshot_streamed};
+use crate::state::{FrozenState, NativeCheckpoint};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -82,14 +82,22 @@ pub struct Uploader {
     max_parallelism: u32,
     /// The size of the last snapshot, to size the next one's buffer.
     last_size: Arc<AtomicUsize>,
-    /// Incremental: SST files already stored, by (name, size). Shared only
-    /// with this subtask's own upload threads (an aborted checkpoint's
-    /// upload may still run when the next one starts).
+    /// Incremental: SST files already stored. Shared only with this
+    /// subtask's own upload threads (an aborted checkpoint's upload may
+    /// still run when the next one starts).
     shared: Option<Arc<Mutex<SharedFiles>>>,
 }
 
-/// SST files already stored, by (name, size).
-type SharedFiles = HashMap<(String, u64), DbFile>;
+/// SST files already stored.
+#[derive(Clone, Default)]
+struct SharedFiles {
+    /// By (name, size): the database names each file once.
+    by_name: HashMap<(String, u64), DbFile>,
+    /// By (size, 128-bit hash of the bytes): a layer stored with one
+    /// checkpoint comes back in the next under the name the database gave
+    /// it when it ingested the layer, with the same bytes.
+    by_content: HashMap<(u64, u128), DbFile>,
+}
 
 /// Bytes a streamed snapshot hands to storage at a time.
 const STREAM_PIECE: usize = 1 << 20;
@@ -110,8 +118,10 @@ impl Uploader {
     /// a new database numbers its files afresh, so nothing it writes may
     /// pass for a file stored before).
     pub fn incremental(&mut self, known: &[DbFile]) {
-        let map = known.iter().filter(|f| f.path.starts_with("shared/")).map(|f| ((f.name.clone(), f.size), f.clone()));
-        self.shared = Some(Arc::new(Mutex::new(map.collect())));
+        let by_name =
+            known.iter().filter(|f| f.path.starts_with("shared/")).map(|f| ((f.name.clone(), f.size), f.clone()));
+        self.shared =
+            Some(Arc::new(Mutex::new(SharedFiles { by_name: by_name.collect(), by_content: HashMap::new() })));
     }
 
     /// Writes and stores `frozen` for checkpoint `id` on a background
@@ -137,12 +147,13 @@ impl Uploader {
         let (tx, rx) = std::sync::mpsc::channel::<(Box<dyn FrozenState>, F)>();
         let spawned = std::thread::Builder::new().name(format!("weir-snap-{owner}")).spawn(move || {
             let Ok((mut frozen, done)) = rx.recv() else { return };
-            let result = match (shared, frozen.native_checkpoint()) {
-                (Some(shared), Some(dir)) => {
+            let native = if shared.is_some() { frozen.native_checkpoint() } else { None };
+            let result = match (shared, native) {
+                (Some(shared), Some(native)) => native.map_err(|e| SnapshotError::from(e).into()).and_then(|native| {
                     let descriptors = encode_descriptors(max_parallelism, frozen.descriptors());
-                    upload_files(&storage, &owner, id, dir, descriptors, &shared)
+                    upload_files(&storage, &owner, id, &native, descriptors, &shared)
                         .map(|files| StateHandle::Rocksdb { files })
-                }
+                }),
                 _ if savepoint.is_some() => storage.put_state_streamed(id, &owner, &format!("{owner}.snap"), |sink| {
                     write_snapshot_streamed::<CheckpointError>(frozen.as_mut(), max_parallelism, STREAM_PIECE, sink)
                 }),
@@ -172,16 +183,16 @@ impl Uploader {
     }
 }
 
-/// Stores a RocksDB checkpoint directory: SST files not stored before go to
-/// `shared/`, under a name unique to this run of this subtask (a restored
-/// database numbers its files from where the checkpoint left off, so names
-/// alone could repeat across runs); the other files, and the descriptors,
-/// to `chk-<id>/`.
+/// Stores a RocksDB checkpoint directory and its layers: SST files not
+/// stored before (by name, or by content) go to `shared/`, under a name
+/// unique to this run of this subtask (a restored database numbers its
+/// files from where the checkpoint left off, so names alone could repeat
+/// across runs); the other files, and the descriptors, to `chk-<id>/`.
 fn upload_files(
     storage: &CheckpointStorage,
     owner: &str,
     id: CheckpointId,
-    dir: &Path,
+    native: &NativeCheckpoint,
     descriptors: Vec<u8>,
     shared: &Mutex<SharedFiles>,
 ) -> Result<Vec<DbFile>, CheckpointError> {
@@ -189,30 +200,47 @@ fn upload_files(
         let path = path.to_path_buf();
         move |source| CheckpointError::LocalFile { path, cause: source }
     };
-    let run = run_token();
-    let mut files = Vec::new();
-    let mut known = shared.lock().expect("not poisoned").clone();
-    let mut now_shared = HashMap::new();
+    let dir = native.dir.as_path();
+    let mut local_files = Vec::new();
     for entry in std::fs::read_dir(dir).map_err(local(dir))? {
         let entry = entry.map_err(local(dir))?;
-        let name = entry.file_name().to_string_lossy().into_owned();
         let size = entry.metadata().map_err(local(&entry.path()))?.len();
+        local_files.push((entry.file_name().to_string_lossy().into_owned(), entry.path(), size));
+    }
+    for (name, path) in &native.layers {
+        let size = std::fs::metadata(path).map_err(local(path))?.len();
+        local_files.push((name.clone(), path.clone(), size));
+    }
+    let run = run_token();
+    let mut files = Vec::new();
+    let known = shared.lock().expect("not poisoned").clone();
+    let mut now = SharedFiles::default();
+    for (name, path, size) in local_files {
         let is_sst = name.ends_with(".sst");
-        if is_sst && let Some(f) = known.remove(&(name.clone(), size)) {
-            now_shared.insert((name, size), f.clone());
+        if is_sst && let Some(f) = known.by_name.get(&(name.clone(), size)) {
+            now.by_name.insert((name, size), f.clone());
+            files.push(f.clone());
+            continue;
+        }
+        let bytes = std::fs::read(&path).map_err(local(&path))?;
+        let content = (bytes.len() as u64, xxhash_rust::xxh3::xxh3_128(&bytes));
+        if is_sst && let Some(f) = known.by_content.get(&content) {
+            let f = DbFile { name: name.clone(), ..f.clone() };
+            now.by_name.insert((name, size), f.clone());
+            now.by_content.insert(content, f.clone());
             files.push(f);
             continue;
         }
-        let bytes = std::fs::read(entry.path()).map_err(local(&entry.path()))?;
-        let path = if is_sst {
+        let stored = if is_sst {
             format!("shared/{owner}-{run}/{name}")
         } else {
             format!("{}/{owner}/{name}", checkpoint_dir_name(id))
         };
-        let (size, crc32) = storage.put_object(&path, bytes)?;
-        let f = DbFile { name: name.clone(), path, size, crc32 };
+        let (size, crc32) = storage.put_object(&stored, bytes)?;
+        let f = DbFile { name: name.clone(), path: stored, size, crc32 };
         if is_sst {
-            now_shared.insert((name, size), f.clone());
+            now.by_name.insert((name, size), f.clone());
+            now.by_content.insert(content, f.clone());
             crate::crash_point::crash_point("upload.shared-file");
         }
         files.push(f);
@@ -221,7 +249,7 @@ fn upload_files(
     let (size, crc32) = storage.put_object(&path, descriptors)?;
     files.push(DbFile { name: DESCRIPTORS_FILE.to_string(), path, size, crc32 });
     // Files the database dropped are not offered again.
-    *shared.lock().expect("not poisoned") = now_shared;
+    *shared.lock().expect("not poisoned") = now;
     files.sort_by(|a, b| a.name.cmp(&b.name));
     Ok(files)
 }

@@ -245,6 +245,9 @@ pub struct PipelineSection {
     /// An input channel silent this long stops holding back its operator's
     /// watermark (unset: inputs never go idle).
     pub idle_timeout: Option<HumanDuration>,
+    /// The longest a record waits in a partly filled batch before it is
+    /// sent.
+    pub max_batch_delay: Option<HumanDuration>,
 }
 
 /// Which state backend runs a job.
@@ -292,6 +295,8 @@ pub struct Settings {
     pub progress_interval: Duration,
     /// Idle-input timeout for watermarks.
     pub idle_timeout: Option<Duration>,
+    /// The longest a record waits in a partly filled batch.
+    pub max_batch_delay: Duration,
     /// Deprecation and other notes to log once the job starts.
     pub warnings: Vec<String>,
 }
@@ -404,6 +409,10 @@ pub const DEFAULT_MAX_OUTPUT_BYTES: u64 = 64 << 20;
 pub const DEFAULT_MAX_OUTPUT_RECORDS: u64 = 1_000_000;
 /// Default records per batch.
 pub const DEFAULT_BATCH_SIZE: usize = 1024;
+/// Default longest wait of a record in a partly filled batch: short enough
+/// that batching adds about a millisecond of latency to a slow stream, long
+/// enough that a fast one fills its batches first.
+pub const DEFAULT_MAX_BATCH_DELAY: Duration = Duration::from_millis(1);
 /// Default channel capacity, in batches.
 pub const DEFAULT_CHANNEL_CAPACITY: usize = 8;
 
@@ -473,6 +482,10 @@ impl SettingsFile {
         if !(1..=65_536).contains(&batch_size) {
             return Err(bad!("{origin}: pipeline.batch_size must be between 1 and 65536"));
         }
+        let max_batch_delay = self.pipeline.max_batch_delay.map(|d| d.0).unwrap_or(DEFAULT_MAX_BATCH_DELAY);
+        if max_batch_delay > Duration::from_secs(60) {
+            return Err(bad!("{origin}: pipeline.max_batch_delay must be at most 60s"));
+        }
         let channel_capacity = self.pipeline.channel_capacity.unwrap_or(DEFAULT_CHANNEL_CAPACITY);
         if !(1..=4096).contains(&channel_capacity) {
             return Err(bad!("{origin}: pipeline.channel_capacity must be between 1 and 4096"));
@@ -515,6 +528,7 @@ impl SettingsFile {
             channel_capacity,
             progress_interval: self.pipeline.progress_interval.map(|d| d.0).unwrap_or(Duration::from_secs(1)),
             idle_timeout: self.pipeline.idle_timeout.map(|d| d.0),
+            max_batch_delay,
             warnings,
         })
     }

@@ -6,6 +6,12 @@
 //! ASCII, and the same bytes as payload; with `event_time_step`, its event
 //! time is `i * step` milliseconds. The same (count, keys, seed) always
 //! gives the same stream.
+//!
+//! With `timestamps = "wall-clock"` (or `"wall-clock-us"`), each record is
+//! stamped instead with the time it was made, in milliseconds (or
+//! microseconds) since the epoch: when it was due, for a paced generator,
+//! so a record held back by a slow pipeline still counts its wait. That is
+//! what the `latency` sink measures against.
 
 use super::file_source::rate_problem;
 use super::{OptionsError, options};
@@ -33,6 +39,18 @@ struct Options {
     event_time_step: Option<HumanDuration>,
     /// At most this many records per second.
     records_per_second: Option<f64>,
+    /// Stamp each record with the wall clock when it was made.
+    timestamps: Option<WallClock>,
+}
+
+/// The unit of wall-clock timestamps.
+#[derive(Deserialize, Debug, Clone, Copy, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+enum WallClock {
+    /// Milliseconds since the epoch: event time as usual.
+    WallClock,
+    /// Microseconds since the epoch: for latency measurements.
+    WallClockUs,
 }
 
 /// A configured generator.
@@ -42,6 +60,7 @@ pub struct Generator {
     keys: u64,
     seed: u64,
     step_ms: Option<i64>,
+    wall_clock: Option<WallClock>,
     rate: Option<f64>,
 }
 
@@ -55,11 +74,15 @@ pub fn build(spec: &ConnectorSpec, _base: &Path) -> Result<Arc<dyn Source>, Opti
     if let Some(problem) = rate_problem(o.records_per_second) {
         return Err(bad(problem));
     }
+    if o.event_time_step.is_some() && o.timestamps.is_some() {
+        return Err(bad("set event_time_step or timestamps, not both: each decides the records' timestamps".into()));
+    }
     Ok(Arc::new(Generator {
         count: o.count,
         keys: o.keys,
         seed: o.seed,
         step_ms: o.event_time_step.map(|d| d.0.as_millis() as i64),
+        wall_clock: o.timestamps,
         rate: o.records_per_second,
     }))
 }
@@ -82,7 +105,7 @@ pub fn key_of(seed: u64, i: u64, keys: u64) -> u64 {
 impl Source for Generator {
     fn watermark_lag_ms(&self) -> Option<i64> {
         // Generated timestamps never go backwards.
-        self.step_ms.map(|_| 0)
+        (self.step_ms.is_some() || self.wall_clock.is_some()).then_some(0)
     }
 
     fn records_per_second(&self) -> Option<f64> {
@@ -94,7 +117,12 @@ impl Source for Generator {
         for i in ctx.position..self.count {
             ctx.position = i + 1;
             let key = buf.format(key_of(self.seed, i, self.keys)).as_bytes();
-            let timestamp = self.step_ms.map(|s| (i as i64).saturating_mul(s));
+            let timestamp = match (self.step_ms, self.wall_clock) {
+                (Some(s), _) => Some((i as i64).saturating_mul(s)),
+                (None, Some(WallClock::WallClock)) => Some(ctx.due_time_us() / 1000),
+                (None, Some(WallClock::WallClockUs)) => Some(ctx.due_time_us()),
+                (None, None) => None,
+            };
             ctx.emit(Record { payload: key, key: Some(key), timestamp })?;
         }
         Ok(())

@@ -7,6 +7,7 @@
 pub mod file_sink;
 pub mod file_source;
 pub mod generator;
+pub mod latency;
 pub mod part_files;
 pub mod transactional_file;
 
@@ -37,6 +38,7 @@ const SINKS: &[(&str, SinkBuilder)] = &[
     ("transactional-file", transactional_file::build),
     ("stdout", build_stdout),
     ("discard", build_discard),
+    ("latency", latency::build),
 ];
 
 /// A source or sink entry that cannot be used as written.

@@ -134,10 +134,10 @@ fn task_body(
             let position = a.restore.as_ref().and_then(|r| r.metadata.sources.get(node)).copied().unwrap_or(0);
             let (lag, rate) = (source.watermark_lag_ms(), source.records_per_second());
             let id = t.id.node.clone();
-            let batch_size = settings.batch_size;
+            let batching = (settings.batch_size, settings.max_batch_delay);
             Box::new(move || {
                 let control = inputs.into_control();
-                let ctx = SourceContext::new(id, router, reporter, control, batch_size, position, lag, rate);
+                let ctx = SourceContext::new(id, router, reporter, control, batching, position, lag, rate);
                 run_source(source.as_ref(), ctx)
             })
         }

@@ -1,6 +1,8 @@
 //! The output side of a task: partitions records over the subtasks of each
 //! downstream node (forward, key, rebalance), buffers them into batches, and
-//! sends with back-pressure (a full channel blocks the sender).
+//! sends with back-pressure (a full channel blocks the sender). It notes when
+//! the oldest record still buffered arrived, so its task can send partly
+//! filled batches before `pipeline.max_batch_delay` passes.
 
 use super::error::TaskError;
 use super::message::{Barrier, Message};
@@ -9,6 +11,7 @@ use crate::record::{Batch, Record, Records};
 use crate::state::key_group::{key_group_of_hash, key_hash, subtask_for_key_group};
 use crossbeam_channel::Sender;
 use std::sync::Arc;
+use std::time::Instant;
 
 /// Why routing failed.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -64,12 +67,14 @@ pub struct Router {
     edges: Vec<Edge>,
     batch_size: usize,
     sent: u64,
+    /// When the oldest record not sent yet arrived (none: nothing buffered).
+    pending_since: Option<Instant>,
 }
 
 impl Router {
     /// A router over `edges`.
     pub fn new(edges: Vec<Edge>, batch_size: usize) -> Self {
-        Router { edges, batch_size, sent: 0 }
+        Router { edges, batch_size, sent: 0, pending_since: None }
     }
 
     /// Records routed so far (counted once per record, whatever the fan-out).
@@ -77,10 +82,21 @@ impl Router {
         self.sent
     }
 
+    /// When the oldest record still buffered arrived; `None` if every
+    /// record was sent. Batches sent because they were full do not reset
+    /// it, so it may be earlier than the oldest record left: a task then
+    /// sends a little early, never late.
+    pub fn pending_since(&self) -> Option<Instant> {
+        self.pending_since
+    }
+
     /// Routes one record (its bytes are copied into the outgoing batches).
     #[inline]
     pub fn push(&mut self, record: Record<'_>) -> Result<(), RouteError> {
         self.sent += 1;
+        if self.pending_since.is_none() && !self.edges.is_empty() {
+            self.pending_since = Some(Instant::now());
+        }
         for i in 0..self.edges.len() {
             self.push_edge(i, record)?;
         }
@@ -135,6 +151,7 @@ impl Router {
 
     /// Sends every partly filled batch.
     pub fn flush(&mut self) -> Result<(), RouteError> {
+        self.pending_since = None;
         let batch_size = self.batch_size;
         for edge in &mut self.edges {
             for t in 0..edge.senders.len() {

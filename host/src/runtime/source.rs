@@ -70,8 +70,11 @@ pub struct SourceContext {
     watermark_lag: Option<i64>,
     max_timestamp: i64,
     watermark: i64,
-    /// With a rate limit: when the stream started, and the gap per record.
-    pace: Option<(Instant, Duration)>,
+    /// With a rate limit: when the stream started (and the wall clock then,
+    /// in microseconds since the epoch), and the gap per record.
+    pace: Option<(Instant, i64, Duration)>,
+    /// The longest a record waits in a partly filled batch.
+    max_batch_delay: Duration,
     /// Where the source is: what a checkpoint records, so a restore
     /// resumes at the next record. Sources set it before each `emit`.
     pub position: u64,
@@ -80,14 +83,16 @@ pub struct SourceContext {
 impl SourceContext {
     /// A context for source `id`, starting at `position` (0, or where a
     /// checkpoint left it), emitting watermarks `watermark_lag` behind the
-    /// largest timestamp, at most `rate` records per second.
+    /// largest timestamp, at most `rate` records per second, sending batches
+    /// of `batch_size` records or whatever is buffered after
+    /// `max_batch_delay`.
     #[allow(clippy::too_many_arguments)]
     pub fn new(
         id: Arc<str>,
         router: Router,
         reporter: Reporter,
         control: Receiver<Control>,
-        batch_size: usize,
+        (batch_size, max_batch_delay): (usize, Duration),
         position: u64,
         watermark_lag: Option<i64>,
         rate: Option<f64>,
@@ -102,14 +107,18 @@ impl SourceContext {
             watermark_lag,
             max_timestamp: i64::MIN,
             watermark: i64::MIN,
-            pace: rate.map(|r| (Instant::now(), Duration::from_secs_f64(1.0 / r))),
+            pace: rate.map(|r| (Instant::now(), crate::clock::now_us(), Duration::from_secs_f64(1.0 / r))),
+            max_batch_delay,
             position,
         }
     }
 
     /// Sends one record; every `batch_size` records handles the
     /// coordinator's messages, emits a watermark and reports progress. A
-    /// paced source sends every record as soon as it is due.
+    /// paced source waits until the record is due. A record waits in a
+    /// partly filled batch at most `max_batch_delay` (checked every 64
+    /// records, or every record if it is zero, and while a paced source
+    /// waits).
     #[inline]
     pub fn emit(&mut self, record: Record<'_>) -> Result<(), Halt> {
         if let Some(t) = record.timestamp {
@@ -118,11 +127,11 @@ impl SourceContext {
         let deferred = self.wait_for_pace()?;
         self.router.push(record).map_err(|e| self.route_error(e))?;
         self.counters.records_in += 1;
-        if self.pace.is_some() {
-            self.router.flush().map_err(|e| self.route_error(e))?;
-            for c in deferred {
-                self.on_control(c)?;
-            }
+        for c in deferred {
+            self.on_control(c)?;
+        }
+        if self.counters.records_in.is_multiple_of(64) || self.max_batch_delay.is_zero() {
+            self.flush_if_due(Instant::now())?;
         }
         if self.counters.records_in.is_multiple_of(self.batch_size as u64) {
             self.poll_control()?;
@@ -146,26 +155,52 @@ impl SourceContext {
         Halt::Failed(TaskError::Source { id: self.id.clone(), cause: e })
     }
 
+    /// When the next record is due, in microseconds since the epoch: for
+    /// a paced source its place in the schedule (so a record held back by
+    /// a slow pipeline still counts its wait), otherwise now.
+    pub fn due_time_us(&self) -> i64 {
+        match self.pace {
+            Some((_, wall, gap)) => wall + (gap.as_secs_f64() * 1e6 * self.counters.records_in as f64) as i64,
+            None => crate::clock::now_us(),
+        }
+    }
+
+    /// Sends the partly filled batches if their oldest record has waited
+    /// `max_batch_delay`.
+    fn flush_if_due(&mut self, now: Instant) -> Result<(), Halt> {
+        if let Some(since) = self.router.pending_since()
+            && now.saturating_duration_since(since) >= self.max_batch_delay
+        {
+            self.router.flush().map_err(|e| self.route_error(e))?;
+        }
+        Ok(())
+    }
+
     /// For a paced source, waits until the next record is due, on the
-    /// control channel so it stays responsive; returns the messages that
-    /// arrived meanwhile, to handle after the record (the position already
-    /// counts it: its barrier must follow it).
+    /// control channel so it stays responsive, sending buffered records
+    /// when their batch delay runs out meanwhile; returns the messages that
+    /// arrived, to handle after the record (the position already counts
+    /// it: its barrier must follow it).
     fn wait_for_pace(&mut self) -> Result<Vec<Control>, Halt> {
         let mut deferred = Vec::new();
-        let Some((start, gap)) = self.pace else { return Ok(deferred) };
+        let Some((start, _, gap)) = self.pace else { return Ok(deferred) };
         let until = start + gap.mul_f64(self.counters.records_in as f64);
-        while Instant::now() < until {
-            match self.control.recv_deadline(until) {
+        loop {
+            let now = Instant::now();
+            self.flush_if_due(now)?;
+            if now >= until {
+                return Ok(deferred);
+            }
+            let wake = self.router.pending_since().map_or(until, |since| (since + self.max_batch_delay).min(until));
+            match self.control.recv_deadline(wake) {
                 Ok(Control::Cancel) => return Err(TaskError::Cancelled.into()),
                 Ok(c) => deferred.push(c),
-                Err(crossbeam_channel::RecvTimeoutError::Timeout) => break,
+                Err(crossbeam_channel::RecvTimeoutError::Timeout) => {}
                 Err(crossbeam_channel::RecvTimeoutError::Disconnected) => {
-                    std::thread::sleep(until.saturating_duration_since(Instant::now()));
-                    break;
+                    std::thread::sleep(wake.saturating_duration_since(now));
                 }
             }
         }
-        Ok(deferred)
     }
 
     fn route_error(&self, e: RouteError) -> TaskError {

@@ -491,11 +491,22 @@ pub trait FrozenState: Send {
     fn key_group(&mut self, key_group: u16, visit: &mut dyn FnMut(SnapshotEntry<'_>)) -> Result<(), StateError>;
     /// Hands every operator list item and broadcast entry to `visit`.
     fn operator_state(&mut self, visit: &mut dyn FnMut(SnapshotEntry<'_>)) -> Result<(), StateError>;
-    /// A directory holding the state as a RocksDB checkpoint, for backends
-    /// that can store their own files (incremental checkpoints).
-    fn native_checkpoint(&self) -> Option<&std::path::Path> {
+    /// The state as a RocksDB checkpoint's files, for backends that can
+    /// store their own files (incremental checkpoints); waits until every
+    /// file is written.
+    fn native_checkpoint(&mut self) -> Option<Result<NativeCheckpoint, StateError>> {
         None
     }
+}
+
+/// A frozen state as files of its database, to be stored as they are.
+pub struct NativeCheckpoint {
+    /// A RocksDB checkpoint directory.
+    pub dir: std::path::PathBuf,
+    /// Files to store beside the directory's, by the name they must have
+    /// there: the layers the database had not taken in, which whoever
+    /// opens the checkpoint ingests in the order of their names.
+    pub layers: Vec<(String, std::path::PathBuf)>,
 }
 
 /// Appends one value of a batch read to `out`, and its `(start, len,

@@ -506,7 +506,7 @@ impl FrozenState for WithDescriptors {
         self.inner.operator_state(visit)
     }
 
-    fn native_checkpoint(&self) -> Option<&std::path::Path> {
+    fn native_checkpoint(&mut self) -> Option<Result<crate::state::NativeCheckpoint, StateError>> {
         self.inner.native_checkpoint()
     }
 }

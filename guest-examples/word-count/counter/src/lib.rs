@@ -1,6 +1,7 @@
 //! Word-count counter: keyed by word, keeps a `ValueState<u64>` per word and
-//! emits `<word> <count>` on every update. The last line for a word carries
-//! its final count.
+//! emits `<word> <count>` on every update, with the input's timestamp (so
+//! event time and latency measurements carry through). The last line for a
+//! word carries its final count.
 
 use weir_sdk::{Context, Element, OpenContext, Operator, Result, ValueState, export_operator};
 
@@ -18,7 +19,7 @@ impl Operator for Counter {
         let n = self.count.get()?.unwrap_or(0) + 1;
         self.count.set(&n)?;
         // `word count`, written straight into the output buffer.
-        ctx.emit_with(None, None, |line| {
+        ctx.emit_with(None, input.timestamp, |line| {
             line.extend_from_slice(word);
             line.push(b' ');
             write_decimal(line, n);

@@ -1,15 +1,21 @@
 //! A frozen RocksDB state: a RocksDB checkpoint (hard links of the SST
-//! files), opened read-only on the snapshot writer's thread and read key
-//! group by key group in the canonical snapshot's terms; also how a
-//! downloaded incremental checkpoint is read ([`open_checkpoint`]).
+//! files) and the write-back cache's layers its database had not ingested,
+//! opened on the snapshot writer's thread (the layers ingested into it
+//! first) and read key group by key group in the canonical snapshot's
+//! terms; also how a downloaded incremental checkpoint is read
+//! ([`open_checkpoint`]).
 
 use super::keys::{TIMERS, cf_name, decode_list, list_append, prefix_end, split_map_key, split_timer_key};
+use super::layers::{self, Written};
 use super::storage_error;
 use crate::state::key_group::KeyGroupRange;
-use crate::state::{FrozenState, Shape, SnapshotEntry, StateDescriptor, StateError, StateId, TimeDomain};
+use crate::state::{
+    FrozenState, NativeCheckpoint, Shape, SnapshotEntry, StateDescriptor, StateError, StateId, TimeDomain,
+};
 use ::rocksdb::{ColumnFamilyDescriptor, DB, Direction, IteratorMode, Options, ReadOptions};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 /// A key and its value, read from a frozen checkpoint.
 type FrozenRow = (Box<[u8]>, Box<[u8]>);
@@ -24,6 +30,8 @@ pub(super) struct FrozenRocksDb {
     /// Why taking the checkpoint failed, if it did: reported on first read.
     pub(super) failed: Option<StateError>,
     pub(super) db: Option<DB>,
+    /// The cache's layers the checkpoint's database lacks, oldest first.
+    pub(super) layers: Vec<Arc<Written>>,
     pub(super) range: KeyGroupRange,
     pub(super) descriptors: Vec<StateDescriptor>,
     pub(super) timers_by_group: Option<BTreeMap<u16, Vec<GroupTimer>>>,
@@ -35,6 +43,14 @@ impl FrozenRocksDb {
             return Err(StateError::Storage(format!("taking a RocksDB checkpoint failed: {e}")));
         }
         if self.db.is_none() {
+            // The layers join the directory as a stored checkpoint's do,
+            // and are ingested the same way.
+            for written in &self.layers {
+                for (_, name, path) in &written.wait()?.files {
+                    let to = self.dir.join(name);
+                    std::fs::hard_link(path, &to).map_err(|e| StateError::Storage(format!("{}: {e}", to.display())))?;
+                }
+            }
             let mut names = vec![TIMERS.to_string()];
             names.extend((0..self.descriptors.len()).map(|i| cf_name(i as StateId)));
             let mut o = Options::default();
@@ -44,7 +60,14 @@ impl FrozenRocksDb {
                 c.set_merge_operator_associative("weir-list-append", list_append);
                 ColumnFamilyDescriptor::new(n, c)
             });
-            self.db = Some(DB::open_cf_descriptors_read_only(&o, &self.dir, cfs, false).map_err(storage_error)?);
+            let db = if layers::has_layers(&self.dir) {
+                let db = DB::open_cf_descriptors(&o, &self.dir, cfs).map_err(storage_error)?;
+                layers::ingest_dir(&db, &self.dir)?;
+                db
+            } else {
+                DB::open_cf_descriptors_read_only(&o, &self.dir, cfs, false).map_err(storage_error)?
+            };
+            self.db = Some(db);
         }
         Ok(self.db.as_ref().expect("opened above"))
     }
@@ -128,8 +151,19 @@ impl FrozenState for FrozenRocksDb {
         Ok(())
     }
 
-    fn native_checkpoint(&self) -> Option<&Path> {
-        self.failed.is_none().then_some(self.dir.as_path())
+    fn native_checkpoint(&mut self) -> Option<Result<NativeCheckpoint, StateError>> {
+        if self.failed.is_some() {
+            // Read as a snapshot, which reports why.
+            return None;
+        }
+        let mut layers = Vec::new();
+        for written in &self.layers {
+            match written.wait() {
+                Ok(files) => layers.extend(files.files.iter().map(|(_, name, path)| (name.clone(), path.clone()))),
+                Err(e) => return Some(Err(e)),
+            }
+        }
+        Some(Ok(NativeCheckpoint { dir: self.dir.clone(), layers }))
     }
 
     fn operator_state(&mut self, visit: &mut dyn FnMut(SnapshotEntry<'_>)) -> Result<(), StateError> {
@@ -166,6 +200,7 @@ pub fn open_checkpoint(dir: &Path, descriptors: Vec<StateDescriptor>, max_parall
         dir: dir.to_path_buf(),
         failed: None,
         db: None,
+        layers: Vec::new(),
         range: KeyGroupRange { start: 0, end: max_parallelism as u16 },
         descriptors,
         timers_by_group: None,

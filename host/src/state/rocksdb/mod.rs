@@ -21,7 +21,9 @@
 //!
 //! Value-shaped states go through a bounded write-back cache ([`ValueCache`]):
 //! a read-modify-write per record then costs a hash lookup instead of a
-//! memtable search and insert.
+//! memtable search and insert. The cache hands its written values to the
+//! database as layers, SST files written and ingested off the record path
+//! (`layers.rs`).
 //!
 //! A process killed with `kill -9` cannot remove its directories; the next
 //! subtask of the same name removes those whose process is gone.
@@ -32,33 +34,40 @@
 //! clean-up costs neither a scan nor work on the record path. A list with
 //! some elements expired is trimmed when it is next read.
 //!
-//! Snapshots: `freeze` takes a RocksDB checkpoint (memtables flushed, SST
-//! files hard-linked into a directory `<working dir>.f<k>` beside the
-//! subtask's own, which the snapshot owns and removes), cheap and independent
-//! of the state's size beyond the memtable; the background writer opens it
-//! read-only and writes the canonical snapshot format from it, key group by
-//! key group.
+//! Snapshots: `freeze` turns the cache's written values into a layer and
+//! takes a RocksDB checkpoint (memtables flushed, SST files hard-linked into
+//! a directory `<working dir>.f<k>` beside the subtask's own, which the
+//! snapshot owns and removes). The memtables hold only list, map and timer
+//! writes, so the pause does not grow with the values written. The frozen
+//! state is the checkpoint plus the layers not ingested yet; the background
+//! writer stores those files (incremental checkpoints) or ingests the layers
+//! into the checkpoint and writes the canonical snapshot format from it, key
+//! group by key group.
 
 mod cache;
 mod frozen;
 mod keys;
+mod layers;
 mod options;
+mod values;
 
 pub use frozen::open_checkpoint;
 pub use options::RocksDbMemory;
 
-use cache::{Cached, ValueCache};
+use cache::ValueCache;
 use frozen::FrozenRocksDb;
 use keys::{
     TIMERS, cf_name, decode_list, domain_byte, encode_list, keyed_key, map_prefix, prefix_end, split_map_key,
     split_timer_key, timer_key,
 };
+use layers::Layer;
 use options::{ExpiryClock, cf_options, remove_orphans, state_cf_options};
+use values::Wait;
 
 use super::key_group::KeyGroupRange;
 use super::{
     FrozenState, KeyRef, MapEntry, StateBackend, StateDescriptor, StateError, StateId, StateKind, TimeDomain,
-    check_registration, push_value,
+    check_registration,
 };
 use crate::clock::Clock;
 use ::rocksdb::{
@@ -93,6 +102,8 @@ pub struct RocksDbBackend {
     /// Value-state write-back cache, and its byte budget.
     cache: ValueCache,
     cache_limit: usize,
+    /// The cache's layers not ingested yet, oldest first.
+    layers: std::collections::VecDeque<Layer>,
     /// Per state: the clock of its TTL compaction filter.
     expiry: Vec<ExpiryClock>,
 }
@@ -126,8 +137,9 @@ impl RocksDbBackend {
             timer_counts: [0, 0],
             scan_after: BTreeMap::new(),
             freezes: 0,
-            cache: ValueCache::default(),
+            cache: ValueCache::new(range),
             cache_limit: memory.write_cache,
+            layers: std::collections::VecDeque::new(),
             expiry: Vec::new(),
         })
     }
@@ -159,6 +171,8 @@ impl RocksDbBackend {
         }
         b.db = Some(DB::open_cf_descriptors(&b.options, &db_dir, cfs).map_err(storage_error)?);
         b.descriptors = descriptors;
+        // The layers the checkpoint listed beside the database's files.
+        layers::ingest_dir(b.db(), &db_dir)?;
         for (k, _) in b.scan(b.timers(), b"", b"", usize::MAX)? {
             if let Some((d, ..)) = split_timer_key(&k) {
                 b.timer_counts[usize::from(domain_byte(d))] += 1;
@@ -227,67 +241,6 @@ impl RocksDbBackend {
         Ok(out)
     }
 
-    /// Puts a value in the cache, writing everything back first if the
-    /// cache is full.
-    fn cache_insert(
-        &mut self,
-        s: StateId,
-        key: Vec<u8>,
-        value: Option<Vec<u8>>,
-        dirty: bool,
-    ) -> Result<(), StateError> {
-        if self.cache.bytes >= self.cache_limit {
-            self.write_back()?;
-            self.cache.states.iter_mut().for_each(hashbrown::HashMap::clear);
-            self.cache.bytes = 0;
-        }
-        let states = &mut self.cache.states;
-        if states.len() <= s as usize {
-            states.resize_with(s as usize + 1, hashbrown::HashMap::new);
-        }
-        let size = key.len() + value.as_ref().map_or(0, Vec::len) + 48;
-        match states[s as usize].entry(key) {
-            hashbrown::hash_map::Entry::Occupied(mut e) => {
-                let c = e.get_mut();
-                c.dirty |= dirty;
-                c.value = value;
-            }
-            hashbrown::hash_map::Entry::Vacant(e) => {
-                e.insert(Cached { value, dirty });
-                self.cache.bytes += size;
-            }
-        }
-        Ok(())
-    }
-
-    /// Writes every dirty cached value to RocksDB, in key order, and marks
-    /// it clean.
-    fn write_back(&mut self) -> Result<(), StateError> {
-        if self.cache.bytes == 0 {
-            return Ok(());
-        }
-        let mut batch = WriteBatch::default();
-        for (i, state) in self.cache.states.iter_mut().enumerate() {
-            let mut dirty: Vec<(&Vec<u8>, &mut Cached)> = state.iter_mut().filter(|(_, c)| c.dirty).collect();
-            if dirty.is_empty() {
-                continue;
-            }
-            dirty.sort_unstable_by(|a, b| a.0.cmp(b.0));
-            let cf = self.db.as_ref().expect("open").cf_handle(&cf_name(i as StateId)).expect("registered");
-            for (key, c) in dirty {
-                match &c.value {
-                    Some(v) => batch.put_cf(cf, key, v),
-                    None => batch.delete_cf(cf, key),
-                }
-                c.dirty = false;
-            }
-        }
-        if batch.is_empty() {
-            return Ok(());
-        }
-        self.db().write_opt(batch, &self.write).map_err(storage_error)
-    }
-
     fn map_key(k: &KeyRef<'_>, user_key: &[u8]) -> Vec<u8> {
         let mut key = map_prefix(k.key_group, k.key);
         key.extend_from_slice(user_key);
@@ -340,14 +293,7 @@ impl StateBackend for RocksDbBackend {
     }
 
     fn value_get(&mut self, s: StateId, k: KeyRef<'_>) -> Result<Option<Vec<u8>>, StateError> {
-        self.check(&k)?;
-        let key = keyed_key(k.key_group, k.key);
-        if let Some(c) = self.cache.get(s, &key) {
-            return Ok(c.value.clone());
-        }
-        let v = self.get(s, &key)?;
-        self.cache_insert(s, key, v.clone(), false)?;
-        Ok(v)
+        self.read_value(s, &k)
     }
 
     fn value_get_many(
@@ -357,55 +303,22 @@ impl StateBackend for RocksDbBackend {
         out: &mut Vec<u8>,
         spans: &mut Vec<(u32, u32, bool)>,
     ) -> Result<(), StateError> {
-        for k in keys {
-            self.check(k)?;
-        }
-        let encoded: Vec<Vec<u8>> = keys.iter().map(|k| keyed_key(k.key_group, k.key)).collect();
-        // Hits answer from the cache; misses go to RocksDB in one multi-get.
-        // Misses enter the cache only once the answers are written: an
-        // insert may write the cache back and empty it.
-        let hits: Vec<Option<&Cached>> = encoded.iter().map(|k| self.cache.get(s, k)).collect();
-        let missing: Vec<usize> = (0..encoded.len()).filter(|&i| hits[i].is_none()).collect();
-        let mut fetched: Vec<Option<Vec<u8>>> = Vec::with_capacity(missing.len());
-        if !missing.is_empty() {
-            for v in self.db().batched_multi_get_cf(self.cf(s), missing.iter().map(|&i| &encoded[i]), false) {
-                fetched.push(v.map_err(storage_error)?.map(|v| v.to_vec()));
-            }
-        }
-        let mut next = fetched.iter();
-        for hit in &hits {
-            let value = match hit {
-                Some(c) => c.value.as_deref(),
-                None => next.next().and_then(Option::as_deref),
-            };
-            push_value(out, spans, value);
-        }
-        drop(hits);
-        let mut misses = missing.into_iter().zip(fetched).peekable();
-        for (i, key) in encoded.into_iter().enumerate() {
-            if let Some((_, v)) = misses.next_if(|(m, _)| *m == i) {
-                self.cache_insert(s, key, v, false)?;
-            }
-        }
-        Ok(())
+        self.read_values(s, keys, out, spans)
     }
 
     fn value_set_many(&mut self, s: StateId, keys: &[KeyRef<'_>], values: &[Option<&[u8]>]) -> Result<(), StateError> {
         for (k, v) in keys.iter().zip(values) {
-            self.check(k)?;
-            self.cache_insert(s, keyed_key(k.key_group, k.key), v.map(<[u8]>::to_vec), true)?;
+            self.write_value(s, k, v.map(<[u8]>::to_vec))?;
         }
         Ok(())
     }
 
     fn value_set(&mut self, s: StateId, k: KeyRef<'_>, value: &[u8]) -> Result<(), StateError> {
-        self.check(&k)?;
-        self.cache_insert(s, keyed_key(k.key_group, k.key), Some(value.to_vec()), true)
+        self.write_value(s, &k, Some(value.to_vec()))
     }
 
     fn value_clear(&mut self, s: StateId, k: KeyRef<'_>) -> Result<(), StateError> {
-        self.check(&k)?;
-        self.cache_insert(s, keyed_key(k.key_group, k.key), None, true)
+        self.write_value(s, &k, None)
     }
 
     fn list_add(&mut self, s: StateId, k: KeyRef<'_>, values: &[&[u8]]) -> Result<(), StateError> {
@@ -605,9 +518,9 @@ impl StateBackend for RocksDbBackend {
     }
 
     fn scan_keys(&mut self, s: StateId, cursor: u64, max: u32) -> (Vec<(u16, Vec<u8>)>, Option<u64>) {
-        // A new round starts from RocksDB with the write-back cache written
-        // back, so a round sees every key present when it began.
-        if cursor == 0 && self.write_back().is_err() {
+        // A new round starts from RocksDB with everything written taken
+        // in, so a round sees every key present when it began.
+        if cursor == 0 && self.settle().is_err() {
             return (Vec::new(), None);
         }
         let from = if cursor == 0 { Vec::new() } else { self.scan_after.get(&s).cloned().unwrap_or_default() };
@@ -656,8 +569,11 @@ impl StateBackend for RocksDbBackend {
         // Beside the working directory, not in it: the snapshot may still be
         // uploading when the subtask ends and removes its directory.
         let dir = PathBuf::from(format!("{}.f{}", self.path.display(), self.freezes));
-        // The cache's dirty values first: the checkpoint must hold them.
-        let taken = self.write_back().and_then(|()| {
+        // The cache's written values become a layer the checkpoint lists
+        // beside the database's files: none is written on the record path,
+        // and the flush the RocksDB checkpoint makes holds only list, map and
+        // timer writes.
+        let taken = self.ingest_layers(Wait::Ready).and_then(|()| self.push_layer()).and_then(|()| {
             ::rocksdb::checkpoint::Checkpoint::new(self.db())
                 .and_then(|c| c.create_checkpoint(&dir))
                 .map_err(storage_error)
@@ -666,6 +582,7 @@ impl StateBackend for RocksDbBackend {
             dir,
             failed: taken.err(),
             db: None,
+            layers: self.layers.iter().map(|l| l.written.clone()).collect(),
             range: self.range,
             descriptors: self.descriptors.clone(),
             timers_by_group: None,
@@ -676,18 +593,7 @@ impl StateBackend for RocksDbBackend {
         let is_map = self.descriptors[s as usize].kind == StateKind::Map;
         let Ok(rows) = self.scan(self.cf(s), b"", b"", usize::MAX) else { return 0 };
         if !is_map {
-            // RocksDB's keys, as the write-back cache changes them.
-            let mut keys: std::collections::BTreeSet<Vec<u8>> = rows.into_iter().map(|(k, _)| k).collect();
-            if let Some(cached) = self.cache.states.get(s as usize) {
-                for (k, c) in cached {
-                    if c.value.is_some() {
-                        keys.insert(k.clone());
-                    } else {
-                        keys.remove(k);
-                    }
-                }
-            }
-            return keys.len();
+            return self.value_keys(s, rows.into_iter().map(|(k, _)| k).collect());
         }
         let mut keys: Vec<(u16, Vec<u8>)> =
             rows.iter().filter_map(|(k, _)| split_map_key(k).map(|(kg, key, _)| (kg, key.to_vec()))).collect();

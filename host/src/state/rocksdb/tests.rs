@@ -2,6 +2,7 @@
 //! cache, TTL in compaction, directories, and the key layout.
 
 use super::*;
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 #[test]
@@ -55,7 +56,7 @@ impl RocksDbBackend {
     /// Every state's entries on disk, compacted twice (merged lists
     /// reach the compaction filter as values only the second time).
     fn compact_and_count(&mut self) -> Vec<usize> {
-        self.write_back().unwrap();
+        self.settle().unwrap();
         (0..self.descriptors.len() as StateId)
             .map(|s| {
                 for _ in 0..2 {
@@ -155,4 +156,117 @@ fn keys_and_timers_sort_as_documented() {
         k
     };
     assert_eq!(split_map_key(&m), Some((3, &b"key"[..], &b"uk"[..])));
+}
+
+fn key_ref(k: &[u8]) -> KeyRef<'_> {
+    let hash = crate::state::key_group::key_hash(k);
+    KeyRef { key: k, hash, key_group: crate::state::key_group::key_group_of_hash(hash, 16) }
+}
+
+/// Every value of state 0 a frozen state holds, read the canonical way.
+fn frozen_values(frozen: &mut dyn FrozenState) -> BTreeMap<Vec<u8>, Vec<u8>> {
+    let mut out = BTreeMap::new();
+    for kg in 0..16 {
+        frozen
+            .key_group(kg, &mut |e| {
+                if let crate::state::SnapshotEntry::Value { state: 0, key, value } = e {
+                    out.insert(key.to_vec(), value.to_vec());
+                }
+            })
+            .unwrap();
+    }
+    out
+}
+
+/// A frozen state's own files, the layers among them, copied into `to`
+/// as a stored incremental checkpoint is downloaded.
+fn copy_native(frozen: &mut dyn FrozenState, to: &Path) -> usize {
+    let native = frozen.native_checkpoint().expect("RocksDB stores its files").unwrap();
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(&native.dir).unwrap() {
+        let e = e.unwrap();
+        std::fs::copy(e.path(), to.join(e.file_name())).unwrap();
+    }
+    for (name, path) in &native.layers {
+        std::fs::copy(path, to.join(name)).unwrap();
+    }
+    native.layers.len()
+}
+
+/// Writes and clears values through a cache so small that it keeps
+/// freezing into layers, freezes the backend now and then while layers are
+/// still being written, and checks every frozen state, read canonically
+/// and adopted as an incremental checkpoint, against a plain map of what
+/// was written before its freeze.
+#[test]
+fn checkpoints_taken_while_cache_layers_are_pending_hold_exactly_what_was_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let range = KeyGroupRange { start: 0, end: 16 };
+    let memory = RocksDbMemory { write_cache: 8 << 10, ..RocksDbMemory::default() };
+    let mut b = RocksDbBackend::open(dir.path(), "t", range, memory).unwrap();
+    let s = b.register(StateKind::Value.descriptor("n")).unwrap();
+    let mut model: BTreeMap<Vec<u8>, Vec<u8>> = BTreeMap::new();
+    let mut frozen = Vec::new();
+    let mut rng = 0x2545_f491_4f6c_dd1d_u64;
+    for step in 0..20_000u64 {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        let key = format!("k{}", rng % 3_000).into_bytes();
+        if rng.is_multiple_of(7) {
+            b.value_clear(s, key_ref(&key)).unwrap();
+            model.remove(&key);
+        } else {
+            let old = b.value_get(s, key_ref(&key)).unwrap();
+            assert_eq!(old.as_ref(), model.get(&key), "read at step {step}");
+            let value = step.to_le_bytes().to_vec();
+            b.value_set(s, key_ref(&key), &value).unwrap();
+            model.insert(key, value);
+        }
+        if step % 4_000 == 3_999 {
+            frozen.push((b.freeze(), model.clone()));
+        }
+    }
+    let mut layers_listed = 0;
+    for (i, (mut f, expected)) in frozen.into_iter().enumerate() {
+        let files = dir.path().join(format!("restore-{i}"));
+        layers_listed += copy_native(f.as_mut(), &files);
+        assert_eq!(frozen_values(f.as_mut()), expected, "checkpoint {i}, read canonically");
+        let descriptors = f.descriptors().to_vec();
+        let mut adopted =
+            RocksDbBackend::adopt(dir.path(), &format!("a{i}"), range, memory, &files, descriptors).unwrap();
+        for k in 0..3_000 {
+            let key = format!("k{k}").into_bytes();
+            assert_eq!(
+                adopted.value_get(s, key_ref(&key)).unwrap().as_ref(),
+                expected.get(&key),
+                "checkpoint {i}, adopted"
+            );
+        }
+        assert_eq!(adopted.key_count(s), expected.len());
+    }
+    assert!(layers_listed > 0, "some checkpoint listed layers its database had not taken in");
+}
+
+#[test]
+fn a_checkpoint_lists_the_written_values_as_a_layer_and_the_database_takes_them_in_later() {
+    let dir = tempfile::tempdir().unwrap();
+    let range = KeyGroupRange { start: 0, end: 16 };
+    let mut b = RocksDbBackend::open(dir.path(), "t", range, RocksDbMemory::default()).unwrap();
+    let s = b.register(StateKind::Value.descriptor("n")).unwrap();
+    for k in 0..1_000 {
+        b.value_set(s, key_ref(format!("k{k}").as_bytes()), b"1").unwrap();
+    }
+    let mut first = b.freeze();
+    let native = first.native_checkpoint().unwrap().unwrap();
+    assert_eq!(native.layers.len(), 1, "one state written: one layer file");
+    assert!(native.layers[0].0.starts_with(layers::LAYER_PREFIX));
+    // Once written, the next state call ingests the layer: the database
+    // itself has the values, and the next checkpoint lists no layer.
+    drop(first);
+    b.ingest_layers(Wait::All).unwrap();
+    assert_eq!(b.get(s, &keys::keyed_key(key_ref(b"k7").key_group, b"k7")).unwrap().as_deref(), Some(&b"1"[..]));
+    let mut second = b.freeze();
+    assert!(second.native_checkpoint().unwrap().unwrap().layers.is_empty(), "nothing written since");
+    assert_eq!(frozen_values(second.as_mut()).len(), 1_000);
 }
