@@ -5,12 +5,20 @@
 //! per record with default options (write-ahead log off, as the backend
 //! runs), over the same key sequence, in the same run.
 //!
+//! With `WEIR_BENCH_CHECKPOINTS=1` the question is checkpoints instead: the
+//! RocksDB job without checkpoints and with incremental checkpoints every
+//! second to a `file://` directory (throughput, and the synchronous pause
+//! per checkpoint, median / max, from the job's summary). With
+//! `WEIR_BENCH_BASELINE=<path of another host binary>` (an earlier build),
+//! that binary runs the same jobs too, in the same run, for a before/after
+//! table.
+//!
 //! Run: `cargo bench -p weir-tests --bench rocksdb_count`
 //! Sizes: `WEIR_BENCH_RECORDS` (default 5 M), `WEIR_BENCH_KEYS` (default
 //! 1 M, comma-separated for several). The markdown table goes to stdout,
 //! and to `WEIR_BENCH_OUT` if set.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Instant;
 use weir_host::connectors::generator::key_of;
 
@@ -34,16 +42,34 @@ fn native(dir: &Path, count: u64, keys: u64) -> f64 {
 }
 
 fn weir(count: u64, keys: u64, backend: &str) -> f64 {
+    weir_run(&weir_tests::host_binary(), count, keys, backend, false).0
+}
+
+/// Runs the job with the host binary `bin`: records per second, and with
+/// `checkpoints` (incremental, every second) the summary's sync pause.
+fn weir_run(bin: &Path, count: u64, keys: u64, backend: &str, checkpoints: bool) -> (f64, String) {
     let dir = tempfile::tempdir().unwrap();
-    let settings = format!(
+    let mut settings = format!(
         "[state.backend]\ntype = \"{backend}\"\nrocksdb.localdir = \"{}\"\n",
         dir.path().join("rocksdb").display()
     );
+    if checkpoints {
+        settings.push_str(&format!(
+            "incremental = true\n\n[checkpointing]\ninterval = \"1s\"\n\n[state.checkpoints]\ndir = \"file://{}\"\n",
+            dir.path().join("ck").display()
+        ));
+    }
     std::fs::write(dir.path().join("job.toml"), weir_tests::counter_job("rocks-count", count, keys, SEED, &settings))
         .unwrap();
-    let err = weir_tests::run_quiet(dir.path());
+    let err = weir_tests::run_quiet_with(bin, dir.path());
     assert!(err.contains(&format!("counter                     1 {count:>14}")), "{err}");
-    count as f64 / weir_tests::elapsed_secs(&err)
+    let pause = err
+        .split("sync pause ")
+        .nth(1)
+        .and_then(|r| r.split(';').next())
+        .map(|p| p.replace("median ", "").replace(", max ", " / "))
+        .unwrap_or_else(|| "-".into());
+    (count as f64 / weir_tests::elapsed_secs(&err), pause)
 }
 
 fn main() {
@@ -57,10 +83,14 @@ fn main() {
         .split(',')
         .map(|k| k.trim().replace('_', "").parse().expect("WEIR_BENCH_KEYS: numbers"))
         .collect();
+    let checkpoints = std::env::var("WEIR_BENCH_CHECKPOINTS").is_ok_and(|v| v == "1");
+    let baseline = std::env::var("WEIR_BENCH_BASELINE").ok().map(PathBuf::from);
+    // The native comparison, unless the run is about checkpoints or builds.
+    let native_keys = if checkpoints || baseline.is_some() { &[][..] } else { &keys[..] };
     let mut table = String::from(
         "| keys | native RocksDB get+put | Weir on RocksDB | **ratio Weir-RocksDB / native** | Weir on hashmap |\n|---|---|---|---|---|\n",
     );
-    for k in keys {
+    for &k in native_keys {
         let dir = tempfile::tempdir().unwrap();
         eprintln!("{count} records over {k} keys");
         let n = native(dir.path(), count, k);
@@ -76,6 +106,24 @@ fn main() {
             r / n,
             h / 1e6
         ));
+    }
+    if checkpoints || baseline.is_some() {
+        table = String::from(
+            "| keys | build | RocksDB, no checkpoints | RocksDB, incremental checkpoints every 1 s | sync pause median / max |\n|---|---|---|---|---|\n",
+        );
+        let mut builds = vec![("this", weir_tests::host_binary())];
+        builds.extend(baseline.map(|b| ("baseline", b)));
+        for k in &keys {
+            for (name, bin) in &builds {
+                let (plain, _) = weir_run(bin, count, *k, "rocksdb", false);
+                let (with, pause) =
+                    if checkpoints { weir_run(bin, count, *k, "rocksdb", true) } else { (f64::NAN, "-".into()) };
+                let line =
+                    format!("| {k} | {name} | {:.3} M rec/s | {:.3} M rec/s | {pause} |\n", plain / 1e6, with / 1e6);
+                eprint!("{line}");
+                table.push_str(&line);
+            }
+        }
     }
     println!("{table}");
     if let Ok(out) = std::env::var("WEIR_BENCH_OUT") {

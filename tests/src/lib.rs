@@ -100,7 +100,12 @@ pub fn elapsed_secs(stderr: &str) -> f64 {
 /// Runs `host run job.toml` in `dir` with logs at error level, asserts
 /// success, and returns stderr (the summary).
 pub fn run_quiet(dir: &Path) -> String {
-    let out = Command::new(host_binary())
+    run_quiet_with(&host_binary(), dir)
+}
+
+/// As [`run_quiet`], with the `host` binary `bin` (a benchmark's baseline).
+pub fn run_quiet_with(bin: &Path, dir: &Path) -> String {
+    let out = Command::new(bin)
         .args(["run", "job.toml"])
         .current_dir(dir)
         // The compiled-module cache of this directory alone.

@@ -21,10 +21,9 @@
 //! memtables stay empty: an ingestion never waits for a flush, and the
 //! flush inside a RocksDB checkpoint holds only list, map and timer writes.
 
-use super::cache::{Tables, table_of};
+use super::cache::{Layout, Tables, lookup};
 use super::keys::cf_name;
 use super::storage_error;
-use crate::state::key_group::KeyGroupRange;
 use crate::state::{StateError, StateId};
 use ::rocksdb::{DB, IngestExternalFileOptions, Options, SstFileWriter};
 use std::path::{Path, PathBuf};
@@ -92,7 +91,7 @@ impl Written {
 /// written as SST files.
 pub(super) struct Layer {
     tables: Arc<Tables>,
-    range: KeyGroupRange,
+    layout: Layout,
     /// The generation whose written values the layer hands over.
     pub(super) generation: u64,
     pub(super) written: Arc<Written>,
@@ -103,19 +102,14 @@ impl Layer {
     /// named after `base` (beside the working directory: a checkpoint may
     /// still be storing the files when the subtask ends). `options` are
     /// the database's, so the files are what a flush would have written.
-    pub(super) fn start(
-        base: &Path,
-        (tables, generation): (Tables, u64),
-        range: KeyGroupRange,
-        options: &Options,
-    ) -> Layer {
+    pub(super) fn start(base: &Path, (tables, generation): (Tables, u64), layout: Layout, options: &Options) -> Layer {
         let seq = NEXT_LAYER.fetch_add(1, Ordering::Relaxed);
         let dir = PathBuf::from(format!("{}.L{seq}", base.display()));
         let tables = Arc::new(tables);
         let written = Arc::new(Written::default());
         let job = {
             let (tables, written, options) = (tables.clone(), written.clone(), options.clone());
-            move || written.finish(write(&dir, seq, &tables, generation, &options).map(Arc::new))
+            move || written.finish(write(&dir, seq, (&tables, layout), generation, &options).map(Arc::new))
         };
         // Written on this thread if no thread can be started: slower, not wrong.
         let (tx, rx) = std::sync::mpsc::channel::<Box<dyn FnOnce() + Send>>();
@@ -130,39 +124,47 @@ impl Layer {
             }
             Err(_) => job(),
         }
-        Layer { tables, range, generation, written }
+        Layer { tables, layout, generation, written }
     }
 
     /// The value this layer holds for `key` of state `s`, if any: as the
     /// cache had it when frozen.
-    pub(super) fn get(&self, s: StateId, key: &[u8]) -> Option<&Option<Vec<u8>>> {
-        table_of(self.tables.get(s as usize)?, self.range, key)?.get(key).map(|c| &c.value)
+    pub(super) fn get(&self, s: StateId, key: &[u8], hash: u64) -> Option<Option<&[u8]>> {
+        lookup(&self.tables, &self.layout, s, key, hash).map(|c| c.value())
     }
 
     /// The values of state `s` written in this layer's generation.
-    pub(super) fn written_values(&self, s: StateId) -> impl Iterator<Item = (&Vec<u8>, &Option<Vec<u8>>)> {
+    pub(super) fn written_values(&self, s: StateId) -> impl Iterator<Item = (&[u8], Option<&[u8]>)> {
         let generation = self.generation;
         self.tables
             .get(s as usize)
             .into_iter()
             .flatten()
-            .flat_map(move |t| t.iter().filter(move |(_, c)| c.written == generation).map(|(k, c)| (k, &c.value)))
+            .flat_map(move |t| t.iter().filter(move |(_, c)| c.written == generation).map(|(k, c)| (&k[..], c.value())))
     }
 }
 
 /// Writes one SST file per state with values written in `generation`,
 /// sorted by key; a `None` value is a deletion.
-fn write(dir: &Path, seq: u64, tables: &Tables, generation: u64, options: &Options) -> Result<LayerFiles, StateError> {
+fn write(
+    dir: &Path,
+    seq: u64,
+    (tables, layout): (&Tables, Layout),
+    generation: u64,
+    options: &Options,
+) -> Result<LayerFiles, StateError> {
     std::fs::create_dir_all(dir).map_err(|e| StateError::Storage(format!("{}: {e}", dir.display())))?;
     // Removes the directory if writing fails half-way.
     let mut layer = LayerFiles { dir: dir.to_path_buf(), files: Vec::new() };
     for (s, groups) in tables.iter().enumerate() {
         // Keys start with their key group, big-endian, and the tables are in
-        // key-group order: sorting each table sorts them all.
-        let mut sorted: Vec<(&Vec<u8>, &Option<Vec<u8>>)> = Vec::new();
-        for table in groups {
+        // key-group order: sorting each group's tables together sorts all.
+        let mut sorted: Vec<(&[u8], Option<&[u8]>)> = Vec::new();
+        for group in groups.chunks(layout.parts) {
             let start = sorted.len();
-            sorted.extend(table.iter().filter(|(_, c)| c.written == generation).map(|(k, c)| (k, &c.value)));
+            for table in group {
+                sorted.extend(table.iter().filter(|(_, c)| c.written == generation).map(|(k, c)| (&k[..], c.value())));
+            }
             sorted[start..].sort_unstable_by(|a, b| a.0.cmp(b.0));
         }
         if sorted.is_empty() {

@@ -308,13 +308,13 @@ impl StateBackend for RocksDbBackend {
 
     fn value_set_many(&mut self, s: StateId, keys: &[KeyRef<'_>], values: &[Option<&[u8]>]) -> Result<(), StateError> {
         for (k, v) in keys.iter().zip(values) {
-            self.write_value(s, k, v.map(<[u8]>::to_vec))?;
+            self.write_value(s, k, *v)?;
         }
         Ok(())
     }
 
     fn value_set(&mut self, s: StateId, k: KeyRef<'_>, value: &[u8]) -> Result<(), StateError> {
-        self.write_value(s, &k, Some(value.to_vec()))
+        self.write_value(s, &k, Some(value))
     }
 
     fn value_clear(&mut self, s: StateId, k: KeyRef<'_>) -> Result<(), StateError> {

@@ -29,11 +29,11 @@ impl RocksDbBackend {
     /// The latest value of `key` the cache or a layer holds (newest
     /// first): `Some(None)` if it is known to be absent, `None` if only
     /// the database knows.
-    fn cached(&self, s: StateId, key: &[u8]) -> Option<Option<&[u8]>> {
-        if let Some(v) = self.cache.get(s, key) {
-            return Some(v.as_deref());
+    fn cached(&self, s: StateId, key: &[u8], hash: u64) -> Option<Option<&[u8]>> {
+        if let Some(v) = self.cache.get(s, key, hash) {
+            return Some(v);
         }
-        self.layers.iter().rev().find_map(|l| l.get(s, key)).map(Option::as_deref)
+        self.layers.iter().rev().find_map(|l| l.get(s, key, hash))
     }
 
     /// Makes room in a full cache: it freezes into a layer and starts
@@ -53,7 +53,7 @@ impl RocksDbBackend {
             self.ingest_layers(Wait::Oldest)?;
         }
         if self.cache.bytes() > 0 {
-            self.layers.push_back(Layer::start(&self.path, self.cache.freeze(), self.range, &self.options));
+            self.layers.push_back(Layer::start(&self.path, self.cache.freeze(), self.cache.layout(), &self.options));
         }
         Ok(())
     }
@@ -85,11 +85,11 @@ impl RocksDbBackend {
         self.check(k)?;
         self.make_room()?;
         let key = keyed_key(k.key_group, k.key);
-        if let Some(v) = self.cached(s, &key) {
+        if let Some(v) = self.cached(s, &key, k.hash) {
             return Ok(v.map(<[u8]>::to_vec));
         }
         let v = self.get(s, &key)?;
-        self.cache.put(s, key, v.clone(), false);
+        self.cache.put(s, &key, k.hash, v.as_deref(), false);
         Ok(v)
     }
 
@@ -107,7 +107,8 @@ impl RocksDbBackend {
         let encoded: Vec<Vec<u8>> = keys.iter().map(|k| keyed_key(k.key_group, k.key)).collect();
         // Hits answer from the cache and layers; misses go to RocksDB in one
         // multi-get, and enter the cache once the answers are written.
-        let hits: Vec<Option<Option<&[u8]>>> = encoded.iter().map(|k| self.cached(s, k)).collect();
+        let hits: Vec<Option<Option<&[u8]>>> =
+            encoded.iter().zip(keys).map(|(e, k)| self.cached(s, e, k.hash)).collect();
         let missing: Vec<usize> = (0..encoded.len()).filter(|&i| hits[i].is_none()).collect();
         let mut fetched: Vec<Option<Vec<u8>>> = Vec::with_capacity(missing.len());
         if !missing.is_empty() {
@@ -127,17 +128,17 @@ impl RocksDbBackend {
         let mut misses = missing.into_iter().zip(fetched).peekable();
         for (i, key) in encoded.into_iter().enumerate() {
             if let Some((_, v)) = misses.next_if(|(m, _)| *m == i) {
-                self.cache.put(s, key, v, false);
+                self.cache.put(s, &key, keys[i].hash, v.as_deref(), false);
             }
         }
         Ok(())
     }
 
     /// Writes `value` (`None`: clears) into the cache.
-    pub(super) fn write_value(&mut self, s: StateId, k: &KeyRef<'_>, value: Option<Vec<u8>>) -> Result<(), StateError> {
+    pub(super) fn write_value(&mut self, s: StateId, k: &KeyRef<'_>, value: Option<&[u8]>) -> Result<(), StateError> {
         self.check(k)?;
         self.make_room()?;
-        self.cache.put(s, keyed_key(k.key_group, k.key), value, true);
+        self.cache.put(s, &keyed_key(k.key_group, k.key), k.hash, value, true);
         Ok(())
     }
 
@@ -145,9 +146,9 @@ impl RocksDbBackend {
     /// the layers (oldest first) and then the cache change them.
     pub(super) fn value_keys(&self, s: StateId, stored: Vec<Vec<u8>>) -> usize {
         let mut keys: std::collections::BTreeSet<Vec<u8>> = stored.into_iter().collect();
-        let mut apply = |k: &Vec<u8>, v: &Option<Vec<u8>>| {
+        let mut apply = |k: &[u8], v: Option<&[u8]>| {
             if v.is_some() {
-                keys.insert(k.clone());
+                keys.insert(k.to_vec());
             } else {
                 keys.remove(k);
             }
