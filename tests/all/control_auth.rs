@@ -46,7 +46,7 @@ path = "out.txt"
 }
 
 /// One HTTP request to the control port: (status code, body).
-fn request(port: u16, method: &str, path: &str, token: Option<&str>) -> (u16, String) {
+pub(super) fn request(port: u16, method: &str, path: &str, token: Option<&str>) -> (u16, String) {
     let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
     let auth = token.map(|t| format!("Authorization: Bearer {t}\r\n")).unwrap_or_default();

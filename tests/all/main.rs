@@ -23,6 +23,7 @@ mod locations;
 mod log_format;
 mod max_parallelism;
 mod memory_checkpoints;
+mod metrics;
 mod progress;
 mod restarts;
 mod rocksdb_backend;

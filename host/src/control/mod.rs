@@ -11,11 +11,14 @@
 //!   savepoint and answers a [`SavepointDone`];
 //! - `POST /v1/swap` with a [`SwapRequest`]: replaces one operator's
 //!   module while the job runs, and answers a [`SwapDone`];
-//! - `POST /v1/cancel`: cancels the job.
+//! - `POST /v1/cancel`: cancels the job;
+//! - `GET /metrics`: the job's [`Metrics`] in the Prometheus text format,
+//!   with Flink's metric names ([`metrics`], `docs/metrics.md`).
 //!
 //! Errors come back as `{"error": "..."}` with a 4xx or 5xx status.
 
 pub mod client;
+pub mod metrics;
 pub mod server;
 
 use serde::{Deserialize, Serialize};
@@ -150,6 +153,53 @@ pub struct NodeStatus {
     pub records_out: u64,
 }
 
+/// A running job's metrics at one instant, for `GET /metrics`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Metrics {
+    /// Job name.
+    pub job: String,
+    /// Restarts so far.
+    pub restarts: u32,
+    /// Time since the run started, in milliseconds.
+    pub uptime_ms: u64,
+    /// Every subtask of the current attempt (none while restarting).
+    pub tasks: Vec<TaskMetrics>,
+    /// With checkpointing.
+    pub checkpoints: Option<CheckpointMetrics>,
+}
+
+/// One subtask's counters.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct TaskMetrics {
+    /// Source id, operator uid or sink id.
+    pub node: String,
+    /// "source", "operator" or "sink".
+    pub role: String,
+    /// Subtask index.
+    pub subtask: u32,
+    /// Records received (a source: records read).
+    pub records_in: u64,
+    /// Records sent on (a sink: records written).
+    pub records_out: u64,
+}
+
+/// The job's checkpoints in this run.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct CheckpointMetrics {
+    /// Completed.
+    pub completed: u64,
+    /// Failed or aborted.
+    pub failed: u64,
+    /// Triggered and not yet completed or failed.
+    pub in_progress: u64,
+    /// The latest completed one's id.
+    pub last_completed_id: Option<u64>,
+    /// The latest completed one's trigger-to-completion time, milliseconds.
+    pub last_duration_ms: Option<u64>,
+    /// The latest completed one's state bytes.
+    pub last_size: Option<u64>,
+}
+
 /// Why the job refused or could not carry out a request.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
@@ -208,4 +258,6 @@ pub enum Request {
     Cancel(crossbeam_channel::Sender<()>),
     /// `POST /v1/swap`.
     Swap(SwapRequest, crossbeam_channel::Sender<Result<SwapDone, RequestError>>),
+    /// `GET /metrics`.
+    Metrics(crossbeam_channel::Sender<Metrics>),
 }

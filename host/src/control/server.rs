@@ -273,6 +273,7 @@ fn router(shared: Arc<Shared>) -> Router {
         .route("/v1/savepoint", post(savepoint))
         .route("/v1/swap", post(swap))
         .route("/v1/cancel", post(cancel))
+        .route("/metrics", get(metrics))
         .fallback(|| async { error(StatusCode::NOT_FOUND, "no such endpoint (try GET /v1/status)") })
         .layer(axum::middleware::from_fn_with_state(shared.clone(), authorize))
         .layer(tower_http::timeout::RequestBodyTimeoutLayer::new(BODY_TIMEOUT))
@@ -321,6 +322,16 @@ async fn ask<T: Send + 'static>(
 async fn status(State(shared): State<Arc<Shared>>) -> Response {
     match ask(&shared, Request::Status, SHORT_WAIT).await {
         Some(status) => axum::Json(status).into_response(),
+        None => gone(),
+    }
+}
+
+async fn metrics(State(shared): State<Arc<Shared>>) -> Response {
+    match ask(&shared, Request::Metrics, SHORT_WAIT).await {
+        Some(m) => {
+            let kind = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+            ([(header::CONTENT_TYPE, kind)], super::metrics::encode(&m)).into_response()
+        }
         None => gone(),
     }
 }

@@ -17,7 +17,7 @@ use crate::checkpoint::upload::CheckpointError;
 use crate::clock::now_ms;
 use crate::config::CheckpointSettings;
 use crate::config::units::human_bytes;
-use crate::control::SavepointDone;
+use crate::control::{CheckpointMetrics, SavepointDone};
 use crate::fault::{Classify, Domain, RetryHint};
 use crate::runtime::TaskId;
 use crate::runtime::events::TaskSnapshot;
@@ -344,6 +344,19 @@ impl Attempt<'_> {
             (0, None) => latest,
             (0, Some(n)) => format!("{latest}, chk-{n} in flight"),
             (f, _) => format!("{latest}, {f} failed"),
+        }
+    }
+
+    /// The counts and the latest completed checkpoint, for `GET /metrics`.
+    pub fn metrics(&self) -> CheckpointMetrics {
+        let s = &self.cp.stats;
+        CheckpointMetrics {
+            completed: s.completed,
+            failed: s.failed,
+            in_progress: u64::from(self.protocol.in_flight().is_some()),
+            last_completed_id: s.latest,
+            last_duration_ms: s.durations.last().map(|d| d.as_millis() as u64),
+            last_size: s.sizes.last().copied(),
         }
     }
 

@@ -14,7 +14,7 @@ use super::savepoints::SwapReply;
 use super::spawn::Started;
 use crate::checkpoint::metadata::SinkState;
 use crate::config::LoadedJob;
-use crate::control::{Request, RequestError, Status, SwapRequest};
+use crate::control::{Metrics, Request, RequestError, Status, SwapRequest};
 use crate::runtime::message::Control;
 use crate::runtime::{TaskError, TaskEvent, TaskId};
 use crate::wasm::module::{Loaded, ModuleCompiler};
@@ -256,6 +256,9 @@ impl<'a> Controller<'a> {
             Request::Status(reply) => {
                 let _ = reply.send(self.status());
             }
+            Request::Metrics(reply) => {
+                let _ = reply.send(self.metrics());
+            }
             Request::Cancel(reply) => {
                 self.cancel();
                 let _ = reply.send(());
@@ -436,6 +439,16 @@ impl<'a> Controller<'a> {
         }
     }
 
+    fn metrics(&self) -> Metrics {
+        Metrics {
+            job: self.job.spec.name.clone(),
+            restarts: self.attempt,
+            uptime_ms: self.run_started.elapsed().as_millis() as u64,
+            tasks: self.counters.per_task(&self.plan.nodes),
+            checkpoints: self.checkpoints.as_ref().map(|c| c.metrics()),
+        }
+    }
+
     /// The attempt's end: its report, or why it failed.
     fn outcome(self) -> (JobState, Result<JobReport, JobError>) {
         let state = self.state;
@@ -484,6 +497,11 @@ pub fn wait_to_restart(
                     latest_checkpoint: None,
                     nodes: Vec::new(),
                 });
+            }
+            Ok(Request::Metrics(reply)) => {
+                let uptime_ms = started.elapsed().as_millis() as u64;
+                let _ =
+                    reply.send(Metrics { job: job.to_string(), restarts: attempt, uptime_ms, ..Metrics::default() });
             }
             Ok(Request::Savepoint(_, reply)) => {
                 let _ = reply.send(Err(RequestError::Failing));

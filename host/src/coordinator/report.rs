@@ -4,7 +4,7 @@
 
 use super::checkpointing::CheckpointStats;
 use super::plan::{Node, Role};
-use crate::control::{NodeStatus, SavepointDone};
+use crate::control::{NodeStatus, SavepointDone, TaskMetrics};
 use crate::runtime::{Counters, TaskId};
 use std::collections::HashMap;
 use std::time::Duration;
@@ -83,6 +83,24 @@ impl TaskCounters {
             self.0.iter().filter(|(t, _)| ids.contains(&&*t.node)).map(|(_, c)| c.records_in).sum()
         };
         (of(Role::Source), of(Role::Sink))
+    }
+
+    /// Per subtask, for `GET /metrics`.
+    pub fn per_task(&self, nodes: &[Node]) -> Vec<TaskMetrics> {
+        let mut out = Vec::new();
+        for n in nodes {
+            for subtask in 0..n.parallelism {
+                let c = self.0.get(&TaskId { node: n.id.clone(), subtask }).copied().unwrap_or_default();
+                out.push(TaskMetrics {
+                    node: n.id.to_string(),
+                    role: n.role.name().to_string(),
+                    subtask,
+                    records_in: c.records_in,
+                    records_out: c.records_out,
+                });
+            }
+        }
+        out
     }
 
     /// Per node, for `host status`.

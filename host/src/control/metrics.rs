@@ -1,0 +1,118 @@
+//! A job's [`Metrics`] in the Prometheus text format (`prometheus-client`),
+//! under Flink's metric names so that dashboards built on Flink's
+//! Prometheus reporter carry over: Flink's `flink_taskmanager_job_task_`
+//! and `flink_jobmanager_job_` prefixes become `weir_task_` and `weir_job_`,
+//! the names after them are Flink's, and the labels are Flink's
+//! (`job_name`, `task_name`, `subtask_index`). As Flink's reporter does,
+//! every value is a gauge. `docs/metrics.md` lists them.
+
+use super::Metrics;
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
+
+/// Labels of a job-wide metric.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct JobLabels {
+    job_name: String,
+}
+
+/// Labels of a subtask's metric.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct TaskLabels {
+    job_name: String,
+    task_name: String,
+    subtask_index: String,
+    /// "source", "operator" or "sink" (not a Flink label: Flink's tasks
+    /// chain several operators; here a task is one node).
+    role: String,
+}
+
+/// One job-wide gauge.
+fn job_gauge(registry: &mut Registry, name: &str, help: &str, job: &JobLabels, value: i64) {
+    let family = Family::<JobLabels, Gauge>::default();
+    family.get_or_create(job).set(value);
+    registry.register(name, help, family);
+}
+
+/// Saturates at `i64::MAX`: a gauge is signed.
+fn signed(v: u64) -> i64 {
+    i64::try_from(v).unwrap_or(i64::MAX)
+}
+
+/// The text exposition of `m`.
+pub fn encode(m: &Metrics) -> String {
+    let mut registry = Registry::with_prefix("weir");
+    let job = JobLabels { job_name: m.job.clone() };
+    job_gauge(&mut registry, "job_uptime", "Milliseconds since the run started", &job, signed(m.uptime_ms));
+    job_gauge(&mut registry, "job_numRestarts", "Restarts of the job in this run", &job, i64::from(m.restarts));
+    if let Some(c) = &m.checkpoints {
+        let gauges = [
+            ("numberOfCompletedCheckpoints", "Checkpoints completed in this run", Some(c.completed)),
+            ("numberOfFailedCheckpoints", "Checkpoints failed or aborted in this run", Some(c.failed)),
+            ("numberOfInProgressCheckpoints", "Checkpoints triggered and not yet done", Some(c.in_progress)),
+            ("lastCompletedCheckpointId", "Id of the latest completed checkpoint", c.last_completed_id),
+            ("lastCheckpointDuration", "Trigger to completion of the latest, in milliseconds", c.last_duration_ms),
+            ("lastCheckpointSize", "State bytes of the latest completed checkpoint", c.last_size),
+        ];
+        for (name, help, value) in gauges {
+            // Flink reports -1 until there is a completed checkpoint.
+            let value = value.map_or(-1, signed);
+            job_gauge(&mut registry, &format!("job_{name}"), help, &job, value);
+        }
+    }
+    let records_in = Family::<TaskLabels, Gauge>::default();
+    let records_out = Family::<TaskLabels, Gauge>::default();
+    for t in &m.tasks {
+        let labels = TaskLabels {
+            job_name: m.job.clone(),
+            task_name: t.node.clone(),
+            subtask_index: t.subtask.to_string(),
+            role: t.role.clone(),
+        };
+        records_in.get_or_create(&labels).set(signed(t.records_in));
+        records_out.get_or_create(&labels).set(signed(t.records_out));
+    }
+    registry.register("task_numRecordsIn", "Records the subtask received (a source: read)", records_in);
+    registry.register("task_numRecordsOut", "Records the subtask sent on (a sink: wrote)", records_out);
+    let mut text = String::new();
+    prometheus_client::encoding::text::encode(&mut text, &registry).expect("writing to a String cannot fail");
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::control::{CheckpointMetrics, TaskMetrics};
+
+    #[test]
+    fn names_labels_and_values_are_flinks() {
+        let m = Metrics {
+            job: "wc".into(),
+            restarts: 2,
+            uptime_ms: 1500,
+            tasks: vec![TaskMetrics {
+                node: "counter".into(),
+                role: "operator".into(),
+                subtask: 1,
+                records_in: 42,
+                records_out: 40,
+            }],
+            checkpoints: Some(CheckpointMetrics { completed: 3, last_completed_id: Some(7), ..Default::default() }),
+        };
+        let text = encode(&m);
+        for line in [
+            r#"weir_job_uptime{job_name="wc"} 1500"#,
+            r#"weir_job_numRestarts{job_name="wc"} 2"#,
+            r#"weir_job_numberOfCompletedCheckpoints{job_name="wc"} 3"#,
+            r#"weir_job_lastCompletedCheckpointId{job_name="wc"} 7"#,
+            r#"weir_job_lastCheckpointSize{job_name="wc"} -1"#,
+            r#"weir_task_numRecordsIn{job_name="wc",task_name="counter",subtask_index="1",role="operator"} 42"#,
+            r#"weir_task_numRecordsOut{job_name="wc",task_name="counter",subtask_index="1",role="operator"} 40"#,
+        ] {
+            assert!(text.lines().any(|l| l == line), "{line} missing from:\n{text}");
+        }
+        assert!(text.ends_with("# EOF\n"), "{text}");
+    }
+}

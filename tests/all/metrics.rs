@@ -1,0 +1,147 @@
+//! `GET /metrics` on a running job: the Prometheus text a scraper reads,
+//! parsed by a Prometheus parser, with Flink's names, one series per
+//! subtask, counts consistent with `host status` taken around it and with
+//! the checkpoint directory, and the bearer token required.
+
+use super::control_auth::request;
+use super::live_job::{finish, host, start};
+use super::support::JobDir;
+use std::time::{Duration, Instant};
+use weir_tests::artifacts;
+
+const RECORDS: u64 = 12_000;
+
+fn write_job(dir: &JobDir) {
+    dir.write(
+        "job.toml",
+        format!(
+            r#"name = "scraped"
+
+[checkpointing]
+interval = "300ms"
+
+[state.checkpoints]
+dir = "file://{ck}"
+
+[[sources]]
+id = "gen"
+kind = "generator"
+count = {RECORDS}
+keys = 20
+records_per_second = 3000
+
+[[operators]]
+uid = "counter"
+module = "{counter}"
+input = "gen"
+partition = "key"
+parallelism = 2
+
+[[sinks]]
+id = "out"
+kind = "discard"
+input = "counter"
+"#,
+            ck = dir.path().join("ck").display(),
+            counter = artifacts::WORD_COUNT_COUNTER
+        ),
+    );
+}
+
+/// `host status scraped --json`, if the job answers.
+fn status(dir: &JobDir) -> Option<serde_json::Value> {
+    let out = host(dir, &["status", "scraped", "--json"]);
+    out.status.success().then(|| serde_json::from_slice(&out.stdout).unwrap())
+}
+
+/// The samples of one scrape: (metric name, labels, value).
+fn scrape(port: u16, token: &str) -> Vec<(String, std::collections::HashMap<String, String>, f64)> {
+    let (code, body) = request(port, "GET", "/metrics", Some(token));
+    assert_eq!(code, 200, "{body}");
+    let lines = body.lines().map(|l| Ok(l.to_string()));
+    let scrape = prometheus_parse::Scrape::parse(lines).unwrap_or_else(|e| panic!("{e}: not Prometheus text:\n{body}"));
+    scrape
+        .samples
+        .into_iter()
+        .map(|s| {
+            let value = match s.value {
+                prometheus_parse::Value::Gauge(v) | prometheus_parse::Value::Counter(v) => v,
+                prometheus_parse::Value::Untyped(v) => v,
+                other => panic!("{} is {other:?}", s.metric),
+            };
+            (s.metric, s.labels.iter().map(|(k, v)| (k.clone(), v.clone())).collect(), value)
+        })
+        .collect()
+}
+
+fn job_value(samples: &[(String, std::collections::HashMap<String, String>, f64)], name: &str) -> f64 {
+    let found: Vec<f64> = samples.iter().filter(|s| s.0 == name).map(|s| s.2).collect();
+    assert_eq!(found.len(), 1, "{name}: one series, found {found:?}");
+    found[0]
+}
+
+#[test]
+fn metrics_have_flinks_names_one_series_per_subtask_and_agree_with_status_and_checkpoints() {
+    let dir = JobDir::new();
+    write_job(&dir);
+    let child = start(&dir, &[]);
+    let until = Instant::now() + Duration::from_secs(60);
+    let before = loop {
+        if let Some(s) = status(&dir).filter(|s| s["state"] == "running" && s["records_read"].as_u64() > Some(0)) {
+            break s;
+        }
+        assert!(Instant::now() < until, "the job never ran; log:\n{}", dir.read("run.log"));
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let run: serde_json::Value = serde_json::from_str(&dir.read(".run/scraped.json")).unwrap();
+    let (port, token) = (run["port"].as_u64().unwrap() as u16, run["token"].as_str().unwrap().to_string());
+
+    // The token is required, as for the rest of the API.
+    assert_eq!(request(port, "GET", "/metrics", None).0, 401);
+    assert_eq!(request(port, "GET", "/metrics", Some("wrong")).0, 401);
+
+    // Wait for two completed checkpoints, scraping as a Prometheus server would.
+    let samples = loop {
+        let samples = scrape(port, &token);
+        if job_value(&samples, "weir_job_numberOfCompletedCheckpoints") >= 2.0 {
+            break samples;
+        }
+        assert!(Instant::now() < until, "no second checkpoint; log:\n{}", dir.read("run.log"));
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let after = status(&dir).expect("still running");
+
+    // One series per subtask, labelled as Flink labels them.
+    let records_in: Vec<_> = samples.iter().filter(|s| s.0 == "weir_task_numRecordsIn").collect();
+    let mut tasks: Vec<(String, String)> =
+        records_in.iter().map(|s| (s.1["task_name"].clone(), s.1["subtask_index"].clone())).collect();
+    tasks.sort();
+    let want: Vec<(String, String)> =
+        [("counter", "0"), ("counter", "1"), ("gen", "0"), ("out", "0")].map(|(t, i)| (t.into(), i.into())).into();
+    assert_eq!(tasks, want);
+    assert!(records_in.iter().all(|s| s.1["job_name"] == "scraped"));
+    let value = |name: &str, task: &str| -> f64 {
+        samples.iter().filter(|s| s.0 == name && s.1["task_name"] == task).map(|s| s.2).sum()
+    };
+    // Between the two status calls, and conserved along the pipeline (up
+    // to what is in flight).
+    let read = value("weir_task_numRecordsIn", "gen");
+    assert!(read >= before["records_read"].as_f64().unwrap() && read <= after["records_read"].as_f64().unwrap());
+    assert!(read > 0.0 && read < RECORDS as f64, "the job is mid-stream: {read}");
+    assert!(value("weir_task_numRecordsOut", "gen") <= read);
+    assert!(value("weir_task_numRecordsIn", "counter") <= value("weir_task_numRecordsOut", "gen"));
+    assert!(value("weir_task_numRecordsIn", "out") <= value("weir_task_numRecordsOut", "counter"));
+
+    // The latest completed checkpoint is in the checkpoint directory, with
+    // a size and a duration.
+    let id = job_value(&samples, "weir_job_lastCompletedCheckpointId") as u64;
+    assert!(dir.path().join(format!("ck/scraped/chk-{id}/_metadata")).is_file(), "chk-{id} is not on disk");
+    assert!(job_value(&samples, "weir_job_lastCheckpointSize") > 0.0);
+    assert!(job_value(&samples, "weir_job_lastCheckpointDuration") >= 0.0);
+    assert_eq!(job_value(&samples, "weir_job_numberOfFailedCheckpoints"), 0.0);
+    assert_eq!(job_value(&samples, "weir_job_numRestarts"), 0.0);
+    assert!(job_value(&samples, "weir_job_uptime") > 0.0);
+
+    let (ok, log) = finish(child, &dir);
+    assert!(ok, "{log}");
+}
