@@ -145,3 +145,88 @@ fn metrics_have_flinks_names_one_series_per_subtask_and_agree_with_status_and_ch
     let (ok, log) = finish(child, &dir);
     assert!(ok, "{log}");
 }
+
+/// Runs a generator into `operator` (a module and its params) into a
+/// discard sink, waits until the source's back-pressure meter has been
+/// reported twice, and returns the last scrape; then cancels the job.
+fn meters_of(operator: &str, source: &str) -> Vec<(String, std::collections::HashMap<String, String>, f64)> {
+    let dir = JobDir::new();
+    dir.write(
+        "job.toml",
+        format!(
+            r#"name = "scraped"
+
+[pipeline]
+batch_size = 64
+progress_interval = "200ms"
+
+[[sources]]
+id = "gen"
+kind = "generator"
+count = 100000000
+keys = 10
+{source}
+
+[[operators]]
+uid = "op"
+{operator}
+input = "gen"
+partition = "key"
+
+[[sinks]]
+id = "out"
+kind = "discard"
+input = "op"
+"#
+        ),
+    );
+    let child = start(&dir, &[]);
+    let until = Instant::now() + Duration::from_secs(60);
+    while status(&dir).is_none_or(|s| s["state"] != "running") {
+        assert!(Instant::now() < until, "the job never ran; log:\n{}", dir.read("run.log"));
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let run: serde_json::Value = serde_json::from_str(&dir.read(".run/scraped.json")).unwrap();
+    let (port, token) = (run["port"].as_u64().unwrap() as u16, run["token"].as_str().unwrap().to_string());
+    // Two seconds of meters: a few reporting intervals.
+    std::thread::sleep(Duration::from_secs(2));
+    let samples = loop {
+        let samples = scrape(port, &token);
+        if samples.iter().any(|s| s.0 == "weir_task_backPressuredTimeMsPerSecond" && s.1["task_name"] == "gen") {
+            break samples;
+        }
+        assert!(Instant::now() < until, "no meters; log:\n{}", dir.read("run.log"));
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert_eq!(request(port, "POST", "/v1/cancel", Some(&token)).0, 200);
+    let _ = finish(child, &dir);
+    samples
+}
+
+fn meter(samples: &[(String, std::collections::HashMap<String, String>, f64)], name: &str, task: &str) -> f64 {
+    samples.iter().find(|s| s.0 == name && s.1["task_name"] == task).unwrap_or_else(|| panic!("{name} of {task}")).2
+}
+
+#[test]
+fn back_pressure_shows_upstream_of_a_slow_operator_and_not_in_a_pipeline_that_keeps_up() {
+    // The operator sleeps 2 ms per record: the unpaced source spends its
+    // time blocked on the full channel to it, and the operator is busy.
+    let slow = meters_of(
+        &format!("module = \"{}\"\nparams = {{ mode = \"slow\", sleep_ms = \"2\" }}", artifacts::MISBEHAVE),
+        "",
+    );
+    let blocked = meter(&slow, "weir_task_backPressuredTimeMsPerSecond", "gen");
+    assert!(blocked > 700.0, "the source upstream of a slow operator is blocked {blocked} ms/s");
+    let busy = meter(&slow, "weir_task_busyTimeMsPerSecond", "op");
+    assert!(busy > 700.0, "the slow operator is busy {busy} ms/s");
+    let rate = meter(&slow, "weir_task_numRecordsInPerSecond", "op");
+    assert!(rate > 100.0 && rate < 600.0, "2 ms per record is at most 500 records/s, got {rate}");
+
+    // A counter keeps up with 2000 records/s: nothing is blocked, and the
+    // operator is mostly idle.
+    let light = meters_of(&format!("module = \"{}\"", artifacts::WORD_COUNT_COUNTER), "records_per_second = 2000");
+    let blocked = meter(&light, "weir_task_backPressuredTimeMsPerSecond", "gen");
+    assert!(blocked < 50.0, "a source whose operator keeps up is blocked {blocked} ms/s");
+    let idle = meter(&light, "weir_task_idleTimeMsPerSecond", "op");
+    assert!(idle > 500.0, "an operator with little to do is idle {idle} ms/s");
+}

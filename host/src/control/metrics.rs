@@ -6,11 +6,12 @@
 //! (`job_name`, `task_name`, `subtask_index`). As Flink's reporter does,
 //! every value is a gauge. `docs/metrics.md` lists them.
 
-use super::Metrics;
+use super::{Metrics, TaskRates};
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
+use std::sync::atomic::AtomicU64;
 
 /// Labels of a job-wide metric.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -28,6 +29,9 @@ struct TaskLabels {
     /// chain several operators; here a task is one node).
     role: String,
 }
+
+/// A per-second meter: its name, help, series, and how to read it.
+type Meter = (&'static str, &'static str, Family<TaskLabels, Gauge<f64, AtomicU64>>, fn(&TaskRates) -> f64);
 
 /// One job-wide gauge.
 fn job_gauge(registry: &mut Registry, name: &str, help: &str, job: &JobLabels, value: i64) {
@@ -64,6 +68,20 @@ pub fn encode(m: &Metrics) -> String {
     }
     let records_in = Family::<TaskLabels, Gauge>::default();
     let records_out = Family::<TaskLabels, Gauge>::default();
+    let meters: [Meter; 5] = [
+        ("task_numRecordsInPerSecond", "Records received per second", Family::default(), |r| r.records_in_per_second),
+        ("task_numRecordsOutPerSecond", "Records sent on per second", Family::default(), |r| r.records_out_per_second),
+        ("task_busyTimeMsPerSecond", "Milliseconds per second working", Family::default(), |r| r.busy_ms_per_second),
+        (
+            "task_backPressuredTimeMsPerSecond",
+            "Milliseconds per second blocked on a full output channel",
+            Family::default(),
+            |r| r.backpressured_ms_per_second,
+        ),
+        ("task_idleTimeMsPerSecond", "Milliseconds per second with nothing to do", Family::default(), |r| {
+            r.idle_ms_per_second
+        }),
+    ];
     for t in &m.tasks {
         let labels = TaskLabels {
             job_name: m.job.clone(),
@@ -73,9 +91,17 @@ pub fn encode(m: &Metrics) -> String {
         };
         records_in.get_or_create(&labels).set(signed(t.records_in));
         records_out.get_or_create(&labels).set(signed(t.records_out));
+        if let Some(r) = &t.rates {
+            for (_, _, family, value) in &meters {
+                family.get_or_create(&labels).set(value(r));
+            }
+        }
     }
     registry.register("task_numRecordsIn", "Records the subtask received (a source: read)", records_in);
     registry.register("task_numRecordsOut", "Records the subtask sent on (a sink: wrote)", records_out);
+    for (name, help, family, _) in meters {
+        registry.register(name, help, family);
+    }
     let mut text = String::new();
     prometheus_client::encoding::text::encode(&mut text, &registry).expect("writing to a String cannot fail");
     text
@@ -98,6 +124,13 @@ mod tests {
                 subtask: 1,
                 records_in: 42,
                 records_out: 40,
+                rates: Some(TaskRates {
+                    records_in_per_second: 10.5,
+                    records_out_per_second: 10.0,
+                    busy_ms_per_second: 200.0,
+                    backpressured_ms_per_second: 700.0,
+                    idle_ms_per_second: 100.0,
+                }),
             }],
             checkpoints: Some(CheckpointMetrics { completed: 3, last_completed_id: Some(7), ..Default::default() }),
         };
@@ -110,6 +143,8 @@ mod tests {
             r#"weir_job_lastCheckpointSize{job_name="wc"} -1"#,
             r#"weir_task_numRecordsIn{job_name="wc",task_name="counter",subtask_index="1",role="operator"} 42"#,
             r#"weir_task_numRecordsOut{job_name="wc",task_name="counter",subtask_index="1",role="operator"} 40"#,
+            r#"weir_task_numRecordsInPerSecond{job_name="wc",task_name="counter",subtask_index="1",role="operator"} 10.5"#,
+            r#"weir_task_backPressuredTimeMsPerSecond{job_name="wc",task_name="counter",subtask_index="1",role="operator"} 700.0"#,
         ] {
             assert!(text.lines().any(|l| l == line), "{line} missing from:\n{text}");
         }

@@ -181,6 +181,24 @@ pub struct TaskMetrics {
     pub records_in: u64,
     /// Records sent on (a sink: records written).
     pub records_out: u64,
+    /// Over the subtask's last reporting interval (`pipeline.progress_interval`);
+    /// none before its second report.
+    pub rates: Option<TaskRates>,
+}
+
+/// A subtask's meters, as Flink's.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
+pub struct TaskRates {
+    /// Records received per second.
+    pub records_in_per_second: f64,
+    /// Records sent on per second.
+    pub records_out_per_second: f64,
+    /// Milliseconds per second working.
+    pub busy_ms_per_second: f64,
+    /// Milliseconds per second blocked on a full output channel.
+    pub backpressured_ms_per_second: f64,
+    /// Milliseconds per second with nothing to do.
+    pub idle_ms_per_second: f64,
 }
 
 /// The job's checkpoints in this run.

@@ -4,10 +4,10 @@
 
 use super::checkpointing::CheckpointStats;
 use super::plan::{Node, Role};
-use crate::control::{NodeStatus, SavepointDone, TaskMetrics};
+use crate::control::{NodeStatus, SavepointDone, TaskMetrics, TaskRates};
 use crate::runtime::{Counters, TaskId};
 use std::collections::HashMap;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Per node: its counters summed over subtasks.
 #[derive(Debug, Clone)]
@@ -54,11 +54,61 @@ impl JobReport {
 
 /// The latest counters of every task, as they report them.
 #[derive(Debug, Default)]
-pub struct TaskCounters(HashMap<TaskId, Counters>);
+pub struct TaskCounters(HashMap<TaskId, Counters>, HashMap<TaskId, Sample>);
+
+/// A task's counters when it reported them, and its rates over the
+/// interval before.
+#[derive(Debug, Clone, Copy)]
+struct Sample {
+    at: Instant,
+    counters: Counters,
+    rates: Option<Rates>,
+}
+
+/// A task's rates over its last reporting interval, as Flink's meters.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Rates {
+    /// Records received per second.
+    pub records_in: f64,
+    /// Records sent per second.
+    pub records_out: f64,
+    /// Milliseconds per second spent working: neither idle nor blocked.
+    pub busy_ms: f64,
+    /// Milliseconds per second blocked on a full output channel.
+    pub backpressured_ms: f64,
+    /// Milliseconds per second with nothing to do.
+    pub idle_ms: f64,
+}
+
+/// Rates from two samples `dt` apart.
+fn rates(old: &Counters, new: &Counters, dt: Duration) -> Rates {
+    let secs = dt.as_secs_f64();
+    let per_second = |a: u64, b: u64| b.saturating_sub(a) as f64 / secs;
+    let ms_per_second = |a: u64, b: u64| (per_second(a, b) / 1e6).min(1000.0);
+    let idle_ms = ms_per_second(old.idle_ns, new.idle_ns);
+    let backpressured_ms = ms_per_second(old.backpressured_ns, new.backpressured_ns);
+    Rates {
+        records_in: per_second(old.records_in, new.records_in),
+        records_out: per_second(old.records_out, new.records_out),
+        busy_ms: (1000.0 - idle_ms - backpressured_ms).max(0.0),
+        backpressured_ms,
+        idle_ms,
+    }
+}
+
+/// Rates are taken over at least this long, so that two reports in quick
+/// succession (a task's last before it ends) do not make a meter jump.
+const MIN_RATE_INTERVAL: Duration = Duration::from_millis(200);
 
 impl TaskCounters {
     /// Task `task` reported `c`.
     pub fn set(&mut self, task: TaskId, c: Counters) {
+        let now = Instant::now();
+        let old = self.1.get(&task);
+        if old.is_none_or(|old| now.duration_since(old.at) >= MIN_RATE_INTERVAL) {
+            let rates = old.map(|old| rates(&old.counters, &c, now - old.at));
+            self.1.insert(task.clone(), Sample { at: now, counters: c, rates });
+        }
         self.0.insert(task, c);
     }
 
@@ -90,13 +140,22 @@ impl TaskCounters {
         let mut out = Vec::new();
         for n in nodes {
             for subtask in 0..n.parallelism {
-                let c = self.0.get(&TaskId { node: n.id.clone(), subtask }).copied().unwrap_or_default();
+                let task = TaskId { node: n.id.clone(), subtask };
+                let c = self.0.get(&task).copied().unwrap_or_default();
+                let rates = self.1.get(&task).and_then(|s| s.rates);
                 out.push(TaskMetrics {
                     node: n.id.to_string(),
                     role: n.role.name().to_string(),
                     subtask,
                     records_in: c.records_in,
                     records_out: c.records_out,
+                    rates: rates.map(|r| TaskRates {
+                        records_in_per_second: r.records_in,
+                        records_out_per_second: r.records_out,
+                        busy_ms_per_second: r.busy_ms,
+                        backpressured_ms_per_second: r.backpressured_ms,
+                        idle_ms_per_second: r.idle_ms,
+                    }),
                 });
             }
         }

@@ -34,12 +34,20 @@ pub struct Counters {
     pub records_in: u64,
     /// Records sent downstream (sinks: records written).
     pub records_out: u64,
+    /// Nanoseconds spent with nothing to do: waiting for input, or for a
+    /// paced source's next record.
+    pub idle_ns: u64,
+    /// Nanoseconds spent blocked on a full output channel (back-pressure,
+    /// measured as Flink does).
+    pub backpressured_ns: u64,
 }
 
 impl std::ops::AddAssign for Counters {
     fn add_assign(&mut self, other: Counters) {
         self.records_in += other.records_in;
         self.records_out += other.records_out;
+        self.idle_ns += other.idle_ns;
+        self.backpressured_ns += other.backpressured_ns;
     }
 }
 

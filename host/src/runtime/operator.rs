@@ -97,7 +97,9 @@ impl OperatorTask {
                 let wait_ms = t.saturating_sub(now_ms()).max(0) as u64;
                 Instant::now() + Duration::from_millis(wait_ms)
             });
+            let waiting_since = Instant::now();
             let next = self.inputs.next_until(deadline);
+            counters.idle_ns += waiting_since.elapsed().as_nanos() as u64;
             self.fire_timers(&mut instance, TimeDomain::ProcessingTime, now_ms())?;
             match next {
                 Next::Watermark(w) => {
@@ -147,6 +149,7 @@ impl OperatorTask {
         self.forward(&mut instance)?;
         self.router.end().map_err(|e| self.route_error(e))?;
         counters.records_out = self.router.records_out();
+        counters.backpressured_ns = self.router.backpressured_ns();
         Ok(counters)
     }
 
@@ -236,6 +239,7 @@ impl OperatorTask {
     fn end_batch(&mut self, counters: &mut Counters) -> Result<(), TaskError> {
         self.router.flush().map_err(|e| self.route_error(e))?;
         counters.records_out = self.router.records_out();
+        counters.backpressured_ns = self.router.backpressured_ns();
         self.reporter.tick(*counters);
         Ok(())
     }

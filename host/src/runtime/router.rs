@@ -9,7 +9,7 @@ use super::message::{Barrier, Message};
 use crate::config::Partition;
 use crate::record::{Batch, Record, Records};
 use crate::state::key_group::{key_group_of_hash, key_hash, subtask_for_key_group};
-use crossbeam_channel::Sender;
+use crossbeam_channel::{Sender, TrySendError};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -69,17 +69,24 @@ pub struct Router {
     sent: u64,
     /// When the oldest record not sent yet arrived (none: nothing buffered).
     pending_since: Option<Instant>,
+    /// Nanoseconds spent blocked on full channels.
+    blocked_ns: u64,
 }
 
 impl Router {
     /// A router over `edges`.
     pub fn new(edges: Vec<Edge>, batch_size: usize) -> Self {
-        Router { edges, batch_size, sent: 0, pending_since: None }
+        Router { edges, batch_size, sent: 0, pending_since: None, blocked_ns: 0 }
     }
 
     /// Records routed so far (counted once per record, whatever the fan-out).
     pub fn records_out(&self) -> u64 {
         self.sent
+    }
+
+    /// Nanoseconds spent so far blocked on a full downstream channel.
+    pub fn backpressured_ns(&self) -> u64 {
+        self.blocked_ns
     }
 
     /// When the oldest record still buffered arrived; `None` if every
@@ -114,6 +121,7 @@ impl Router {
     #[inline]
     fn push_edge(&mut self, i: usize, record: Record<'_>) -> Result<(), RouteError> {
         let batch_size = self.batch_size;
+        let blocked = &mut self.blocked_ns;
         let edge = &mut self.edges[i];
         let target = match edge.partition {
             Partition::Forward => 0,
@@ -136,7 +144,7 @@ impl Router {
                 for t in 1..edge.senders.len() {
                     edge.buffers[t].push(record);
                     if full(&edge.buffers[t], batch_size) {
-                        send(edge, t, batch_size)?;
+                        send(edge, t, batch_size, blocked)?;
                     }
                 }
                 0
@@ -144,7 +152,7 @@ impl Router {
         };
         edge.buffers[target].push(record);
         if full(&edge.buffers[target], batch_size) {
-            send(edge, target, batch_size)?;
+            send(edge, target, batch_size, blocked)?;
         }
         Ok(())
     }
@@ -156,7 +164,7 @@ impl Router {
         for edge in &mut self.edges {
             for t in 0..edge.senders.len() {
                 if !edge.buffers[t].is_empty() {
-                    send(edge, t, batch_size)?;
+                    send(edge, t, batch_size, &mut self.blocked_ns)?;
                 }
             }
         }
@@ -169,7 +177,7 @@ impl Router {
         self.flush()?;
         for edge in &self.edges {
             for s in &edge.senders {
-                s.send(Message::Watermark(w)).map_err(|_| RouteError::Disconnected)?;
+                send_timed(s, Message::Watermark(w), &mut self.blocked_ns)?;
             }
         }
         Ok(())
@@ -181,7 +189,7 @@ impl Router {
         self.flush()?;
         for edge in &self.edges {
             for s in &edge.senders {
-                s.send(Message::Barrier(barrier.clone())).map_err(|_| RouteError::Disconnected)?;
+                send_timed(s, Message::Barrier(barrier.clone()), &mut self.blocked_ns)?;
             }
         }
         Ok(())
@@ -192,7 +200,7 @@ impl Router {
         self.flush()?;
         for edge in &self.edges {
             for s in &edge.senders {
-                s.send(Message::EndOfInput).map_err(|_| RouteError::Disconnected)?;
+                send_timed(s, Message::EndOfInput, &mut self.blocked_ns)?;
             }
         }
         Ok(())
@@ -210,10 +218,25 @@ fn full(batch: &Batch, batch_size: usize) -> bool {
     batch.len() >= batch_size || batch.records.data.len() >= MAX_BATCH_BYTES
 }
 
-fn send(edge: &mut Edge, t: usize, batch_size: usize) -> Result<(), RouteError> {
+fn send(edge: &mut Edge, t: usize, batch_size: usize, blocked_ns: &mut u64) -> Result<(), RouteError> {
     let keyed = edge.partition == Partition::Key;
     let batch = std::mem::replace(&mut edge.buffers[t], Batch::with_capacity(batch_size, keyed));
-    edge.senders[t].send(Message::Data(batch)).map_err(|_| RouteError::Disconnected)
+    send_timed(&edge.senders[t], Message::Data(batch), blocked_ns)
+}
+
+/// Sends `message`, adding the time a full channel blocked it to
+/// `blocked_ns`: the clock is read only when the channel is full.
+fn send_timed(to: &Sender<Message>, message: Message, blocked_ns: &mut u64) -> Result<(), RouteError> {
+    match to.try_send(message) {
+        Ok(()) => Ok(()),
+        Err(TrySendError::Full(message)) => {
+            let started = Instant::now();
+            let sent = to.send(message).map_err(|_| RouteError::Disconnected);
+            *blocked_ns += started.elapsed().as_nanos() as u64;
+            sent
+        }
+        Err(TrySendError::Disconnected(_)) => Err(RouteError::Disconnected),
+    }
 }
 
 #[cfg(test)]

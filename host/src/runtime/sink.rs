@@ -89,7 +89,10 @@ impl SinkTask {
         let mut counters = Counters::default();
         let mut last_barrier = 0;
         loop {
-            match inputs.next_batch() {
+            let waiting_since = Instant::now();
+            let next = inputs.next_batch();
+            counters.idle_ns += waiting_since.elapsed().as_nanos() as u64;
+            match next {
                 Next::Batch { batch, .. } => {
                     counters.records_in += batch.len() as u64;
                     out.write(&batch).map_err(error)?;

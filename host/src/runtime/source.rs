@@ -154,6 +154,7 @@ impl SourceContext {
                 }
             }
             self.counters.records_out = self.router.records_out();
+            self.counters.backpressured_ns = self.router.backpressured_ns();
             self.reporter.tick(self.counters);
         }
         Ok(())
@@ -202,9 +203,11 @@ impl SourceContext {
         if now >= due {
             return Ok(deferred);
         }
+        let waiting_since = now;
         loop {
             self.flush_if_due(now)?;
             if now >= until {
+                self.counters.idle_ns += now.duration_since(waiting_since).as_nanos() as u64;
                 return Ok(deferred);
             }
             let wake = self.router.pending_since().map_or(until, |since| (since + self.max_batch_delay).min(until));
@@ -284,6 +287,7 @@ impl SourceContext {
                 Ok(Control::Complete(c)) if c >= barrier.id => {
                     self.router.end().map_err(|e| self.route_error(e))?;
                     self.counters.records_out = self.router.records_out();
+                    self.counters.backpressured_ns = self.router.backpressured_ns();
                     return Err(Halt::Stopped);
                 }
                 Ok(Control::Resume) if !drain => return Ok(()),
@@ -311,6 +315,7 @@ impl SourceContext {
         self.router.watermark(i64::MAX).map_err(|e| self.route_error(e))?;
         self.router.end().map_err(|e| self.route_error(e))?;
         self.counters.records_out = self.router.records_out();
+        self.counters.backpressured_ns = self.router.backpressured_ns();
         Ok(self.counters)
     }
 }

@@ -5,8 +5,10 @@
 //!   (grow memory without bound), `error` (return an error), `sleep`
 //!   (sleep an hour: blocks in WASI, not in wasm), `flood` (emit one MiB
 //!   of bytes referenced by 4096 records: more output than the host allows),
-//!   or `clock` (emit what WASI's wall clock and the contract's processing
-//!   time say, as `<wasi ms> <processing ms>`);
+//!   `clock` (emit what WASI's wall clock and the contract's processing
+//!   time say, as `<wasi ms> <processing ms>`), or `slow` (sleep
+//!   `sleep_ms`, default 1, then pass the record through: a deliberately
+//!   slow operator, which back-pressures its upstream);
 //! - `on`: the payload that triggers it (default: every record).
 //!
 //! Records that do not trigger it pass through unchanged.
@@ -17,6 +19,7 @@ struct Misbehave {
     mode: String,
     on: Option<Vec<u8>>,
     attempt: u32,
+    sleep_ms: u64,
 }
 
 impl Operator for Misbehave {
@@ -25,6 +28,7 @@ impl Operator for Misbehave {
             mode: ctx.param("mode").unwrap_or("trap").to_string(),
             on: ctx.param("on").map(|s| s.as_bytes().to_vec()),
             attempt: ctx.info().attempt_number,
+            sleep_ms: ctx.param_or("sleep_ms", 1)?,
         })
     }
 
@@ -50,6 +54,11 @@ impl Operator for Misbehave {
                 }
             }
             "error" => Err(Error::msg(format!("misbehave: rejecting {:?}", input.payload_str()))),
+            "slow" => {
+                std::thread::sleep(std::time::Duration::from_millis(self.sleep_ms));
+                ctx.emit_element(&input);
+                Ok(())
+            }
             "sleep" => {
                 std::thread::sleep(std::time::Duration::from_secs(3600));
                 Ok(())
