@@ -5,7 +5,6 @@
 //! is rewritten between checkpoints.
 
 use super::support::JobDir;
-use weir_tests::artifacts;
 
 fn now_ms() -> i64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as i64
@@ -76,39 +75,8 @@ input = "in"
 /// measures when it arrived. Returns the max latency in milliseconds.
 fn slow_source_max_latency_ms(max_batch_delay: &str) -> i64 {
     let dir = JobDir::new();
-    dir.write(
-        "job.toml",
-        format!(
-            r#"name = "batch-delay"
-
-[pipeline]
-batch_size = 1024
-max_batch_delay = "{max_batch_delay}"
-
-[[sources]]
-id = "gen"
-kind = "generator"
-count = 10
-keys = 3
-records_per_second = 5
-timestamps = "wall-clock-us"
-
-[[operators]]
-uid = "counter"
-module = "{counter}"
-input = "gen"
-partition = "key"
-
-[[sinks]]
-id = "out"
-kind = "latency"
-unit = "us"
-output = "latency.json"
-input = "counter"
-"#,
-            counter = artifacts::WORD_COUNT_COUNTER
-        ),
-    );
+    let pipeline = format!("[pipeline]\nbatch_size = 1024\nmax_batch_delay = \"{max_batch_delay}\"\n");
+    dir.write("job.toml", weir_tests::latency_job(1, 10, 3, Some(5), &pipeline));
     dir.succeeds(&[]);
     let r = report(&dir);
     assert_eq!(r["count"], 10, "{r}");

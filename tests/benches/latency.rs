@@ -42,36 +42,7 @@ fn write_job(dir: &Path, backend: &str, parallelism: u32, checkpoints: bool, cou
     } else {
         String::new()
     };
-    let pace = rate.map(|r| format!("records_per_second = {r}\n")).unwrap_or_default();
-    let job = format!(
-        r#"name = "latency"
-parallelism = {parallelism}
-
-{state}
-{checkpointing}
-[[sources]]
-id = "gen"
-kind = "generator"
-count = {count}
-keys = {keys}
-seed = 1
-timestamps = "wall-clock-us"
-{pace}
-[[operators]]
-uid = "counter"
-module = "{module}"
-input = "gen"
-partition = "key"
-
-[[sinks]]
-id = "out"
-kind = "latency"
-unit = "us"
-output = "latency.json"
-input = "counter"
-"#,
-        module = weir_tests::artifacts::WORD_COUNT_COUNTER
-    );
+    let job = weir_tests::latency_job(parallelism, count, keys, rate, &format!("{state}\n{checkpointing}"));
     std::fs::write(dir.join("job.toml"), job).unwrap();
 }
 

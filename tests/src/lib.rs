@@ -268,3 +268,42 @@ input = "counter"
         counter = artifacts::WORD_COUNT_COUNTER
     )
 }
+
+/// The keyed count measured for latency, as a job file: a generator
+/// (`count` records over `keys` keys, `rate` records per second if set)
+/// stamping each record with the time it was due (`timestamps =
+/// "wall-clock-us"`), into the word-count counter, which passes the stamp
+/// on, into a `latency` sink that writes `latency.json` beside the job
+/// file. `settings` (TOML tables) go before the graph.
+pub fn latency_job(parallelism: u32, count: u64, keys: u64, rate: Option<u64>, settings: &str) -> String {
+    let pace = rate.map(|r| format!("records_per_second = {r}")).unwrap_or_default();
+    format!(
+        r#"name = "latency"
+parallelism = {parallelism}
+
+{settings}
+
+[[sources]]
+id = "gen"
+kind = "generator"
+count = {count}
+keys = {keys}
+timestamps = "wall-clock-us"
+{pace}
+
+[[operators]]
+uid = "counter"
+module = "{counter}"
+input = "gen"
+partition = "key"
+
+[[sinks]]
+id = "out"
+kind = "latency"
+unit = "us"
+output = "latency.json"
+input = "counter"
+"#,
+        counter = artifacts::WORD_COUNT_COUNTER
+    )
+}

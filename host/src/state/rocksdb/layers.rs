@@ -98,10 +98,11 @@ pub(super) struct Layer {
 }
 
 impl Layer {
-    /// Freezes `entries` as a layer and starts writing it into a directory
-    /// named after `base` (beside the working directory: a checkpoint may
-    /// still be storing the files when the subtask ends). `options` are
-    /// the database's, so the files are what a flush would have written.
+    /// Takes the cache's frozen `tables` as a layer and starts writing the
+    /// values `generation` wrote into a directory named after `base`
+    /// (beside the working directory: a checkpoint may still be storing the
+    /// files when the subtask ends). `options` are the database's, so the
+    /// files are what a flush would have written.
     pub(super) fn start(base: &Path, (tables, generation): (Tables, u64), layout: Layout, options: &Options) -> Layer {
         let seq = NEXT_LAYER.fetch_add(1, Ordering::Relaxed);
         let dir = PathBuf::from(format!("{}.L{seq}", base.display()));
