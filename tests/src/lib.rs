@@ -241,32 +241,7 @@ impl Drop for S3Server {
 /// per key) at parallelism 1, into a discard sink. `settings` (TOML tables
 /// such as `[checkpointing]`) go before the graph.
 pub fn counter_job(name: &str, count: u64, keys: u64, seed: u64, settings: &str) -> String {
-    format!(
-        r#"name = "{name}"
-parallelism = 1
-
-{settings}
-
-[[sources]]
-id = "gen"
-kind = "generator"
-count = {count}
-keys = {keys}
-seed = {seed}
-
-[[operators]]
-uid = "counter"
-module = "{counter}"
-input = "gen"
-partition = "key"
-
-[[sinks]]
-id = "out"
-kind = "discard"
-input = "counter"
-"#,
-        counter = artifacts::WORD_COUNT_COUNTER
-    )
+    keyed_count(name, 1, settings, &format!("count = {count}\nkeys = {keys}\nseed = {seed}"), "kind = \"discard\"")
 }
 
 /// The keyed count measured for latency, as a job file: a generator
@@ -277,8 +252,21 @@ input = "counter"
 /// file. `settings` (TOML tables) go before the graph.
 pub fn latency_job(parallelism: u32, count: u64, keys: u64, rate: Option<u64>, settings: &str) -> String {
     let pace = rate.map(|r| format!("records_per_second = {r}")).unwrap_or_default();
+    let source = format!("count = {count}\nkeys = {keys}\ntimestamps = \"wall-clock-us\"\n{pace}");
+    keyed_count(
+        "latency",
+        parallelism,
+        settings,
+        &source,
+        "kind = \"latency\"\nunit = \"us\"\noutput = \"latency.json\"",
+    )
+}
+
+/// A generator (`gen`, with the `source` fields) into the word-count
+/// counter keyed by word, into a sink (`out`, with the `sink` fields).
+fn keyed_count(name: &str, parallelism: u32, settings: &str, source: &str, sink: &str) -> String {
     format!(
-        r#"name = "latency"
+        r#"name = "{name}"
 parallelism = {parallelism}
 
 {settings}
@@ -286,10 +274,7 @@ parallelism = {parallelism}
 [[sources]]
 id = "gen"
 kind = "generator"
-count = {count}
-keys = {keys}
-timestamps = "wall-clock-us"
-{pace}
+{source}
 
 [[operators]]
 uid = "counter"
@@ -299,9 +284,7 @@ partition = "key"
 
 [[sinks]]
 id = "out"
-kind = "latency"
-unit = "us"
-output = "latency.json"
+{sink}
 input = "counter"
 "#,
         counter = artifacts::WORD_COUNT_COUNTER
