@@ -11,6 +11,7 @@ pub mod run;
 use anyhow::Context;
 use std::path::{Path, PathBuf};
 use weir_host::config::{self, HostFile, Settings};
+use weir_host::coordinator::progress;
 
 /// How log lines are written.
 #[derive(Clone, Copy, Debug, clap::ValueEnum)]
@@ -22,14 +23,19 @@ pub enum LogFormat {
 }
 
 /// Logs to stderr, `warn,weir_host=info` unless `RUST_LOG` says otherwise.
+/// Text logs on a terminal come with the progress line, and are printed
+/// above it; JSON logs are for collectors, which a redrawn line would only
+/// garble, so they come without.
 pub fn init_logging(format: LogFormat) {
-    use std::io::IsTerminal;
     use tracing_subscriber::EnvFilter;
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("warn,weir_host=info"));
-    let log = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_target(false);
+    let log = tracing_subscriber::fmt().with_env_filter(filter).with_target(false);
     match format {
-        LogFormat::Text => log.with_ansi(std::io::stderr().is_terminal()).init(),
-        LogFormat::Json => log.json().init(),
+        LogFormat::Text => {
+            let terminal = progress::draw_on_terminal();
+            log.with_writer(progress::log_writer).with_ansi(terminal).init()
+        }
+        LogFormat::Json => log.with_writer(std::io::stderr).json().init(),
     }
 }
 
