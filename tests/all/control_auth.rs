@@ -96,14 +96,14 @@ fn only_the_run_files_token_steers_the_job() {
     wrong.push(if last == '0' { '1' } else { '0' });
 
     // Raw requests: without the token, with a wrong one, with the right one.
-    for (path, method) in [("/v1/status", "GET"), ("/v1/cancel", "POST"), ("/v1/savepoint", "POST")] {
+    for (path, method) in [("/v1/job", "GET"), ("/v1/cancel", "POST"), ("/v1/savepoints", "POST")] {
         for given in [None, Some(wrong.as_str()), Some(&token[..token.len() - 1])] {
             let (code, body) = request(port, method, path, given);
             assert_eq!(code, 401, "{method} {path} with token {given:?}: {body}");
             assert!(body.contains("missing or wrong bearer token"), "{body}");
         }
     }
-    let (code, body) = request(port, "GET", "/v1/status", Some(&token));
+    let (code, body) = request(port, "GET", "/v1/job", Some(&token));
     assert_eq!(code, 200, "{body}");
     let status: serde_json::Value = serde_json::from_str(&body).unwrap();
     assert_eq!(status["job"], "guarded");

@@ -25,6 +25,7 @@ mod max_parallelism;
 mod memory_checkpoints;
 mod metrics;
 mod progress;
+mod rest_api;
 mod restarts;
 mod rocksdb_backend;
 mod savepoints;

@@ -2,6 +2,7 @@
 //! [`JobSpec`] the runtime can trust (every input names something, no cycles,
 //! modules exist). Documented for users in `docs/job-file.md`.
 
+use super::rest::RestSection;
 use super::settings::{CheckpointingSection, PipelineSection, RestartSection, StateSection, WasmSection};
 use serde::Deserialize;
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -44,6 +45,8 @@ pub struct JobFile {
     /// Overrides of `restart-strategy.*`.
     #[serde(rename = "restart-strategy")]
     pub restart: Option<RestartSection>,
+    /// Overrides of `rest.*`.
+    pub rest: Option<RestSection>,
     /// `[[sources]]`.
     #[serde(default)]
     pub sources: Vec<SourceFile>,

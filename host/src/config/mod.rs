@@ -4,10 +4,12 @@
 //! never starts anything.
 
 pub mod job;
+pub mod rest;
 pub mod settings;
 pub mod units;
 
 pub use job::{ConnectorSpec, InputSpec, InvalidJob, JobSpec, OperatorSpec, Partition, SinkSpec};
+pub use rest::{RestAuth, RestSettings};
 pub use settings::{
     BackendKind, CheckpointMode, CheckpointSettings, RestartStrategy, RocksDbSettings, S3Settings, Settings,
     SettingsError, SettingsFile, StorageSettings,
@@ -138,7 +140,7 @@ fn merge(base: &mut toml::Table, over: toml::Table) {
 /// `[checkpointing]` is `execution.checkpointing`.
 fn job_overrides(mut job: toml::Table) -> toml::Table {
     let mut over = toml::Table::new();
-    for key in ["state", "wasm", "pipeline", "restart-strategy"] {
+    for key in ["state", "wasm", "pipeline", "restart-strategy", "rest"] {
         if let Some(v) = job.remove(key) {
             over.insert(key.to_string(), v);
         }

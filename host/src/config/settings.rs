@@ -38,6 +38,9 @@ pub struct SettingsFile {
     /// `restart-strategy.*`.
     #[serde(default, rename = "restart-strategy")]
     pub restart: RestartSection,
+    /// `rest.*`.
+    #[serde(default)]
+    pub rest: super::rest::RestSection,
 }
 
 /// `state.*`.
@@ -297,6 +300,8 @@ pub struct Settings {
     pub idle_timeout: Option<Duration>,
     /// The longest a record waits in a partly filled batch.
     pub max_batch_delay: Duration,
+    /// The control API's server.
+    pub rest: super::rest::RestSettings,
     /// Deprecation and other notes to log once the job starts.
     pub warnings: Vec<String>,
 }
@@ -323,6 +328,16 @@ pub enum CheckpointMode {
     ExactlyOnce,
     /// Unaligned: no waiting, records may be counted twice after recovery.
     AtLeastOnce,
+}
+
+impl CheckpointMode {
+    /// The name used in settings files.
+    pub fn name(self) -> &'static str {
+        match self {
+            CheckpointMode::ExactlyOnce => "exactly-once",
+            CheckpointMode::AtLeastOnce => "at-least-once",
+        }
+    }
 }
 
 /// `execution.checkpointing.*`, resolved.
@@ -511,7 +526,9 @@ impl SettingsFile {
         } else {
             None
         };
+        let rest = self.rest.resolve(origin)?;
         Ok(Settings {
+            rest,
             backend,
             rocksdb,
             checkpointing,

@@ -3,7 +3,9 @@
 //! makes one request.
 
 use super::server::alive;
-use super::{RunFile, SavepointDone, SavepointRequest, Status, SwapDone, SwapRequest, run_file_path};
+use super::{
+    Accepted, Operation, RunFile, SavepointDone, SavepointRequest, Status, SwapDone, SwapRequest, run_file_path,
+};
 use std::time::Duration;
 use thiserror::Error;
 
@@ -55,20 +57,50 @@ impl Client {
         Ok(Client { run })
     }
 
+    /// The run file it was found by.
+    pub fn run_file(&self) -> &RunFile {
+        &self.run
+    }
+
     /// The job's status.
     pub fn status(&self) -> Result<Status, ClientError> {
-        self.call("GET", "/v1/status", None)
+        self.call("GET", "/v1/job", None)
     }
 
     /// Takes a savepoint; returns once it completed (or failed).
     pub fn savepoint(&self, request: &SavepointRequest) -> Result<SavepointDone, ClientError> {
-        self.call("POST", "/v1/savepoint", Some(serde_json::to_vec(request).expect("serializes")))
+        let accepted: Accepted =
+            self.call("POST", "/v1/savepoints", Some(serde_json::to_vec(request).expect("serializes")))?;
+        let done = self.follow(&accepted)?;
+        done.savepoint.ok_or_else(|| self.refused("the savepoint completed without a location".into()))
     }
 
     /// Replaces an operator's module; returns once the swap took effect
     /// (or was rolled back).
     pub fn swap(&self, request: &SwapRequest) -> Result<SwapDone, ClientError> {
-        self.call("POST", "/v1/swap", Some(serde_json::to_vec(request).expect("serializes")))
+        let accepted: Accepted =
+            self.call("POST", "/v1/swaps", Some(serde_json::to_vec(request).expect("serializes")))?;
+        let done = self.follow(&accepted)?;
+        done.swap.ok_or_else(|| self.refused("the swap completed without an outcome".into()))
+    }
+
+    /// Polls an accepted action until it completed (or failed: its error).
+    fn follow(&self, accepted: &Accepted) -> Result<Operation, ClientError> {
+        let mut wait = Duration::from_millis(20);
+        loop {
+            let o: Operation = self.call("GET", &accepted.location, None)?;
+            match o.status.as_str() {
+                "in-progress" => {}
+                "completed" => return Ok(o),
+                _ => return Err(self.refused(o.error.unwrap_or_else(|| format!("{} failed", o.kind)))),
+            }
+            std::thread::sleep(wait);
+            wait = (wait * 2).min(Duration::from_millis(250));
+        }
+    }
+
+    fn refused(&self, message: String) -> ClientError {
+        ClientError::Refused { job: self.run.job.clone(), message }
     }
 
     /// Cancels the job.
@@ -84,13 +116,11 @@ impl Client {
     ) -> Result<T, ClientError> {
         let job = &self.run.job;
         let io = |message: String| ClientError::Io { job: job.clone(), message };
-        // A savepoint's answer takes as long as the savepoint.
-        let timeout = if path == "/v1/status" { Duration::from_secs(30) } else { Duration::from_secs(3700) };
         let client = reqwest::blocking::Client::builder()
-            .timeout(timeout)
+            .timeout(Duration::from_secs(30))
             .build()
             .map_err(|e| io(format!("cannot make an HTTP client: {e}")))?;
-        let url = format!("http://127.0.0.1:{}{path}", self.run.port);
+        let url = format!("{}{path}", self.run.url());
         let request = match method {
             "GET" => client.get(&url),
             _ => client.post(&url).header("Content-Type", "application/json").body(body.unwrap_or_default()),

@@ -58,7 +58,17 @@ pub fn encode(m: &Metrics) -> String {
             ("numberOfInProgressCheckpoints", "Checkpoints triggered and not yet done", Some(c.in_progress)),
             ("lastCompletedCheckpointId", "Id of the latest completed checkpoint", c.last_completed_id),
             ("lastCheckpointDuration", "Trigger to completion of the latest, in milliseconds", c.last_duration_ms),
-            ("lastCheckpointSize", "State bytes of the latest completed checkpoint", c.last_size),
+            (
+                "lastCheckpointSize",
+                "Bytes the latest completed checkpoint stored anew (its full size unless incremental)",
+                c.last_incremental_size,
+            ),
+            ("lastCheckpointFullSize", "State bytes of the latest completed checkpoint", c.last_size),
+            (
+                "lastCheckpointRestoreTimestamp",
+                "When the run last restored a checkpoint, in milliseconds since the epoch",
+                c.last_restore_time_ms,
+            ),
         ];
         for (name, help, value) in gauges {
             // Flink reports -1 until there is a completed checkpoint.
@@ -68,6 +78,8 @@ pub fn encode(m: &Metrics) -> String {
     }
     let records_in = Family::<TaskLabels, Gauge>::default();
     let records_out = Family::<TaskLabels, Gauge>::default();
+    let input_watermark = Family::<TaskLabels, Gauge>::default();
+    let output_watermark = Family::<TaskLabels, Gauge>::default();
     let meters: [Meter; 5] = [
         ("task_numRecordsInPerSecond", "Records received per second", Family::default(), |r| r.records_in_per_second),
         ("task_numRecordsOutPerSecond", "Records sent on per second", Family::default(), |r| r.records_out_per_second),
@@ -91,6 +103,14 @@ pub fn encode(m: &Metrics) -> String {
         };
         records_in.get_or_create(&labels).set(signed(t.records_in));
         records_out.get_or_create(&labels).set(signed(t.records_out));
+        // As Flink's: absent until the first watermark (Flink reports
+        // `Long.MIN_VALUE`, which no graph wants).
+        if let Some(w) = t.input_watermark {
+            input_watermark.get_or_create(&labels).set(w);
+        }
+        if let Some(w) = t.output_watermark {
+            output_watermark.get_or_create(&labels).set(w);
+        }
         if let Some(r) = &t.rates {
             for (_, _, family, value) in &meters {
                 family.get_or_create(&labels).set(value(r));
@@ -99,6 +119,12 @@ pub fn encode(m: &Metrics) -> String {
     }
     registry.register("task_numRecordsIn", "Records the subtask received (a source: read)", records_in);
     registry.register("task_numRecordsOut", "Records the subtask sent on (a sink: wrote)", records_out);
+    registry.register(
+        "task_currentInputWatermark",
+        "The minimum watermark over the subtask's inputs, event-time milliseconds",
+        input_watermark,
+    );
+    registry.register("task_currentOutputWatermark", "The latest watermark the subtask sent on", output_watermark);
     for (name, help, family, _) in meters {
         registry.register(name, help, family);
     }
@@ -131,8 +157,17 @@ mod tests {
                     backpressured_ms_per_second: 700.0,
                     idle_ms_per_second: 100.0,
                 }),
+                input_watermark: Some(1_700_000_000_000),
+                output_watermark: None,
+                guest: None,
             }],
-            checkpoints: Some(CheckpointMetrics { completed: 3, last_completed_id: Some(7), ..Default::default() }),
+            checkpoints: Some(CheckpointMetrics {
+                completed: 3,
+                last_completed_id: Some(7),
+                last_size: Some(900),
+                last_incremental_size: Some(90),
+                ..Default::default()
+            }),
         };
         let text = encode(&m);
         for line in [
@@ -140,7 +175,11 @@ mod tests {
             r#"weir_job_numRestarts{job_name="wc"} 2"#,
             r#"weir_job_numberOfCompletedCheckpoints{job_name="wc"} 3"#,
             r#"weir_job_lastCompletedCheckpointId{job_name="wc"} 7"#,
-            r#"weir_job_lastCheckpointSize{job_name="wc"} -1"#,
+            r#"weir_job_lastCheckpointSize{job_name="wc"} 90"#,
+            r#"weir_job_lastCheckpointFullSize{job_name="wc"} 900"#,
+            r#"weir_job_lastCheckpointDuration{job_name="wc"} -1"#,
+            r#"weir_job_lastCheckpointRestoreTimestamp{job_name="wc"} -1"#,
+            r#"weir_task_currentInputWatermark{job_name="wc",task_name="counter",subtask_index="1",role="operator"} 1700000000000"#,
             r#"weir_task_numRecordsIn{job_name="wc",task_name="counter",subtask_index="1",role="operator"} 42"#,
             r#"weir_task_numRecordsOut{job_name="wc",task_name="counter",subtask_index="1",role="operator"} 40"#,
             r#"weir_task_numRecordsInPerSecond{job_name="wc",task_name="counter",subtask_index="1",role="operator"} 10.5"#,
@@ -148,6 +187,7 @@ mod tests {
         ] {
             assert!(text.lines().any(|l| l == line), "{line} missing from:\n{text}");
         }
+        assert!(!text.contains("weir_task_currentOutputWatermark{"), "no watermark, no series: {text}");
         assert!(text.ends_with("# EOF\n"), "{text}");
     }
 }

@@ -1,21 +1,27 @@
-//! The control API's server: HTTP on 127.0.0.1 with a port the kernel
-//! picks, on axum and hyper, each request handed to the coordinator as a
-//! [`Request`] and its answer written back as JSON.
+//! The control API's server: HTTP on `rest.bind` (127.0.0.1 with a port
+//! the kernel picks unless set), on axum and hyper, each request handed to
+//! the coordinator as a [`Request`] and its answer written back as JSON.
 //!
-//! Only the user who started the job can steer it: every request must carry
+//! Only the user who started the job can steer it: every action must carry
 //! the bearer token of the run file (mode 0600, in a directory only that
 //! user can write), compared in constant time before anything else of the
-//! request is read. Nobody can exhaust the host through it: at most
+//! request is read; so must every read unless `rest.auth = "none"`. Nobody
+//! can exhaust the host through it: at most
 //! [`MAX_CONNECTIONS`] connections at once (a new one closes the oldest), a
 //! request's head must arrive within [`HEAD_TIMEOUT`] and fit in
 //! [`MAX_HEAD_BYTES`], and a body is at most [`MAX_BODY_BYTES`], read within
 //! [`BODY_TIMEOUT`].
 
-use super::{Request, RequestError, RunFile, SavepointRequest, SwapRequest, run_file_path};
+use super::operations::{Operations, Outcome};
+use super::{
+    Accepted, BackPressure, Request, RequestError, RunFile, SavepointRequest, SwapRequest, Watermarks, run_file_path,
+};
+use crate::clock::now_ms;
+use crate::config::{RestAuth, RestSettings};
 use axum::Router;
 use axum::body::Bytes;
-use axum::extract::{DefaultBodyLimit, State};
-use axum::http::{StatusCode, header};
+use axum::extract::{DefaultBodyLimit, Path as UrlPath, State};
+use axum::http::{Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use crossbeam_channel::Sender;
@@ -39,7 +45,10 @@ pub const MAX_BODY_BYTES: usize = 64 << 10;
 pub const BODY_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long a savepoint or swap request may wait for its answer.
 const LONG_WAIT: Duration = Duration::from_secs(3600);
-/// How long a status or cancel request may wait for the coordinator.
+/// How long the server answers on after the job ended, for clients that
+/// have not read their action's outcome yet.
+const LINGER: Duration = Duration::from_secs(3);
+/// How long a read or a cancel may wait for the coordinator.
 const SHORT_WAIT: Duration = Duration::from_secs(10);
 
 /// Why the control endpoint could not start.
@@ -65,6 +74,14 @@ pub enum ControlError {
         dir: String,
         /// What is wrong.
         why: String,
+    },
+    /// The address cannot be listened on.
+    #[error("cannot listen on rest.bind = {bind}: {cause}")]
+    Bind {
+        /// The address.
+        bind: std::net::SocketAddr,
+        /// Why.
+        cause: std::io::Error,
     },
     /// The socket or the run file.
     #[error("control endpoint: {0}")]
@@ -96,12 +113,14 @@ fn token() -> String {
 struct Shared {
     requests: Sender<Request>,
     token: String,
+    auth: RestAuth,
 }
 
 impl ControlServer {
-    /// Starts the endpoint of job `job`, sending requests to `requests`,
-    /// and writes its run file. Refuses if a live process runs `job`.
-    pub fn start(job: &str, requests: Sender<Request>) -> Result<Self, ControlError> {
+    /// Starts the endpoint of job `job` as `rest` says, sending requests
+    /// to `requests`, and writes its run file. Refuses if a live process
+    /// runs `job`.
+    pub fn start(job: &str, requests: Sender<Request>, rest: &RestSettings) -> Result<Self, ControlError> {
         let file = run_file_path(job);
         if let Ok(text) = std::fs::read_to_string(&file)
             && let Ok(other) = serde_json::from_str::<RunFile>(&text)
@@ -116,18 +135,29 @@ impl ControlServer {
         }
         let io = |what: &str, e: std::io::Error| ControlError::Io(format!("{what}: {e}"));
         let listener =
-            std::net::TcpListener::bind(("127.0.0.1", 0)).map_err(|e| io("cannot listen on 127.0.0.1", e))?;
+            std::net::TcpListener::bind(rest.bind).map_err(|cause| ControlError::Bind { bind: rest.bind, cause })?;
         listener.set_nonblocking(true).map_err(|e| io("cannot set up the socket", e))?;
-        let port = listener.local_addr().map_err(|e| io("cannot read the port", e))?.port();
-        let run = RunFile { job: job.to_string(), pid: std::process::id(), port, token: token() };
+        let local = listener.local_addr().map_err(|e| io("cannot read the port", e))?;
+        // A client on this machine reaches an unspecified address through
+        // loopback.
+        let host = match local.ip() {
+            std::net::IpAddr::V4(ip) if ip.is_unspecified() => "127.0.0.1".to_string(),
+            std::net::IpAddr::V6(ip) if ip.is_unspecified() => "::1".to_string(),
+            ip => ip.to_string(),
+        };
+        let run = RunFile { job: job.to_string(), pid: std::process::id(), host, port: local.port(), token: token() };
         write_run_file(&file, &run)?;
-        let shared = Arc::new(Shared { requests, token: run.token });
+        if !local.ip().is_loopback() {
+            tracing::warn!(address = %local, "the control API listens beyond loopback: put TLS in front of it (a proxy)");
+        }
+        tracing::info!("dashboard: {}", run.dashboard_url());
+        let shared = Arc::new(Shared { requests, token: run.token, auth: rest.auth });
         let (shutdown, stop) = tokio::sync::oneshot::channel();
         let thread = std::thread::Builder::new()
             .name("weir-control".into())
             .spawn(move || serve(listener, shared, stop))
             .map_err(|e| io("cannot start its thread", e))?;
-        tracing::debug!(port, file = %file.display(), "control endpoint listening on 127.0.0.1");
+        tracing::debug!(address = %local, file = %file.display(), "control endpoint listening");
         Ok(ControlServer { file, shutdown: Some(shutdown), thread: Some(thread) })
     }
 }
@@ -200,7 +230,12 @@ fn serve(listener: std::net::TcpListener, shared: Arc<Shared>, mut stop: tokio::
     };
     runtime.block_on(async move {
         let Ok(listener) = tokio::net::TcpListener::from_std(listener) else { return };
-        let app = router(shared);
+        let operations = Operations::spawn();
+        let app = router(shared, operations.clone());
+        // Once the job has ended, the server answers on while an action's
+        // outcome is unread (the client of a stop with savepoint polls for
+        // it after the job stopped), for at most `LINGER`.
+        let mut lingering_until: Option<tokio::time::Instant> = None;
         // The connections being served, oldest first. When all slots are
         // taken, a new connection evicts the oldest: a flood of silent
         // connections cannot lock the owner out, and costs a task each, no
@@ -208,7 +243,16 @@ fn serve(listener: std::net::TcpListener, shared: Arc<Shared>, mut stop: tokio::
         let mut live: std::collections::VecDeque<tokio::task::JoinHandle<()>> = Default::default();
         loop {
             let (stream, _) = tokio::select! {
-                _ = &mut stop => return,
+                _ = &mut stop, if lingering_until.is_none() => {
+                    lingering_until = Some(tokio::time::Instant::now() + LINGER);
+                    continue;
+                }
+                _ = tokio::time::sleep(Duration::from_millis(20)), if lingering_until.is_some() => {
+                    if lingering_until.is_some_and(|t| tokio::time::Instant::now() >= t) || !operations.unread().await {
+                        return;
+                    }
+                    continue;
+                }
                 accepted = listener.accept() => match accepted {
                     Ok(a) => a,
                     Err(_) => continue,
@@ -223,6 +267,9 @@ fn serve(listener: std::net::TcpListener, shared: Arc<Shared>, mut stop: tokio::
             live.push_back(tokio::spawn(serve_connection(stream, app.clone())));
         }
     });
+    // A read still waiting for the coordinator, which has stopped
+    // answering, is not waited for.
+    runtime.shutdown_timeout(Duration::from_millis(100));
 }
 
 /// Serves one connection: one request, its head within limits, then closed.
@@ -250,7 +297,8 @@ pub fn answer_raw(request: &[u8]) -> Vec<u8> {
     runtime.block_on(async {
         let (client, server) = tokio::io::duplex(1 << 16);
         let (requests, _) = crossbeam_channel::bounded(0);
-        let app = router(Arc::new(Shared { requests, token: "fuzz".into() }));
+        let shared = Shared { requests, token: "fuzz".into(), auth: RestAuth::Token };
+        let app = router(Arc::new(shared), Operations::spawn());
         let served = tokio::spawn(serve_connection(server, app));
         let (mut from_server, mut to_server) = tokio::io::split(client);
         // Written while the answer is read: the server may answer (and
@@ -267,26 +315,48 @@ pub fn answer_raw(request: &[u8]) -> Vec<u8> {
     })
 }
 
-fn router(shared: Arc<Shared>) -> Router {
+/// What a handler gets: the shared settings and the operations table.
+#[derive(Clone)]
+struct App {
+    shared: Arc<Shared>,
+    operations: Operations,
+}
+
+fn router(shared: Arc<Shared>, table: Operations) -> Router {
     Router::new()
-        .route("/v1/status", get(status))
-        .route("/v1/savepoint", post(savepoint))
-        .route("/v1/swap", post(swap))
+        .route("/v1/job", get(job))
+        .route("/v1/job/plan", get(plan))
+        .route("/v1/job/metrics", get(job_metrics))
+        .route("/v1/job/backpressure", get(back_pressure))
+        .route("/v1/job/watermarks", get(watermarks))
+        .route("/v1/checkpoints", get(checkpoints))
+        .route("/v1/checkpoints/config", get(checkpoint_config))
+        .route("/v1/checkpoints/{id}", get(checkpoint_details))
+        .route("/v1/savepoints", post(trigger_savepoint))
+        .route("/v1/savepoints/{request_id}", get(operation))
+        .route("/v1/swaps", post(trigger_swap))
+        .route("/v1/swaps/{request_id}", get(operation))
+        .route("/v1/operations", get(list_operations))
         .route("/v1/cancel", post(cancel))
         .route("/metrics", get(metrics))
-        .fallback(|| async { error(StatusCode::NOT_FOUND, "no such endpoint (try GET /v1/status)") })
+        .fallback(|| async { error(StatusCode::NOT_FOUND, "no such endpoint (see docs/rest-api.md; try GET /v1/job)") })
         .layer(axum::middleware::from_fn_with_state(shared.clone(), authorize))
         .layer(tower_http::timeout::RequestBodyTimeoutLayer::new(BODY_TIMEOUT))
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
-        .with_state(shared)
+        .with_state(App { shared, operations: table })
 }
 
-/// Lets a request on only with the run file's bearer token.
+/// Lets a request on with the run file's bearer token; a read also
+/// without one when `rest.auth = "none"`.
 async fn authorize(
     State(shared): State<Arc<Shared>>,
     request: axum::extract::Request,
     next: axum::middleware::Next,
 ) -> Response {
+    let read = matches!(*request.method(), Method::GET | Method::HEAD);
+    if read && shared.auth == RestAuth::ReadOpen {
+        return next.run(request).await;
+    }
     let given = request
         .headers()
         .get(header::AUTHORIZATION)
@@ -294,8 +364,13 @@ async fn authorize(
         .unwrap_or_default();
     if bool::from(given.ct_eq(shared.token.as_bytes())) {
         next.run(request).await
-    } else {
+    } else if read {
         error(StatusCode::UNAUTHORIZED, "missing or wrong bearer token (see the job's run file)")
+    } else {
+        error(
+            StatusCode::UNAUTHORIZED,
+            "missing or wrong bearer token: actions need the run file's token, whatever rest.auth says",
+        )
     }
 }
 
@@ -319,15 +394,64 @@ async fn ask<T: Send + 'static>(
     tokio::task::spawn_blocking(move || rx.recv_timeout(wait).ok()).await.ok().flatten()
 }
 
-async fn status(State(shared): State<Arc<Shared>>) -> Response {
-    match ask(&shared, Request::Status, SHORT_WAIT).await {
-        Some(status) => axum::Json(status).into_response(),
+/// A read: the coordinator's answer as JSON.
+async fn read<T: serde::Serialize + Send + 'static>(
+    app: &App,
+    make: impl FnOnce(crossbeam_channel::Sender<T>) -> Request,
+) -> Response {
+    match ask(&app.shared, make, SHORT_WAIT).await {
+        Some(answer) => axum::Json(answer).into_response(),
         None => gone(),
     }
 }
 
-async fn metrics(State(shared): State<Arc<Shared>>) -> Response {
-    match ask(&shared, Request::Metrics, SHORT_WAIT).await {
+async fn job(State(app): State<App>) -> Response {
+    read(&app, Request::Status).await
+}
+
+async fn plan(State(app): State<App>) -> Response {
+    read(&app, Request::Plan).await
+}
+
+async fn job_metrics(State(app): State<App>) -> Response {
+    read(&app, Request::Metrics).await
+}
+
+async fn back_pressure(State(app): State<App>) -> Response {
+    match ask(&app.shared, Request::Metrics, SHORT_WAIT).await {
+        Some(m) => axum::Json(BackPressure::of(&m)).into_response(),
+        None => gone(),
+    }
+}
+
+async fn watermarks(State(app): State<App>) -> Response {
+    match ask(&app.shared, Request::Metrics, SHORT_WAIT).await {
+        Some(m) => axum::Json(Watermarks::of(&m, now_ms())).into_response(),
+        None => gone(),
+    }
+}
+
+async fn checkpoints(State(app): State<App>) -> Response {
+    read(&app, Request::Checkpoints).await
+}
+
+async fn checkpoint_config(State(app): State<App>) -> Response {
+    read(&app, Request::CheckpointConfig).await
+}
+
+async fn checkpoint_details(State(app): State<App>, UrlPath(id): UrlPath<String>) -> Response {
+    let Ok(id) = id.parse::<u64>() else {
+        return error(StatusCode::BAD_REQUEST, &format!("'{id}' is not a checkpoint id"));
+    };
+    match ask(&app.shared, |tx| Request::CheckpointDetails(id, tx), SHORT_WAIT).await {
+        Some(Some(details)) => axum::Json(details).into_response(),
+        Some(None) => error(StatusCode::NOT_FOUND, &format!("checkpoint {id} is not in the run's history")),
+        None => gone(),
+    }
+}
+
+async fn metrics(State(app): State<App>) -> Response {
+    match ask(&app.shared, Request::Metrics, SHORT_WAIT).await {
         Some(m) => {
             let kind = "application/openmetrics-text; version=1.0.0; charset=utf-8";
             ([(header::CONTENT_TYPE, kind)], super::metrics::encode(&m)).into_response()
@@ -336,40 +460,70 @@ async fn metrics(State(shared): State<Arc<Shared>>) -> Response {
     }
 }
 
-async fn cancel(State(shared): State<Arc<Shared>>) -> Response {
-    match ask(&shared, Request::Cancel, SHORT_WAIT).await {
+async fn cancel(State(app): State<App>) -> Response {
+    match ask(&app.shared, Request::Cancel, SHORT_WAIT).await {
         Some(()) => axum::Json(serde_json::json!({ "cancelled": true })).into_response(),
         None => gone(),
     }
 }
 
-async fn savepoint(State(shared): State<Arc<Shared>>, body: Bytes) -> Response {
-    match serde_json::from_slice::<SavepointRequest>(&body) {
-        Ok(request) => long(&shared, |tx| Request::Savepoint(request, tx), "savepoint").await,
-        Err(e) => error(StatusCode::BAD_REQUEST, &format!("bad savepoint request: {e}")),
-    }
+async fn trigger_savepoint(State(app): State<App>, body: Bytes) -> Response {
+    let request = match serde_json::from_slice::<SavepointRequest>(&body) {
+        Ok(r) => r,
+        Err(e) => return error(StatusCode::BAD_REQUEST, &format!("bad savepoint request: {e}")),
+    };
+    let kind = if request.stop { "stop" } else { "savepoint" };
+    start(app, kind, "savepoints", |tx| Request::Savepoint(request, tx), Outcome::Savepoint).await
 }
 
-async fn swap(State(shared): State<Arc<Shared>>, body: Bytes) -> Response {
+async fn trigger_swap(State(app): State<App>, body: Bytes) -> Response {
     match serde_json::from_slice::<SwapRequest>(&body) {
-        Ok(request) => long(&shared, |tx| Request::Swap(request, tx), "swap").await,
+        Ok(request) => start(app, "swap", "swaps", |tx| Request::Swap(request, tx), Outcome::Swap).await,
         Err(e) => error(StatusCode::BAD_REQUEST, &format!("bad swap request: {e}")),
     }
 }
 
-/// A request whose answer takes a checkpoint's time (a savepoint, a swap).
-async fn long<T: serde::Serialize + Send + 'static>(
-    shared: &Shared,
+/// Starts an action that takes a checkpoint's time (a savepoint, a swap):
+/// answers `202 Accepted` with where to follow it, and records its outcome
+/// there when the coordinator answers.
+async fn start<T: Send + 'static>(
+    app: App,
+    kind: &'static str,
+    collection: &str,
     make: impl FnOnce(crossbeam_channel::Sender<Result<T, RequestError>>) -> Request,
-    what: &str,
+    done: fn(T) -> Outcome,
 ) -> Response {
-    match ask(shared, make, LONG_WAIT).await {
-        Some(Ok(done)) => axum::Json(done).into_response(),
-        Some(Err(reason)) => error(StatusCode::CONFLICT, &reason.to_string()),
-        None => {
-            error(StatusCode::SERVICE_UNAVAILABLE, &format!("the job ended or restarted before the {what} completed"))
-        }
+    let (tx, rx) = crossbeam_channel::bounded(1);
+    let Some(request_id) = app.operations.start(kind).await else { return gone() };
+    if app.shared.requests.send(make(tx)).is_err() {
+        app.operations.finish(request_id, Outcome::Lost);
+        return gone();
     }
+    let operations = app.operations.clone();
+    let id = request_id.clone();
+    tokio::spawn(async move {
+        let answer = tokio::task::spawn_blocking(move || rx.recv_timeout(LONG_WAIT).ok()).await.ok().flatten();
+        let outcome = match answer {
+            Some(Ok(t)) => done(t),
+            Some(Err(e)) => Outcome::Failed(e),
+            None => Outcome::Lost,
+        };
+        operations.finish(id, outcome);
+    });
+    let location = format!("/v1/{collection}/{request_id}");
+    (StatusCode::ACCEPTED, [(header::LOCATION, location.clone())], axum::Json(Accepted { request_id, location }))
+        .into_response()
+}
+
+async fn operation(State(app): State<App>, UrlPath(request_id): UrlPath<String>) -> Response {
+    match app.operations.get(request_id.clone()).await {
+        Some(o) => axum::Json(o).into_response(),
+        None => error(StatusCode::NOT_FOUND, &format!("no operation '{request_id}' (the last 100 are kept)")),
+    }
+}
+
+async fn list_operations(State(app): State<App>) -> Response {
+    axum::Json(app.operations.list().await).into_response()
 }
 
 #[cfg(test)]
@@ -385,12 +539,12 @@ mod tests {
 
     #[test]
     fn only_the_token_opens_the_api() {
-        assert!(status_of(b"GET /v1/status HTTP/1.1\r\nhost: x\r\n\r\n").contains("401"));
+        assert!(status_of(b"GET /v1/job HTTP/1.1\r\nhost: x\r\n\r\n").contains("401"));
         // Right length, wrong bytes; and a prefix of the token.
-        assert!(status_of(b"GET /v1/status HTTP/1.1\r\nauthorization: Bearer fuzy\r\n\r\n").contains("401"));
-        assert!(status_of(b"GET /v1/status HTTP/1.1\r\nauthorization: Bearer fuz\r\n\r\n").contains("401"));
+        assert!(status_of(b"GET /v1/job HTTP/1.1\r\nauthorization: Bearer fuzy\r\n\r\n").contains("401"));
+        assert!(status_of(b"GET /v1/job HTTP/1.1\r\nauthorization: Bearer fuz\r\n\r\n").contains("401"));
         // With it, the request reaches the (absent) job.
-        let status = status_of(b"GET /v1/status HTTP/1.1\r\nauthorization: Bearer fuzz\r\n\r\n");
+        let status = status_of(b"GET /v1/job HTTP/1.1\r\nauthorization: Bearer fuzz\r\n\r\n");
         assert!(status.contains("503"), "{status}");
     }
 
@@ -401,7 +555,7 @@ mod tests {
         let status = status_of(b"GET /v1/sta");
         assert!(status.is_empty() || status.contains("400"), "{status}");
         assert!(started.elapsed() < std::time::Duration::from_secs(2));
-        let mut big_head = b"GET /v1/status HTTP/1.1\r\nx-pad: ".to_vec();
+        let mut big_head = b"GET /v1/job HTTP/1.1\r\nx-pad: ".to_vec();
         big_head.resize(64 << 10, b'a');
         big_head.extend_from_slice(b"\r\n\r\n");
         let status = status_of(&big_head);
@@ -409,7 +563,7 @@ mod tests {
 
         let body = vec![b'{'; super::MAX_BODY_BYTES + 1];
         let mut request =
-            format!("POST /v1/swap HTTP/1.1\r\nauthorization: Bearer fuzz\r\ncontent-length: {}\r\n\r\n", body.len())
+            format!("POST /v1/swaps HTTP/1.1\r\nauthorization: Bearer fuzz\r\ncontent-length: {}\r\n\r\n", body.len())
                 .into_bytes();
         request.extend_from_slice(&body);
         let status = status_of(&request);

@@ -9,6 +9,7 @@
 //! retention keeps counting); each attempt gets an [`Attempt`] with a fresh
 //! [`Protocol`] and the channels to that attempt's tasks.
 
+use super::history::History;
 use super::savepoints::{PendingSavepoint, PendingSwap};
 use crate::checkpoint::metadata::{CheckpointMetadata, OperatorState, SinkState, StateHandle, SwappedModule};
 use crate::checkpoint::protocol::{CheckpointId, Command, Protocol, ProtocolConfig};
@@ -17,10 +18,10 @@ use crate::checkpoint::upload::CheckpointError;
 use crate::clock::now_ms;
 use crate::config::CheckpointSettings;
 use crate::config::units::human_bytes;
-use crate::control::{CheckpointMetrics, SavepointDone};
+use crate::control::{CheckpointMetrics, ModuleInfo, SavepointDone};
 use crate::fault::{Classify, Domain, RetryHint};
 use crate::runtime::TaskId;
-use crate::runtime::events::TaskSnapshot;
+use crate::runtime::events::{AckTiming, TaskSnapshot};
 use crate::runtime::message::{Barrier, BarrierKind, Control};
 use crate::wasm::OperatorModule;
 use crate::wasm::module::Loaded;
@@ -106,6 +107,8 @@ pub struct Checkpoints {
     swapped: BTreeMap<String, (CheckpointId, SwappedModule)>,
     /// Statistics.
     pub stats: CheckpointStats,
+    /// What the control API shows.
+    pub history: History,
 }
 
 /// One attempt's view: the protocol and the tasks to talk to.
@@ -152,10 +155,11 @@ impl Checkpoints {
             max_parallelism,
             highest_id,
             created: VecDeque::new(),
-            pinned,
+            pinned: pinned.clone(),
             job_modules: BTreeMap::new(),
             swapped: BTreeMap::new(),
             stats: CheckpointStats::default(),
+            history: History::new(pinned.iter().cloned().collect()),
         }
     }
 
@@ -178,6 +182,14 @@ impl Checkpoints {
         let module =
             SwappedModule { path: loaded.path.display().to_string(), sha256: loaded.sha256.clone(), replaced_sha256 };
         self.swapped.insert(uid.to_string(), (id, module));
+    }
+
+    /// The modules swapped in while the job ran, by operator uid.
+    pub fn swapped_modules(&self) -> BTreeMap<String, ModuleInfo> {
+        self.swapped
+            .iter()
+            .map(|(uid, (_, m))| (uid.clone(), ModuleInfo { path: m.path.clone(), sha256: m.sha256.clone() }))
+            .collect()
     }
 
     /// The storage.
@@ -205,6 +217,7 @@ impl Checkpoints {
             timeout_ms: self.settings.timeout.as_millis() as u64,
             tolerable_failures: self.settings.tolerable_failures,
         };
+        self.history.attempt_ended();
         let names: Vec<String> = tasks.iter().map(|(t, _)| t.to_string()).collect();
         let protocol = Protocol::new(config, names, Some(self.highest_id));
         Attempt {
@@ -280,10 +293,11 @@ impl Attempt<'_> {
         task: &TaskId,
         id: CheckpointId,
         snapshot: TaskSnapshot,
-        sync: Duration,
+        timing: AckTiming,
     ) -> Result<(), CheckpointingError> {
+        self.cp.history.acknowledged(id, task, &snapshot, timing);
         if let TaskSnapshot::Operator(handle) = &snapshot {
-            self.cp.stats.sync_pauses.push(sync);
+            self.cp.stats.sync_pauses.push(timing.sync);
             self.stored.entry(id).or_default().extend(handle.paths().iter().map(|p| p.to_string()));
         }
         let commands = self.protocol.on_ack(id, &task.to_string(), snapshot);
@@ -304,7 +318,7 @@ impl Attempt<'_> {
             if self.protocol.in_flight() == Some(id) {
                 self.protocol.cancel_in_flight(now);
                 tracing::debug!(checkpoint = id, task = %task, "abandoned while the job ends: {reason}");
-                self.discard(id);
+                self.discard(id, &format!("abandoned while the job ends: declined by {task}: {reason}"));
                 if self.savepoint_of(id).is_some() {
                     self.fail_savepoint(format!("declined by {task}: {reason}"));
                 }
@@ -323,7 +337,7 @@ impl Attempt<'_> {
             let now = self.now_ms();
             if let Some(id) = self.protocol.cancel_in_flight(now) {
                 tracing::debug!(checkpoint = id, "abandoned: a source finished before its barrier");
-                self.discard(id);
+                self.discard(id, "abandoned: a source finished before its barrier");
             }
         }
         // A savepoint not triggered, or abandoned above, cannot complete.
@@ -357,6 +371,8 @@ impl Attempt<'_> {
             last_completed_id: s.latest,
             last_duration_ms: s.durations.last().map(|d| d.as_millis() as u64),
             last_size: s.sizes.last().copied(),
+            last_incremental_size: self.cp.history.last_incremental_size(),
+            last_restore_time_ms: self.cp.history.last_restore_time_ms(),
         }
     }
 
@@ -378,6 +394,7 @@ impl Attempt<'_> {
                 Command::Trigger { id, savepoint } => {
                     self.cp.highest_id = self.cp.highest_id.max(id);
                     self.triggered.insert(id, (Instant::now(), now_ms()));
+                    self.cp.history.triggered(id, savepoint, self.tasks.len() as u32);
                     let kind = if savepoint { self.savepoint_barrier(id) } else { BarrierKind::Checkpoint };
                     tracing::debug!(checkpoint = id, savepoint, "triggered");
                     let barrier = Arc::new(Barrier { id, kind });
@@ -395,6 +412,7 @@ impl Attempt<'_> {
                     let result = storage.write_metadata(id, metadata.encode());
                     if result.is_ok() {
                         crate::crash_point::crash_point("savepoint.committed");
+                        self.cp.history.completed(id, storage.display().to_string());
                         self.savepoint_complete(id, &storage, &metadata);
                     }
                     let now = self.now_ms();
@@ -409,6 +427,7 @@ impl Attempt<'_> {
                             self.shared_of.insert(id, shared_files(&metadata));
                             self.cp.stats.sizes.push(metadata.state_size());
                             self.cp.stats.durations.push(Duration::from_millis(metadata.duration_ms));
+                            self.cp.history.completed(id, self.cp.storage.checkpoint_location(id));
                             tracing::info!(
                                 checkpoint = id,
                                 size = %human_bytes(metadata.state_size()),
@@ -440,13 +459,13 @@ impl Attempt<'_> {
                     self.cp.retain();
                 }
                 Command::Abort { id, reason } if self.savepoint_of(id).is_some() => {
-                    self.discard(id);
+                    self.discard(id, &reason);
                     self.fail_savepoint(reason);
                 }
                 Command::Abort { id, reason } => {
                     self.cp.stats.failed += 1;
                     tracing::warn!(checkpoint = id, "checkpoint failed: {reason}");
-                    self.discard(id);
+                    self.discard(id, &reason);
                 }
                 Command::FailJob { reason } => return Err(CheckpointingError::TooManyFailures { reason }),
             }
@@ -454,8 +473,10 @@ impl Attempt<'_> {
         Ok(())
     }
 
-    /// Deletes what this run stored for an abandoned checkpoint or savepoint.
-    pub(super) fn discard(&mut self, id: CheckpointId) {
+    /// Deletes what this run stored for an abandoned checkpoint or
+    /// savepoint, failed for `reason`.
+    pub(super) fn discard(&mut self, id: CheckpointId, reason: &str) {
+        self.cp.history.failed(id, reason);
         self.triggered.remove(&id);
         let storage = self.savepoint_of(id).map_or_else(|| self.cp.storage.clone(), |p| p.storage.clone());
         if self.stored.remove(&id).is_some()
@@ -535,6 +556,7 @@ impl Attempt<'_> {
             .write_metadata(id, metadata.encode())
             .map_err(|source| CheckpointingError::FinalCheckpoint { id, cause: source })?;
         tracing::info!(checkpoint = id, "final checkpoint complete");
+        self.cp.history.finished(id, self.cp.storage.checkpoint_location(id));
         self.cp.created.push_back((id, Vec::new()));
         self.cp.stats.latest = Some(id);
         self.send_all(Control::Complete(id));

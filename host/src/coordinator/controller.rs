@@ -5,7 +5,7 @@
 //! them is a few lines.
 
 use super::JobError;
-use super::checkpointing::{Attempt as Checkpointing, CheckpointingError};
+use super::checkpointing::{Attempt as Checkpointing, CheckpointingError, Checkpoints};
 use super::job_state::JobState;
 use super::plan::{Plan, Role};
 use super::progress::Progress;
@@ -13,8 +13,12 @@ use super::report::{JobReport, TaskCounters};
 use super::savepoints::SwapReply;
 use super::spawn::Started;
 use crate::checkpoint::metadata::SinkState;
+use crate::config::BackendKind;
 use crate::config::LoadedJob;
-use crate::control::{Metrics, Request, RequestError, Status, SwapRequest};
+use crate::control::{
+    CheckpointConfig, GraphEdge, GraphNode, JobGraph, Metrics, ModuleInfo, Request, RequestError, Restart, Status,
+    SwapRequest,
+};
 use crate::runtime::message::Control;
 use crate::runtime::{TaskError, TaskEvent, TaskId};
 use crate::wasm::module::{Loaded, ModuleCompiler};
@@ -26,6 +30,25 @@ use std::time::{Duration, Instant};
 
 /// How long a swap's module may take to read and compile.
 const SWAP_COMPILE_TIMEOUT: Duration = Duration::from_secs(300);
+
+/// What the controller of each attempt knows of the run as a whole.
+#[derive(Debug)]
+pub struct RunInfo {
+    /// When the run (not the attempt) started.
+    pub started: Instant,
+    /// The same, in milliseconds since the epoch.
+    pub start_time_ms: u64,
+    /// Its restarts so far.
+    pub restarts: Vec<Restart>,
+    /// Each operator's module as the run started it, by uid.
+    pub modules: BTreeMap<String, ModuleInfo>,
+}
+
+impl RunInfo {
+    fn uptime_ms(&self) -> u64 {
+        self.started.elapsed().as_millis() as u64
+    }
+}
 
 /// A swap waiting for its module to compile.
 struct Compiling {
@@ -41,8 +64,7 @@ pub struct Controller<'a> {
     plan: &'a Plan,
     state: JobState,
     attempt: u32,
-    /// When the run (not the attempt) started.
-    run_started: Instant,
+    run: &'a RunInfo,
     counters: TaskCounters,
     controls: Vec<Sender<Control>>,
     threads: usize,
@@ -70,7 +92,7 @@ impl<'a> Controller<'a> {
         plan: &'a Plan,
         started: &Started,
         attempt: u32,
-        run_started: Instant,
+        run: &'a RunInfo,
         checkpoints: Option<Checkpointing<'a>>,
     ) -> Self {
         let count = |role| plan.nodes.iter().filter(|n| n.role == role).map(|n| n.parallelism as usize).sum();
@@ -81,7 +103,7 @@ impl<'a> Controller<'a> {
             plan,
             state,
             attempt,
-            run_started,
+            run,
             counters: TaskCounters::default(),
             controls: started.controls.clone(),
             threads: started.threads.len(),
@@ -162,8 +184,8 @@ impl<'a> Controller<'a> {
                 self.on_task_failed(task, e);
                 Ok(())
             }
-            TaskEvent::Acknowledged { task, id, snapshot, sync } => match self.checkpoints.as_mut() {
-                Some(c) if !failing => c.on_ack(&task, id, snapshot, sync),
+            TaskEvent::Acknowledged { task, id, snapshot, timing } => match self.checkpoints.as_mut() {
+                Some(c) if !failing => c.on_ack(&task, id, snapshot, timing),
                 _ => Ok(()),
             },
             TaskEvent::Declined { task, id, reason } => match self.checkpoints.as_mut() {
@@ -258,6 +280,19 @@ impl<'a> Controller<'a> {
             }
             Request::Metrics(reply) => {
                 let _ = reply.send(self.metrics());
+            }
+            Request::Plan(reply) => {
+                let _ = reply.send(self.graph());
+            }
+            Request::Checkpoints(reply) => {
+                let overview = self.checkpoints.as_ref().map(|c| c.cp.history.overview()).unwrap_or_default();
+                let _ = reply.send(overview);
+            }
+            Request::CheckpointDetails(id, reply) => {
+                let _ = reply.send(self.checkpoints.as_ref().and_then(|c| c.cp.history.details(id)));
+            }
+            Request::CheckpointConfig(reply) => {
+                let _ = reply.send(checkpoint_config(self.job));
             }
             Request::Cancel(reply) => {
                 self.cancel();
@@ -426,24 +461,25 @@ impl<'a> Controller<'a> {
     fn status(&self) -> Status {
         let (records_read, records_written) = self.counters.totals(&self.plan.nodes);
         Status {
-            job: self.job.spec.name.clone(),
-            pid: std::process::id(),
-            attempt: self.attempt,
-            state: self.state.to_string(),
-            uptime_ms: self.run_started.elapsed().as_millis() as u64,
             records_read,
             records_written,
             checkpoints: self.checkpoints.as_ref().map(|c| c.status()),
             latest_checkpoint: self.checkpoints.as_ref().and_then(|c| c.cp.stats.latest),
             nodes: self.counters.status(&self.plan.nodes),
+            ..run_status(self.job, self.run, self.attempt, self.state, self.plan)
         }
+    }
+
+    fn graph(&self) -> JobGraph {
+        graph(self.job, self.plan, self.run, self.checkpoints.as_ref().map(|c| &*c.cp))
     }
 
     fn metrics(&self) -> Metrics {
         Metrics {
             job: self.job.spec.name.clone(),
             restarts: self.attempt,
-            uptime_ms: self.run_started.elapsed().as_millis() as u64,
+            uptime_ms: self.run.uptime_ms(),
+
             tasks: self.counters.per_task(&self.plan.nodes),
             checkpoints: self.checkpoints.as_ref().map(|c| c.metrics()),
         }
@@ -467,41 +503,130 @@ impl<'a> Controller<'a> {
     }
 }
 
+/// The job's status apart from its tasks' counters.
+fn run_status(job: &LoadedJob, run: &RunInfo, attempt: u32, state: JobState, plan: &Plan) -> Status {
+    Status {
+        job: job.spec.name.clone(),
+        pid: std::process::id(),
+        attempt,
+        state: state.to_string(),
+        uptime_ms: run.uptime_ms(),
+        records_read: 0,
+        records_written: 0,
+        checkpoints: None,
+        latest_checkpoint: None,
+        nodes: Vec::new(),
+        start_time_ms: run.start_time_ms,
+        parallelism: plan.nodes.iter().map(|n| n.parallelism).max().unwrap_or(1),
+        max_parallelism: job.spec.max_parallelism,
+        restarts: run.restarts.clone(),
+    }
+}
+
+/// The job graph, with each operator's module as it runs now.
+fn graph(job: &LoadedJob, plan: &Plan, run: &RunInfo, checkpoints: Option<&Checkpoints>) -> JobGraph {
+    let spec = &job.spec;
+    let swapped = checkpoints.map(|c| c.swapped_modules()).unwrap_or_default();
+    let backend = match job.settings.backend {
+        BackendKind::HashMap => "hashmap",
+        BackendKind::RocksDb => "rocksdb",
+    };
+    let nodes = plan
+        .nodes
+        .iter()
+        .map(|n| {
+            let id = n.id.to_string();
+            let kind = match n.role {
+                Role::Source => spec.sources.iter().find(|s| s.id == id).map(|s| s.kind.clone()),
+                Role::Sink => spec.sinks.iter().find(|s| s.connector.id == id).map(|s| s.connector.kind.clone()),
+                Role::Operator => Some("wasm".to_string()),
+            };
+            let operator = n.role == Role::Operator;
+            let module = swapped.get(&id).or_else(|| run.modules.get(&id)).cloned().filter(|_| operator);
+            GraphNode {
+                role: n.role.name().to_string(),
+                kind: kind.unwrap_or_default(),
+                parallelism: n.parallelism,
+                module,
+                backend: operator.then(|| backend.to_string()),
+                id,
+            }
+        })
+        .collect();
+    let edges = plan
+        .edges
+        .iter()
+        .map(|e| GraphEdge {
+            from: e.from.to_string(),
+            to: e.to.to_string(),
+            partitioning: e.partition.name().to_string(),
+        })
+        .collect();
+    JobGraph { job: spec.name.clone(), max_parallelism: spec.max_parallelism, nodes, edges }
+}
+
+/// `GET /v1/checkpoints/config`: the settings the job checkpoints with.
+fn checkpoint_config(job: &LoadedJob) -> CheckpointConfig {
+    let s = &job.settings;
+    let c = s.checkpointing.as_ref();
+    let ms = |d: Duration| d.as_millis() as u64;
+    CheckpointConfig {
+        enabled: c.is_some(),
+        mode: c.map_or("exactly-once", |c| c.mode.name()).to_string(),
+        interval_ms: c.map(|c| ms(c.interval)),
+        timeout_ms: c.map(|c| ms(c.timeout)),
+        min_pause_ms: c.map(|c| ms(c.min_pause)),
+        tolerable_failures: c.map(|c| c.tolerable_failures),
+        retained: c.map(|c| c.retained),
+        backend: match s.backend {
+            BackendKind::HashMap => "hashmap",
+            BackendKind::RocksDb => "rocksdb",
+        }
+        .to_string(),
+        incremental: s.backend == BackendKind::RocksDb && s.rocksdb.incremental,
+        checkpoints_dir: s.storage.dir.clone(),
+        savepoints_dir: s.savepoint_dir.clone(),
+    }
+}
+
 /// How long a restarting job waits, answering requests: a cancel ends the
 /// wait (and the job), a status says it is restarting.
 pub fn wait_to_restart(
     delay: Duration,
     requests: &Receiver<Request>,
-    job: &str,
+    job: &LoadedJob,
+    plan: &Plan,
     attempt: u32,
-    started: Instant,
+    run: &RunInfo,
+    checkpoints: Option<&Checkpoints>,
 ) -> bool {
     let until = Instant::now() + delay;
+    let name = &job.spec.name;
     loop {
         match requests.recv_deadline(until) {
             Ok(Request::Cancel(reply)) => {
-                tracing::warn!(job = %job, "cancelled on request while restarting");
+                tracing::warn!(job = %name, "cancelled on request while restarting");
                 let _ = reply.send(());
                 return false;
             }
             Ok(Request::Status(reply)) => {
-                let _ = reply.send(Status {
-                    job: job.to_string(),
-                    pid: std::process::id(),
-                    attempt,
-                    state: JobState::Restarting.to_string(),
-                    uptime_ms: started.elapsed().as_millis() as u64,
-                    records_read: 0,
-                    records_written: 0,
-                    checkpoints: None,
-                    latest_checkpoint: None,
-                    nodes: Vec::new(),
-                });
+                let _ = reply.send(run_status(job, run, attempt, JobState::Restarting, plan));
             }
             Ok(Request::Metrics(reply)) => {
-                let uptime_ms = started.elapsed().as_millis() as u64;
-                let _ =
-                    reply.send(Metrics { job: job.to_string(), restarts: attempt, uptime_ms, ..Metrics::default() });
+                let uptime_ms = run.uptime_ms();
+                let _ = reply.send(Metrics { job: name.clone(), restarts: attempt, uptime_ms, ..Metrics::default() });
+            }
+            Ok(Request::Plan(reply)) => {
+                let _ = reply.send(graph(job, plan, run, checkpoints));
+            }
+            Ok(Request::Checkpoints(reply)) => {
+                let _ = reply.send(checkpoints.map(|c| c.history.overview()).unwrap_or_default());
+            }
+            Ok(Request::CheckpointDetails(id, reply)) => {
+                let _ = reply.send(checkpoints.and_then(|c| c.history.details(id)));
+            }
+            Ok(Request::CheckpointConfig(reply)) => {
+                let _ = reply.send(checkpoint_config(job));
             }
             Ok(Request::Savepoint(_, reply)) => {
                 let _ = reply.send(Err(RequestError::Failing));

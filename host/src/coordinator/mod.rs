@@ -11,6 +11,7 @@
 
 pub mod checkpointing;
 pub mod controller;
+pub mod history;
 pub mod job_state;
 pub mod modules;
 pub mod plan;
@@ -26,16 +27,18 @@ pub use start::{StartError, StartFrom};
 
 use crate::checkpoint::restore::{self, RestoreError};
 use crate::checkpoint::storage::StorageError;
+use crate::clock::now_ms;
 use crate::config::{ConfigError, LoadedJob, RestartStrategy};
 use crate::connectors;
 use crate::control::Request;
 use crate::control::server::{ControlError, ControlServer};
+use crate::control::{ModuleInfo, Restart, RestoredCheckpoint};
 use crate::fault::{Classify, Domain, RetryHint};
 use crate::runtime::TaskError;
 use crate::wasm::engine::{EpochTicker, new_engine};
 use crate::wasm::{ModuleLoader, OperatorModule, WasmError};
 use checkpointing::{CheckpointingError, Checkpoints, shared_files};
-use controller::Controller;
+use controller::{Controller, RunInfo};
 use crossbeam_channel::unbounded;
 use spawn::Connectors;
 use std::collections::HashMap;
@@ -132,7 +135,7 @@ pub fn run_job(job: &LoadedJob, start: &StartFrom) -> Result<JobReport, JobError
     // First, so a second run of the same job is refused before it touches
     // anything.
     let (requests_tx, requests) = unbounded::<Request>();
-    let _control = ControlServer::start(&spec.name, requests_tx)?;
+    let _control = ControlServer::start(&spec.name, requests_tx, &settings.rest)?;
     let connectors = resolve_connectors(job)?;
     let start_with = start::prepare(job, start)?;
     let initial = start_with.restored.clone();
@@ -174,16 +177,43 @@ pub fn run_job(job: &LoadedJob, start: &StartFrom) -> Result<JobReport, JobError
         ModuleLoader::new(&engine, settings.cache_dir.clone()).map_err(|e| JobError::Engine(format!("{e:#}")))?;
     let run_modules = modules::load(spec, &mut loader, initial.as_deref())?;
     if let Some(c) = checkpoints.take() {
-        checkpoints = Some(c.with_modules(run_modules.job_file, run_modules.swapped));
+        checkpoints = Some(c.with_modules(run_modules.job_file.clone(), run_modules.swapped.clone()));
     }
     // By uid; a committed module swap replaces an entry, so a restart
     // after it runs the new module.
+    let mut run = RunInfo {
+        started: run_started,
+        start_time_ms: now_ms().max(0) as u64 - run_started.elapsed().as_millis() as u64,
+        restarts: Vec::new(),
+        modules: spec
+            .operators
+            .iter()
+            .map(|o| {
+                let sha256 = run_modules.job_file.get(&o.uid).cloned().unwrap_or_default();
+                (o.uid.clone(), ModuleInfo { path: o.module.display().to_string(), sha256 })
+            })
+            .chain(
+                run_modules
+                    .swapped
+                    .iter()
+                    .map(|(uid, m)| (uid.clone(), ModuleInfo { path: m.path.clone(), sha256: m.sha256.clone() })),
+            )
+            .collect(),
+    };
     let mut modules: HashMap<String, OperatorModule> = run_modules.by_uid;
     let plan = plan::plan(spec);
 
     let mut restore_from = initial.clone();
     let mut attempt = 0u32;
     loop {
+        if let (Some(c), Some(r)) = (checkpoints.as_mut(), &restore_from) {
+            c.history.restored(RestoredCheckpoint {
+                id: r.metadata.id,
+                location: r.location.clone(),
+                restore_time_ms: now_ms().max(0) as u64,
+                savepoint: r.metadata.savepoint,
+            });
+        }
         let started = spawn::start(spawn::Attempt {
             job,
             plan: &plan,
@@ -198,7 +228,7 @@ pub fn run_job(job: &LoadedJob, start: &StartFrom) -> Result<JobReport, JobError
         let cp = checkpoints
             .as_mut()
             .map(|c| c.attempt(started.tasks.clone(), started.sources.clone(), started.controls.clone()));
-        let controller = Controller::new(job, &plan, &started, attempt, run_started, cp);
+        let controller = Controller::new(job, &plan, &started, attempt, &run, cp);
         let (ended, outcome) = controller.run(&started.events, &requests, &loader.compiler(), &mut modules);
         for (id, t) in started.threads {
             if t.join().is_err() {
@@ -238,6 +268,7 @@ pub fn run_job(job: &LoadedJob, start: &StartFrom) -> Result<JobReport, JobError
         }
         let _ = state.to(JobState::Restarting);
         attempt += 1;
+        let failed_at = now_ms().max(0) as u64;
         // The latest checkpoint this run completed, else where it started.
         restore_from = match checkpoints.as_ref().and_then(|c| c.latest_created().map(|id| (c, id))) {
             Some((c, id)) => Some(Arc::new(restore::load(c.storage(), id)?)),
@@ -250,7 +281,13 @@ pub fn run_job(job: &LoadedJob, start: &StartFrom) -> Result<JobReport, JobError
             spec.name,
             delay.as_millis()
         );
-        if !controller::wait_to_restart(delay, &requests, &spec.name, attempt, run_started) {
+        run.restarts.push(Restart {
+            attempt,
+            time_ms: failed_at,
+            cause: failure.to_string(),
+            restored_from: restore_from.as_ref().map(|r| r.location.clone()),
+        });
+        if !controller::wait_to_restart(delay, &requests, job, &plan, attempt, &run, checkpoints.as_ref()) {
             let _ = state.to(JobState::Cancelled);
             return Err(JobError::Cancelled);
         }

@@ -46,6 +46,17 @@ pub struct Node {
     pub parallelism: u32,
 }
 
+/// An edge of the job graph, as the job file draws it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Edge {
+    /// The upstream node.
+    pub from: Arc<str>,
+    /// The downstream node.
+    pub to: Arc<str>,
+    /// How records are spread over the downstream subtasks.
+    pub partition: Partition,
+}
+
 /// Index of a channel in [`Plan::channels`].
 pub type ChannelId = usize;
 
@@ -91,6 +102,8 @@ pub struct Plan {
     /// Nodes in graph order: sources, operators (each after its inputs),
     /// sinks.
     pub nodes: Vec<Node>,
+    /// The edges between nodes.
+    pub edges: Vec<Edge>,
     /// Every channel.
     pub channels: Vec<Channel>,
     /// Every task, in the order they are started: sinks and operators
@@ -124,7 +137,9 @@ pub fn plan(spec: &JobSpec) -> Plan {
     let mut inputs: BTreeMap<(Arc<str>, u32), Vec<ChannelId>> = BTreeMap::new();
     let mut outputs: BTreeMap<(Arc<str>, u32), Vec<Output>> = BTreeMap::new();
     let mut channels = Vec::new();
+    let mut edges = Vec::new();
     let mut connect = |from: &Node, to: &Node, partition: Partition| {
+        edges.push(Edge { from: from.id.clone(), to: to.id.clone(), partition });
         for u in 0..from.parallelism {
             let targets: Vec<u32> =
                 if partition == Partition::Forward { vec![u] } else { (0..to.parallelism).collect() };
@@ -171,7 +186,7 @@ pub fn plan(spec: &JobSpec) -> Plan {
             }
         }
     }
-    Plan { nodes, channels, tasks }
+    Plan { nodes, edges, channels, tasks }
 }
 
 #[cfg(test)]

@@ -156,6 +156,9 @@ impl TaskCounters {
                         backpressured_ms_per_second: r.backpressured_ms,
                         idle_ms_per_second: r.idle_ms,
                     }),
+                    input_watermark: Some(c.input_watermark).filter(|&w| w != i64::MIN),
+                    output_watermark: Some(c.output_watermark).filter(|&w| w != i64::MIN),
+                    guest: None,
                 });
             }
         }

@@ -28,7 +28,7 @@ impl fmt::Display for TaskId {
 }
 
 /// Counters a task reports.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Counters {
     /// Records received (sources: records read).
     pub records_in: u64,
@@ -40,14 +40,54 @@ pub struct Counters {
     /// Nanoseconds spent blocked on a full output channel (back-pressure,
     /// measured as Flink does).
     pub backpressured_ns: u64,
+    /// The minimum watermark over the task's inputs; `i64::MIN` until
+    /// every input sent one (and always for a source).
+    pub input_watermark: i64,
+    /// The latest watermark the task sent on; `i64::MIN` before the first.
+    pub output_watermark: i64,
 }
 
+impl Default for Counters {
+    fn default() -> Self {
+        Counters {
+            records_in: 0,
+            records_out: 0,
+            idle_ns: 0,
+            backpressured_ns: 0,
+            input_watermark: i64::MIN,
+            output_watermark: i64::MIN,
+        }
+    }
+}
+
+/// Summing subtasks: counts and times add up, a node's watermark is its
+/// slowest subtask's.
 impl std::ops::AddAssign for Counters {
     fn add_assign(&mut self, other: Counters) {
         self.records_in += other.records_in;
         self.records_out += other.records_out;
         self.idle_ns += other.idle_ns;
         self.backpressured_ns += other.backpressured_ns;
+        self.input_watermark = self.input_watermark.min(other.input_watermark);
+        self.output_watermark = self.output_watermark.min(other.output_watermark);
+    }
+}
+
+/// How a task took its part of a checkpoint, for the checkpoint history.
+#[derive(Debug, Clone, Copy)]
+pub struct AckTiming {
+    /// When its barrier was aligned (a source: when the trigger came).
+    pub aligned_at: Instant,
+    /// From the first to the last of its inputs' barriers.
+    pub alignment: Duration,
+    /// The synchronous part: how long it stopped processing for it.
+    pub sync: Duration,
+}
+
+impl AckTiming {
+    /// A part taken at `aligned_at`, after `alignment`, that ends now.
+    pub fn since(aligned_at: Instant, alignment: Duration) -> Self {
+        AckTiming { aligned_at, alignment, sync: aligned_at.elapsed() }
     }
 }
 
@@ -79,8 +119,8 @@ pub enum TaskEvent {
         id: CheckpointId,
         /// Its handle, offset or sink position.
         snapshot: TaskSnapshot,
-        /// How long the task stopped processing for it (the synchronous part).
-        sync: Duration,
+        /// When and how long it took its part.
+        timing: AckTiming,
     },
     /// The task could not take its part of checkpoint `id`.
     Declined {
@@ -143,8 +183,8 @@ impl Reporter {
     }
 
     /// Acknowledges checkpoint `id` with `snapshot`.
-    pub fn acknowledge(&self, id: CheckpointId, snapshot: TaskSnapshot, sync: Duration) {
-        self.send(TaskEvent::Acknowledged { task: self.id.clone(), id, snapshot, sync });
+    pub fn acknowledge(&self, id: CheckpointId, snapshot: TaskSnapshot, timing: AckTiming) {
+        self.send(TaskEvent::Acknowledged { task: self.id.clone(), id, snapshot, timing });
     }
 
     /// A channel to the coordinator, for a background thread of this task.

@@ -73,6 +73,10 @@ pub struct Inputs {
     alignment: Alignment,
     /// The barrier being aligned.
     aligning: Option<Arc<Barrier>>,
+    /// When the first channel delivered the barrier being aligned.
+    aligning_since: Option<Instant>,
+    /// How long the last completed alignment took.
+    last_alignment: Duration,
     /// The minimum watermark, as last reported.
     watermark: i64,
     control: Receiver<Control>,
@@ -103,6 +107,8 @@ impl Inputs {
             idle_timeout,
             alignment: Alignment::ExactlyOnce,
             aligning: None,
+            aligning_since: None,
+            last_alignment: Duration::ZERO,
             watermark: i64::MIN,
             control,
         }
@@ -117,6 +123,12 @@ impl Inputs {
     /// The task's watermark: the minimum over its inputs.
     pub fn watermark(&self) -> i64 {
         self.watermark
+    }
+
+    /// How long the latest aligned barrier took: from the first of the
+    /// inputs' barriers to the last.
+    pub fn last_alignment(&self) -> Duration {
+        self.last_alignment
     }
 
     /// Whether channel `i` may be read now.
@@ -149,6 +161,7 @@ impl Inputs {
             for c in &mut self.channels {
                 c.barriered = false;
             }
+            self.last_alignment = self.aligning_since.take().map_or(Duration::ZERO, |t| t.elapsed());
             return self.aligning.take().map(Next::Barrier);
         }
         None
@@ -173,9 +186,13 @@ impl Inputs {
                     }
                     self.channels[i].barriered = true;
                     self.aligning = Some(barrier);
+                    self.aligning_since = Some(Instant::now());
                     Some(Next::BarrierAborted(current))
                 }
                 _ => {
+                    if self.aligning.is_none() {
+                        self.aligning_since = Some(Instant::now());
+                    }
                     self.aligning = Some(barrier);
                     self.channels[i].barriered = true;
                     self.aligned()

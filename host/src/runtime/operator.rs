@@ -8,7 +8,7 @@
 //! operator happens there too ([`super::swap`]).
 
 use super::error::TaskError;
-use super::events::{Counters, Reporter, TaskEvent, TaskId, TaskSnapshot};
+use super::events::{AckTiming, Counters, Reporter, TaskEvent, TaskId, TaskSnapshot};
 use super::inputs::{Inputs, Next};
 use super::message::Barrier;
 use super::router::{RouteError, Router};
@@ -150,6 +150,8 @@ impl OperatorTask {
         self.router.end().map_err(|e| self.route_error(e))?;
         counters.records_out = self.router.records_out();
         counters.backpressured_ns = self.router.backpressured_ns();
+        counters.input_watermark = self.inputs.watermark();
+        counters.output_watermark = self.router.output_watermark();
         Ok(counters)
     }
 
@@ -165,13 +167,15 @@ impl OperatorTask {
     ) -> Result<OperatorInstance, TaskError> {
         let started = Instant::now();
         let frozen = self.uploader.as_ref().map(|_| instance.freeze_state());
-        let sync = started.elapsed();
+        let timing = AckTiming::since(started, self.inputs.last_alignment());
         self.router.barrier(&barrier).map_err(|e| self.route_error(e))?;
         if let (Some(uploader), Some(frozen)) = (&self.uploader, frozen) {
             let (task, id, events) = (self.id.clone(), barrier.id, self.reporter.sender());
             uploader.upload(id, barrier.savepoint_target().cloned(), frozen, move |result| {
                 let _ = events.send(match result {
-                    Ok(handle) => TaskEvent::Acknowledged { task, id, snapshot: TaskSnapshot::Operator(handle), sync },
+                    Ok(handle) => {
+                        TaskEvent::Acknowledged { task, id, snapshot: TaskSnapshot::Operator(handle), timing }
+                    }
                     Err(reason) => TaskEvent::Declined { task, id, reason },
                 });
             });
@@ -240,6 +244,8 @@ impl OperatorTask {
         self.router.flush().map_err(|e| self.route_error(e))?;
         counters.records_out = self.router.records_out();
         counters.backpressured_ns = self.router.backpressured_ns();
+        counters.input_watermark = self.inputs.watermark();
+        counters.output_watermark = self.router.output_watermark();
         self.reporter.tick(*counters);
         Ok(())
     }

@@ -71,12 +71,14 @@ pub struct Router {
     pending_since: Option<Instant>,
     /// Nanoseconds spent blocked on full channels.
     blocked_ns: u64,
+    /// The latest watermark sent.
+    output_watermark: i64,
 }
 
 impl Router {
     /// A router over `edges`.
     pub fn new(edges: Vec<Edge>, batch_size: usize) -> Self {
-        Router { edges, batch_size, sent: 0, pending_since: None, blocked_ns: 0 }
+        Router { edges, batch_size, sent: 0, pending_since: None, blocked_ns: 0, output_watermark: i64::MIN }
     }
 
     /// Records routed so far (counted once per record, whatever the fan-out).
@@ -87,6 +89,11 @@ impl Router {
     /// Nanoseconds spent so far blocked on a full downstream channel.
     pub fn backpressured_ns(&self) -> u64 {
         self.blocked_ns
+    }
+
+    /// The latest watermark sent; `i64::MIN` before the first.
+    pub fn output_watermark(&self) -> i64 {
+        self.output_watermark
     }
 
     /// When the oldest record still buffered arrived; `None` if every
@@ -174,6 +181,7 @@ impl Router {
     /// Flushes, then sends watermark `w` to every downstream subtask (after
     /// the records it covers).
     pub fn watermark(&mut self, w: i64) -> Result<(), RouteError> {
+        self.output_watermark = w;
         self.flush()?;
         for edge in &self.edges {
             for s in &edge.senders {

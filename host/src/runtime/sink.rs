@@ -8,7 +8,7 @@
 //! output visible, so a crash after the end cannot repeat it.
 
 use super::error::{ConnectorError, TaskError};
-use super::events::{Counters, Reporter, TaskEvent, TaskSnapshot};
+use super::events::{AckTiming, Counters, Reporter, TaskEvent, TaskSnapshot};
 use super::inputs::{Inputs, Next};
 use super::message::Control;
 use crate::checkpoint::metadata::SinkState;
@@ -97,13 +97,15 @@ impl SinkTask {
                     counters.records_in += batch.len() as u64;
                     out.write(&batch).map_err(error)?;
                     counters.records_out = counters.records_in;
+                    counters.input_watermark = inputs.watermark();
                     reporter.tick(counters);
                 }
                 Next::Barrier(barrier) => {
                     last_barrier = barrier.id;
                     let started = Instant::now();
                     let state = out.checkpoint(&format!("{:010}", barrier.id)).map_err(error)?;
-                    reporter.acknowledge(barrier.id, TaskSnapshot::Sink(state), started.elapsed());
+                    let timing = AckTiming::since(started, inputs.last_alignment());
+                    reporter.acknowledge(barrier.id, TaskSnapshot::Sink(state), timing);
                 }
                 Next::Control(Control::Complete(c)) => out.commit(Some(c)).map_err(error)?,
                 Next::Watermark(_) | Next::Timeout | Next::BarrierAborted(_) | Next::Control(_) => {}

@@ -5,7 +5,7 @@
 //! handshake), so a connector only reads its input and keeps its position.
 
 use super::error::{ConnectorError, TaskError};
-use super::events::{Counters, Reporter, TaskSnapshot};
+use super::events::{AckTiming, Counters, Reporter, TaskSnapshot};
 use super::message::{Barrier, Control, SavepointEnd};
 use super::router::{RouteError, Router};
 use crate::record::Record;
@@ -155,6 +155,7 @@ impl SourceContext {
             }
             self.counters.records_out = self.router.records_out();
             self.counters.backpressured_ns = self.router.backpressured_ns();
+            self.counters.output_watermark = self.router.output_watermark();
             self.reporter.tick(self.counters);
         }
         Ok(())
@@ -257,7 +258,8 @@ impl SourceContext {
                     // every record before it is covered by the checkpoint.
                     let started = Instant::now();
                     self.router.barrier(&barrier).map_err(|e| self.route_error(e))?;
-                    self.reporter.acknowledge(barrier.id, TaskSnapshot::Source(self.position), started.elapsed());
+                    let timing = AckTiming::since(started, Duration::ZERO);
+                    self.reporter.acknowledge(barrier.id, TaskSnapshot::Source(self.position), timing);
                     Ok(())
                 }
             },
@@ -280,8 +282,10 @@ impl SourceContext {
         if drain {
             self.router.watermark(i64::MAX).map_err(|e| self.route_error(e))?;
         }
+        let started = Instant::now();
         self.router.barrier(&barrier).map_err(|e| self.route_error(e))?;
-        self.reporter.acknowledge(barrier.id, TaskSnapshot::Source(self.position), Duration::ZERO);
+        let timing = AckTiming::since(started, Duration::ZERO);
+        self.reporter.acknowledge(barrier.id, TaskSnapshot::Source(self.position), timing);
         loop {
             match self.control.recv() {
                 Ok(Control::Complete(c)) if c >= barrier.id => {

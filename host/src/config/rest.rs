@@ -1,0 +1,57 @@
+//! `rest.*`: where the control API's HTTP server listens and who may read
+//! it without the token.
+
+use super::settings::SettingsError;
+use serde::Deserialize;
+
+/// `rest.*`: the control API's HTTP server.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RestSection {
+    /// `address:port` to listen on; port 0 takes any free port.
+    pub bind: Option<String>,
+    /// `"token"` (every request needs the run file's bearer token) or
+    /// `"none"` (reads are open; actions still need the token).
+    pub auth: Option<String>,
+}
+
+/// Who may read the control API.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RestAuth {
+    /// Every request carries the bearer token.
+    Token,
+    /// Reads are open to anyone who can reach the address; actions
+    /// (savepoint, stop, swap, cancel) still need the token.
+    ReadOpen,
+}
+
+/// `rest.*`, resolved.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RestSettings {
+    /// Where the server listens.
+    pub bind: std::net::SocketAddr,
+    /// Who may read.
+    pub auth: RestAuth,
+}
+
+impl RestSection {
+    /// The settings, or an error naming the field; `origin` names the file.
+    pub(super) fn resolve(&self, origin: &str) -> Result<RestSettings, SettingsError> {
+        let bind = self.bind.as_deref().unwrap_or("127.0.0.1:0");
+        let bind: std::net::SocketAddr = bind.parse().map_err(|_| {
+            SettingsError(format!(
+                "{origin}: rest.bind = \"{bind}\" is not an address and port (e.g. \"127.0.0.1:8081\", or port 0 for any free one)"
+            ))
+        })?;
+        let auth = match self.auth.as_deref().unwrap_or("token") {
+            "token" => RestAuth::Token,
+            "none" => RestAuth::ReadOpen,
+            other => {
+                return Err(SettingsError(format!(
+                    "{origin}: rest.auth = \"{other}\" is not a mode (use \"token\", or \"none\" to open reads; actions always need the token)"
+                )));
+            }
+        };
+        Ok(RestSettings { bind, auth })
+    }
+}
