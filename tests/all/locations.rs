@@ -2,7 +2,8 @@
 //! the command's directory, wherever a `file://` URI is taken (`host
 //! savepoint --dir`, `host inspect`, `host checkpoints`, `--from-savepoint`
 //! and `--from-checkpoint`), and the savepoint directory a job gets when it
-//! names none.
+//! names none; and a bare job, without checkpointing, that still takes
+//! savepoints, swaps and stops.
 
 use crate::savepoints::{RECORDS, expected, finish, host, published, start, text, wait_running, write_job};
 use crate::support::{JobDir, final_counts};
@@ -81,6 +82,52 @@ fn a_job_that_names_no_savepoint_directory_saves_under_the_users_data_directory(
     let (ok, err) = finish(child);
     assert!(ok, "{err}");
     dir.succeeds(&["--from-savepoint", &location]);
+    let all = published(&dir);
+    assert_eq!(all.lines().count() as u64, RECORDS, "one output line per record");
+    assert_eq!(final_counts(&all), expected());
+}
+
+#[test]
+fn a_bare_job_without_checkpointing_takes_savepoints_swaps_and_stops_and_resumes_exactly() {
+    let dir = JobDir::new();
+    write_job(&dir, 2, "hashmap", 8_000);
+    let root = dir.path().display().to_string();
+    let job = dir
+        .read("job.toml")
+        .replace("[checkpointing]\ninterval = \"200ms\"\n", "")
+        .replace(&format!("[state.checkpoints]\ndir = \"file://{root}/ck\"\n"), "")
+        .replace(&format!("[state.savepoints]\ndir = \"file://{root}/sp\"\n"), "");
+    assert!(!job.contains("checkpoint") && !job.contains("savepoints"), "{job}");
+    dir.write("job.toml", job);
+    let child = start(&dir, &[]);
+    wait_running(&dir);
+    let status: serde_json::Value = serde_json::from_slice(&host(&dir, &["status", "sp", "--json"]).stdout).unwrap();
+    assert!(status["checkpoints"].is_null(), "no periodic checkpoints: {status}");
+
+    // A savepoint, under the user's data directory.
+    let out = host(&dir, &["savepoint", "sp"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let first = text(&out.stdout).trim().to_string();
+    assert!(first.starts_with(&format!("file://{root}/.data/weir/savepoints/savepoint-sp-")), "{first}");
+    let out = host(&dir, &["inspect", &first]);
+    assert!(text(&out.stdout).contains("operator 'counter' (parallelism 2)"), "{}", text(&out.stdout));
+
+    // A swap rides on a savepoint of its own.
+    let module = std::path::absolute(weir_tests::artifacts::WORD_COUNT_COUNTER).unwrap();
+    let out = host(&dir, &["swap", "sp", "--operator", "counter", "--module", &module.display().to_string()]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(text(&out.stderr).contains("now runs"), "{}", text(&out.stderr));
+
+    // Stopped with a savepoint, then resumed from it: every record counted
+    // once over the two runs.
+    let out = host(&dir, &["savepoint", "sp", "--stop"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let stop = text(&out.stdout).trim().to_string();
+    let (ok, err) = finish(child);
+    assert!(ok, "{err}");
+    assert!(err.contains(&format!("stopped with savepoint {stop}")), "{err}");
+    let err = dir.succeeds(&["--from-savepoint", &stop]);
+    assert!(err.contains("restoring"), "{err}");
     let all = published(&dir);
     assert_eq!(all.lines().count() as u64, RECORDS, "one output line per record");
     assert_eq!(final_counts(&all), expected());

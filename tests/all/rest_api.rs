@@ -194,6 +194,22 @@ fn every_endpoint_answers_what_the_running_job_is_doing() {
         m["tasks"].as_array().unwrap().iter().all(|t| t["rates"].is_object())
     });
     assert_eq!(metrics["tasks"].as_array().unwrap().len(), 4);
+    // The guest's side: memory within the limit, calls of the batch
+    // export, the key groups split between the two subtasks.
+    let counters: Vec<&serde_json::Value> =
+        metrics["tasks"].as_array().unwrap().iter().filter(|t| t["role"] == "operator").collect();
+    let key_groups: u64 = counters.iter().map(|t| t["guest"]["key_groups"].as_u64().unwrap()).sum();
+    assert_eq!(key_groups, 128, "{metrics}");
+    for t in &counters {
+        let g = &t["guest"];
+        let memory = g["memory_bytes"].as_u64().unwrap();
+        assert!((64 << 10..=256 << 20).contains(&memory), "a page at least, the limit at most: {g}");
+        assert!(g["memory_peak_bytes"].as_u64() >= Some(memory), "{g}");
+        let batch = &g["calls"]["process-batch"];
+        assert!(batch["count"].as_u64() > Some(0) && batch["time_ns"].as_u64() > Some(0), "{g}");
+        assert_eq!(g["calls"]["open"]["count"], 1, "{g}");
+        assert_eq!((g["backend"].as_str(), g["traps"].as_u64()), (Some("hashmap"), Some(0)), "{g}");
+    }
     // A pipeline that keeps up with its source: no back-pressure anywhere.
     let (_, bp) = call(port, "GET", "/v1/job/backpressure", t, "");
     for n in bp["nodes"].as_array().unwrap() {
@@ -271,6 +287,20 @@ fn every_endpoint_answers_what_the_running_job_is_doing() {
         assert!(t["ack_ms"].as_u64() >= t["start_delay_ms"].as_u64(), "{t}");
         assert!(t["sync_ms"].as_f64().unwrap() >= 0.0 && t["async_ms"].as_f64().unwrap() >= 0.0, "{t}");
     }
+    // Each counter subtask's state size is its part of a checkpoint.
+    let metrics = wait_for(port, &token, "/v1/job/metrics", |m| m["tasks"][1]["guest"]["state_bytes"].is_u64());
+    let (_, overview) = call(port, "GET", "/v1/checkpoints", t, "");
+    let latest = overview["latest_completed"]["id"].as_u64().unwrap();
+    let (_, parts) = call(port, "GET", &format!("/v1/checkpoints/{latest}"), t, "");
+    let sizes: Vec<u64> = parts["tasks"].as_array().unwrap()[..2].iter().map(|t| t["size"].as_u64().unwrap()).collect();
+    let state: Vec<u64> = metrics["tasks"].as_array().unwrap()[1..3]
+        .iter()
+        .map(|t| t["guest"]["state_bytes"].as_u64().unwrap())
+        .collect();
+    // A checkpoint may complete between the two reads: then the sizes are
+    // the next one's, which a paced job changes little.
+    let close = |a: u64, b: u64| a.abs_diff(b) * 10 <= a.max(b);
+    assert!(sizes.iter().zip(&state).all(|(a, b)| close(*a, *b)), "checkpoint {sizes:?} vs metrics {state:?}");
     assert_eq!(call(port, "GET", "/v1/checkpoints/999999", t, "").0, 404);
     assert_eq!(call(port, "GET", "/v1/checkpoints/x", t, "").0, 400);
 

@@ -30,8 +30,9 @@ pub type CheckpointId = u64;
 /// Checkpointing settings, in milliseconds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ProtocolConfig {
-    /// Time between triggers.
-    pub interval_ms: u64,
+    /// Time between triggers; none: only savepoints, when asked for (a job
+    /// without `[checkpointing]`).
+    pub interval_ms: Option<u64>,
     /// Least time between the end of one checkpoint and the next trigger.
     pub min_pause_ms: u64,
     /// How long a checkpoint may take before it is aborted.
@@ -173,7 +174,10 @@ impl<H: Clone> Protocol<H> {
             }
             return out;
         }
-        let interval_due = self.last_trigger.is_none_or(|t| now >= t.saturating_add(self.config.interval_ms));
+        let interval_due = self
+            .config
+            .interval_ms
+            .is_some_and(|interval| self.last_trigger.is_none_or(|t| now >= t.saturating_add(interval)));
         let pause_done = self.last_end.is_none_or(|t| now >= t.saturating_add(self.config.min_pause_ms));
         let savepoint = std::mem::take(&mut self.savepoint_requested);
         if savepoint || (interval_due && pause_done) {
@@ -266,7 +270,18 @@ mod tests {
     use super::*;
 
     fn config() -> ProtocolConfig {
-        ProtocolConfig { interval_ms: 1000, min_pause_ms: 300, timeout_ms: 5000, tolerable_failures: 1 }
+        ProtocolConfig { interval_ms: Some(1000), min_pause_ms: 300, timeout_ms: 5000, tolerable_failures: 1 }
+    }
+
+    #[test]
+    fn without_an_interval_only_a_savepoint_is_triggered() {
+        let config = ProtocolConfig { interval_ms: None, ..config() };
+        let mut p: Protocol<u32> = Protocol::new(config, ["src#0".to_string()], None);
+        assert!(p.tick(0).is_empty());
+        assert!(p.tick(1_000_000).is_empty());
+        p.request_savepoint();
+        let out = p.tick(1_000_001);
+        assert!(matches!(out.as_slice(), [Command::Trigger { savepoint: true, .. }]), "{out:?}");
     }
 
     fn protocol() -> Protocol<u32> {

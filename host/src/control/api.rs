@@ -185,14 +185,15 @@ pub struct GuestMetrics {
     /// Calls into the guest and the time spent in them, per export
     /// (`process-batch`, `on-timer`, ...).
     pub calls: BTreeMap<String, CallMetrics>,
-    /// Calls that trapped.
+    /// Traps of the subtask's guest that failed an attempt of this run.
     pub traps: u64,
-    /// Calls interrupted at their deadline (`wasm.call_timeout`).
+    /// Calls interrupted at `wasm.call_timeout` that failed an attempt.
     pub interruptions: u64,
     /// The state backend: "hashmap" or "rocksdb".
     pub backend: String,
-    /// Approximate bytes of state the subtask holds.
-    pub state_bytes: u64,
+    /// Bytes of the subtask's state in the latest completed checkpoint
+    /// (none before the first).
+    pub state_bytes: Option<u64>,
     /// Key groups the subtask owns.
     pub key_groups: u32,
 }

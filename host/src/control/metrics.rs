@@ -6,7 +6,7 @@
 //! (`job_name`, `task_name`, `subtask_index`). As Flink's reporter does,
 //! every value is a gauge. `docs/metrics.md` lists them.
 
-use super::{Metrics, TaskRates};
+use super::{GuestMetrics, Metrics, TaskRates};
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
@@ -29,6 +29,18 @@ struct TaskLabels {
     /// chain several operators; here a task is one node).
     role: String,
 }
+
+/// Labels of a guest export's calls.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct CallLabels {
+    job_name: String,
+    task_name: String,
+    subtask_index: String,
+    export: String,
+}
+
+/// A gauge of the guest: its name, help, series, and how to read it.
+type GuestGauge = (&'static str, &'static str, Family<TaskLabels, Gauge>, fn(&GuestMetrics) -> Option<u64>);
 
 /// A per-second meter: its name, help, series, and how to read it.
 type Meter = (&'static str, &'static str, Family<TaskLabels, Gauge<f64, AtomicU64>>, fn(&TaskRates) -> f64);
@@ -80,6 +92,28 @@ pub fn encode(m: &Metrics) -> String {
     let records_out = Family::<TaskLabels, Gauge>::default();
     let input_watermark = Family::<TaskLabels, Gauge>::default();
     let output_watermark = Family::<TaskLabels, Gauge>::default();
+    // Per operator subtask: what no JVM stream processor has.
+    let guest_gauges: [GuestGauge; 6] = [
+        ("task_guestMemoryBytes", "Bytes of linear memory the guest instance has", Family::default(), |g| {
+            Some(g.memory_bytes)
+        }),
+        ("task_guestMemoryPeakBytes", "The most linear memory the subtask's guest had", Family::default(), |g| {
+            Some(g.memory_peak_bytes)
+        }),
+        ("task_guestTraps", "Guest traps that failed an attempt of this run", Family::default(), |g| Some(g.traps)),
+        (
+            "task_guestInterruptions",
+            "Guest calls interrupted at wasm.call_timeout that failed an attempt",
+            Family::default(),
+            |g| Some(g.interruptions),
+        ),
+        ("task_stateSize", "Bytes of the subtask's state in the latest completed checkpoint", Family::default(), |g| {
+            g.state_bytes
+        }),
+        ("task_keyGroups", "Key groups the subtask owns", Family::default(), |g| Some(u64::from(g.key_groups))),
+    ];
+    let calls = Family::<CallLabels, Gauge>::default();
+    let call_time = Family::<CallLabels, Gauge<f64, AtomicU64>>::default();
     let meters: [Meter; 5] = [
         ("task_numRecordsInPerSecond", "Records received per second", Family::default(), |r| r.records_in_per_second),
         ("task_numRecordsOutPerSecond", "Records sent on per second", Family::default(), |r| r.records_out_per_second),
@@ -111,6 +145,23 @@ pub fn encode(m: &Metrics) -> String {
         if let Some(w) = t.output_watermark {
             output_watermark.get_or_create(&labels).set(w);
         }
+        if let Some(g) = &t.guest {
+            for (_, _, family, value) in &guest_gauges {
+                if let Some(v) = value(g) {
+                    family.get_or_create(&labels).set(signed(v));
+                }
+            }
+            for (export, c) in &g.calls {
+                let labels = CallLabels {
+                    job_name: m.job.clone(),
+                    task_name: t.node.clone(),
+                    subtask_index: t.subtask.to_string(),
+                    export: export.clone(),
+                };
+                calls.get_or_create(&labels).set(signed(c.count));
+                call_time.get_or_create(&labels).set(c.time_ns as f64 / 1e6);
+            }
+        }
         if let Some(r) = &t.rates {
             for (_, _, family, value) in &meters {
                 family.get_or_create(&labels).set(value(r));
@@ -125,6 +176,11 @@ pub fn encode(m: &Metrics) -> String {
         input_watermark,
     );
     registry.register("task_currentOutputWatermark", "The latest watermark the subtask sent on", output_watermark);
+    for (name, help, family, _) in guest_gauges {
+        registry.register(name, help, family);
+    }
+    registry.register("task_guestCalls", "Calls into the guest, per export", calls);
+    registry.register("task_guestCallTimeMs", "Milliseconds spent in guest calls, per export", call_time);
     for (name, help, family, _) in meters {
         registry.register(name, help, family);
     }
@@ -159,7 +215,20 @@ mod tests {
                 }),
                 input_watermark: Some(1_700_000_000_000),
                 output_watermark: None,
-                guest: None,
+                guest: Some(GuestMetrics {
+                    memory_bytes: 1 << 20,
+                    memory_peak_bytes: 2 << 20,
+                    calls: [(
+                        "process-batch".to_string(),
+                        crate::control::CallMetrics { count: 5, time_ns: 2_500_000 },
+                    )]
+                    .into(),
+                    traps: 1,
+                    backend: "rocksdb".into(),
+                    state_bytes: None,
+                    key_groups: 64,
+                    ..Default::default()
+                }),
             }],
             checkpoints: Some(CheckpointMetrics {
                 completed: 3,
@@ -180,6 +249,12 @@ mod tests {
             r#"weir_job_lastCheckpointDuration{job_name="wc"} -1"#,
             r#"weir_job_lastCheckpointRestoreTimestamp{job_name="wc"} -1"#,
             r#"weir_task_currentInputWatermark{job_name="wc",task_name="counter",subtask_index="1",role="operator"} 1700000000000"#,
+            r#"weir_task_guestMemoryBytes{job_name="wc",task_name="counter",subtask_index="1",role="operator"} 1048576"#,
+            r#"weir_task_guestMemoryPeakBytes{job_name="wc",task_name="counter",subtask_index="1",role="operator"} 2097152"#,
+            r#"weir_task_guestTraps{job_name="wc",task_name="counter",subtask_index="1",role="operator"} 1"#,
+            r#"weir_task_keyGroups{job_name="wc",task_name="counter",subtask_index="1",role="operator"} 64"#,
+            r#"weir_task_guestCalls{job_name="wc",task_name="counter",subtask_index="1",export="process-batch"} 5"#,
+            r#"weir_task_guestCallTimeMs{job_name="wc",task_name="counter",subtask_index="1",export="process-batch"} 2.5"#,
             r#"weir_task_numRecordsIn{job_name="wc",task_name="counter",subtask_index="1",role="operator"} 42"#,
             r#"weir_task_numRecordsOut{job_name="wc",task_name="counter",subtask_index="1",role="operator"} 40"#,
             r#"weir_task_numRecordsInPerSecond{job_name="wc",task_name="counter",subtask_index="1",role="operator"} 10.5"#,
@@ -188,6 +263,7 @@ mod tests {
             assert!(text.lines().any(|l| l == line), "{line} missing from:\n{text}");
         }
         assert!(!text.contains("weir_task_currentOutputWatermark{"), "no watermark, no series: {text}");
+        assert!(!text.contains("weir_task_stateSize{"), "no checkpoint, no state size: {text}");
         assert!(text.ends_with("# EOF\n"), "{text}");
     }
 }

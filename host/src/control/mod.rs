@@ -92,12 +92,6 @@ pub fn run_file_path(job: &str) -> PathBuf {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum RequestError {
-    /// Savepoints and swaps ride on checkpoints.
-    #[error("{what} checkpointing: set [checkpointing] interval in the job file")]
-    NeedsCheckpointing {
-        /// "savepoints need", "a module swap needs".
-        what: &'static str,
-    },
     /// The job is failing or being cancelled.
     #[error("the job is failing")]
     Failing,

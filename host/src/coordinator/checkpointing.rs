@@ -16,8 +16,9 @@ use crate::checkpoint::protocol::{CheckpointId, Command, Protocol, ProtocolConfi
 use crate::checkpoint::storage::{CheckpointStorage, StorageError};
 use crate::checkpoint::upload::CheckpointError;
 use crate::clock::now_ms;
-use crate::config::CheckpointSettings;
+use crate::config::settings::DEFAULT_CHECKPOINT_TIMEOUT;
 use crate::config::units::human_bytes;
+use crate::config::{CheckpointMode, CheckpointSettings};
 use crate::control::{CheckpointMetrics, ModuleInfo, SavepointDone};
 use crate::fault::{Classify, Domain, RetryHint};
 use crate::runtime::TaskId;
@@ -89,6 +90,9 @@ pub struct CheckpointStats {
 /// State kept across the attempts of one run.
 pub struct Checkpoints {
     settings: CheckpointSettings,
+    /// Periodic checkpoints are on; without, only savepoints (and the
+    /// swaps that ride on them) are taken, when asked for.
+    periodic: bool,
     storage: Arc<CheckpointStorage>,
     pub(super) job: String,
     max_parallelism: u32,
@@ -139,17 +143,30 @@ pub struct Attempt<'a> {
 
 impl Checkpoints {
     /// Checkpointing for job `job` into `storage`, numbering after
-    /// `highest_id`; `pinned` shared files are never deleted.
+    /// `highest_id`; `pinned` shared files are never deleted. Without
+    /// `settings` (no `[checkpointing]`), only savepoints are taken.
     pub fn new(
-        settings: CheckpointSettings,
+        settings: Option<CheckpointSettings>,
         storage: Arc<CheckpointStorage>,
         job: &str,
         max_parallelism: u32,
         highest_id: CheckpointId,
         pinned: HashSet<String>,
     ) -> Self {
+        let periodic = settings.is_some();
+        // A savepoint of a job without checkpointing gets the defaults'
+        // timeout; nothing else of these applies to it.
+        let settings = settings.unwrap_or(CheckpointSettings {
+            interval: Duration::from_secs(1),
+            mode: CheckpointMode::ExactlyOnce,
+            timeout: DEFAULT_CHECKPOINT_TIMEOUT,
+            min_pause: Duration::ZERO,
+            retained: 1,
+            tolerable_failures: 0,
+        });
         Checkpoints {
             settings,
+            periodic,
             storage,
             job: job.to_string(),
             max_parallelism,
@@ -192,6 +209,11 @@ impl Checkpoints {
             .collect()
     }
 
+    /// Whether periodic checkpoints are on.
+    pub fn periodic(&self) -> bool {
+        self.periodic
+    }
+
     /// The storage.
     pub fn storage(&self) -> &Arc<CheckpointStorage> {
         &self.storage
@@ -212,7 +234,7 @@ impl Checkpoints {
         everyone: Vec<Sender<Control>>,
     ) -> Attempt<'_> {
         let config = ProtocolConfig {
-            interval_ms: self.settings.interval.as_millis() as u64,
+            interval_ms: self.periodic.then_some(self.settings.interval.as_millis() as u64),
             min_pause_ms: self.settings.min_pause.as_millis() as u64,
             timeout_ms: self.settings.timeout.as_millis() as u64,
             tolerable_failures: self.settings.tolerable_failures,

@@ -42,6 +42,9 @@ pub struct RunInfo {
     pub restarts: Vec<Restart>,
     /// Each operator's module as the run started it, by uid.
     pub modules: BTreeMap<String, ModuleInfo>,
+    /// Guest traps and interruptions that failed an attempt, by operator
+    /// subtask.
+    pub guest_failures: BTreeMap<(String, u32), (u64, u64)>,
 }
 
 impl RunInfo {
@@ -76,7 +79,7 @@ pub struct Controller<'a> {
     sink_states: BTreeMap<String, SinkState>,
     /// The final checkpoint (or, after a stop, the sinks' end) was asked for.
     end_sent: bool,
-    checkpoints: Option<Checkpointing<'a>>,
+    checkpoints: Checkpointing<'a>,
     /// The first root failure; a secondary one until a root one comes.
     failure: Option<JobError>,
     /// A swap's module being compiled.
@@ -93,7 +96,7 @@ impl<'a> Controller<'a> {
         started: &Started,
         attempt: u32,
         run: &'a RunInfo,
-        checkpoints: Option<Checkpointing<'a>>,
+        checkpoints: Checkpointing<'a>,
     ) -> Self {
         let count = |role| plan.nodes.iter().filter(|n| n.role == role).map(|n| n.parallelism as usize).sum();
         let mut state = JobState::Starting;
@@ -130,10 +133,7 @@ impl<'a> Controller<'a> {
         compiler: &ModuleCompiler,
         modules: &mut HashMap<String, OperatorModule>,
     ) -> (JobState, Result<JobReport, JobError>) {
-        let wait = match &self.checkpoints {
-            Some(c) => c.poll_interval().min(self.job.settings.progress_interval),
-            None => self.job.settings.progress_interval,
-        };
+        let wait = self.checkpoints.poll_interval().min(self.job.settings.progress_interval);
         while self.ended < self.threads {
             let compiled = self.compiling.as_ref().map_or_else(crossbeam_channel::never, |c| c.done.clone());
             crossbeam_channel::select! {
@@ -154,9 +154,7 @@ impl<'a> Controller<'a> {
                 default(wait) => {}
             }
             self.on_tick();
-            if let Some(c) = self.checkpoints.as_mut() {
-                modules.extend(c.take_committed_swaps());
-            }
+            modules.extend(self.checkpoints.take_committed_swaps());
         }
         self.progress.finish();
         self.outcome()
@@ -168,6 +166,10 @@ impl<'a> Controller<'a> {
         let result = match event {
             TaskEvent::Progress(task, c) => {
                 self.counters.set(task, c);
+                Ok(())
+            }
+            TaskEvent::Guest(task, m) => {
+                self.counters.set_guest(task, *m);
                 Ok(())
             }
             TaskEvent::Finished(task, c) => {
@@ -184,18 +186,13 @@ impl<'a> Controller<'a> {
                 self.on_task_failed(task, e);
                 Ok(())
             }
-            TaskEvent::Acknowledged { task, id, snapshot, timing } => match self.checkpoints.as_mut() {
-                Some(c) if !failing => c.on_ack(&task, id, snapshot, timing),
-                _ => Ok(()),
-            },
-            TaskEvent::Declined { task, id, reason } => match self.checkpoints.as_mut() {
-                Some(c) if !failing => c.on_decline(&task, id, &reason),
-                _ => Ok(()),
-            },
+            TaskEvent::Acknowledged { task, id, snapshot, timing } if !failing => {
+                self.checkpoints.on_ack(&task, id, snapshot, timing)
+            }
+            TaskEvent::Declined { task, id, reason } if !failing => self.checkpoints.on_decline(&task, id, &reason),
+            TaskEvent::Acknowledged { .. } | TaskEvent::Declined { .. } => Ok(()),
             TaskEvent::SwapPrepared { task, id, result } => {
-                if let Some(c) = self.checkpoints.as_mut() {
-                    c.on_swap_prepared(&task, id, result);
-                }
+                self.checkpoints.on_swap_prepared(&task, id, result);
                 Ok(())
             }
             TaskEvent::SinkEnded { task, state, counters } => {
@@ -214,10 +211,8 @@ impl<'a> Controller<'a> {
 
     fn on_source_finished(&mut self, task: &TaskId) {
         self.sources_left -= 1;
-        if let Some(c) = self.checkpoints.as_mut() {
-            c.on_source_finished(task);
-        }
-        let stopped = self.checkpoints.as_ref().is_some_and(|c| c.stopped_with().is_some());
+        self.checkpoints.on_source_finished(task);
+        let stopped = self.checkpoints.stopped_with().is_some();
         if self.sources_left == 0 && !stopped && self.state.allows(JobState::Finishing) {
             self.move_to(JobState::Finishing);
         }
@@ -285,11 +280,10 @@ impl<'a> Controller<'a> {
                 let _ = reply.send(self.graph());
             }
             Request::Checkpoints(reply) => {
-                let overview = self.checkpoints.as_ref().map(|c| c.cp.history.overview()).unwrap_or_default();
-                let _ = reply.send(overview);
+                let _ = reply.send(self.checkpoints.cp.history.overview());
             }
             Request::CheckpointDetails(id, reply) => {
-                let _ = reply.send(self.checkpoints.as_ref().and_then(|c| c.cp.history.details(id)));
+                let _ = reply.send(self.checkpoints.cp.history.details(id));
             }
             Request::CheckpointConfig(reply) => {
                 let _ = reply.send(checkpoint_config(self.job));
@@ -301,7 +295,7 @@ impl<'a> Controller<'a> {
             Request::Savepoint(request, reply) => {
                 let job = self.job;
                 let settings = &job.settings;
-                match self.accepting("savepoints need") {
+                match self.accepting() {
                     Err(e) => {
                         let _ = reply.send(Err(e));
                     }
@@ -323,7 +317,7 @@ impl<'a> Controller<'a> {
             let _ = reply.send(Err(RequestError::UnknownOperator { uid: request.operator, known }));
             return;
         };
-        if let Err(e) = self.accepting("a module swap needs") {
+        if let Err(e) = self.accepting() {
             let _ = reply.send(Err(e));
             return;
         }
@@ -348,8 +342,7 @@ impl<'a> Controller<'a> {
     fn on_compiled(&mut self, result: Result<Loaded, WasmError>) {
         let Some(Compiling { request, reply, .. }) = self.compiling.take() else { return };
         let job = self.job;
-        let (Some(operator), Ok(c)) =
-            (job.spec.operators.iter().find(|o| o.uid == request.operator), self.accepting("a module swap needs"))
+        let (Some(operator), Ok(c)) = (job.spec.operators.iter().find(|o| o.uid == request.operator), self.accepting())
         else {
             let _ = reply.send(Err(RequestError::Failing));
             return;
@@ -371,14 +364,18 @@ impl<'a> Controller<'a> {
         self.follow_savepoint();
     }
 
+    /// The checkpointing, if periodic checkpoints are on.
+    fn periodic(&self) -> Option<&Checkpointing<'a>> {
+        Some(&self.checkpoints).filter(|c| c.cp.periodic())
+    }
+
     /// The checkpointing that takes a savepoint or swap now, or why none
     /// can be taken.
-    fn accepting(&mut self, what: &'static str) -> Result<&mut Checkpointing<'a>, RequestError> {
-        match (self.state, self.checkpoints.as_mut()) {
-            (_, None) => Err(RequestError::NeedsCheckpointing { what }),
-            (JobState::Failing | JobState::Cancelling, _) => Err(RequestError::Failing),
-            (JobState::Finishing, _) => Err(RequestError::Finishing),
-            (_, Some(c)) => Ok(c),
+    fn accepting(&mut self) -> Result<&mut Checkpointing<'a>, RequestError> {
+        match self.state {
+            JobState::Failing | JobState::Cancelling => Err(RequestError::Failing),
+            JobState::Finishing => Err(RequestError::Finishing),
+            _ => Ok(&mut self.checkpoints),
         }
     }
 
@@ -397,7 +394,7 @@ impl<'a> Controller<'a> {
     /// Keeps the job's state in step with its savepoint: savepointing or
     /// stopping while one is under way, running again when it failed.
     fn follow_savepoint(&mut self) {
-        let Some(c) = &self.checkpoints else { return };
+        let c = &self.checkpoints;
         let (pending, stop, stopped) = (c.savepoint_pending(), c.stop_pending(), c.stopped_with().is_some());
         let next = match self.state {
             JobState::Running if pending && stop => JobState::Stopping,
@@ -427,7 +424,7 @@ impl<'a> Controller<'a> {
         if self.last_draw.elapsed() >= self.job.settings.progress_interval {
             self.last_draw = Instant::now();
             let (read, written) = self.counters.totals(&self.plan.nodes);
-            self.progress.set_checkpoints(self.checkpoints.as_ref().map(|c| c.status()));
+            self.progress.set_checkpoints(self.periodic().map(|c| c.status()));
             self.progress.update(read, written);
         }
     }
@@ -436,7 +433,7 @@ impl<'a> Controller<'a> {
         if self.state.is_stopping_tasks() {
             return Ok(());
         }
-        let Some(c) = self.checkpoints.as_mut() else { return Ok(()) };
+        let c = &mut self.checkpoints;
         c.tick()?;
         // Every task but the sinks is done and the sinks wait: once no
         // checkpoint is in flight, the final one ends the job.
@@ -463,15 +460,15 @@ impl<'a> Controller<'a> {
         Status {
             records_read,
             records_written,
-            checkpoints: self.checkpoints.as_ref().map(|c| c.status()),
-            latest_checkpoint: self.checkpoints.as_ref().and_then(|c| c.cp.stats.latest),
+            checkpoints: self.periodic().map(|c| c.status()),
+            latest_checkpoint: self.checkpoints.cp.stats.latest,
             nodes: self.counters.status(&self.plan.nodes),
             ..run_status(self.job, self.run, self.attempt, self.state, self.plan)
         }
     }
 
     fn graph(&self) -> JobGraph {
-        graph(self.job, self.plan, self.run, self.checkpoints.as_ref().map(|c| &*c.cp))
+        graph(self.job, self.plan, self.run, self.checkpoints.cp)
     }
 
     fn metrics(&self) -> Metrics {
@@ -480,9 +477,25 @@ impl<'a> Controller<'a> {
             restarts: self.attempt,
             uptime_ms: self.run.uptime_ms(),
 
-            tasks: self.counters.per_task(&self.plan.nodes),
-            checkpoints: self.checkpoints.as_ref().map(|c| c.metrics()),
+            tasks: self.task_metrics(),
+            checkpoints: self.periodic().map(|c| c.metrics()),
         }
+    }
+
+    /// Every subtask's metrics, operators' with their state's size in the
+    /// latest checkpoint and the run's guest failures.
+    fn task_metrics(&self) -> Vec<crate::control::TaskMetrics> {
+        let mut tasks = self.counters.per_task(&self.plan.nodes);
+        let sizes = self.checkpoints.cp.history.latest_task_sizes();
+        for t in tasks.iter_mut().filter(|t| t.role == "operator") {
+            let key = (t.node.clone(), t.subtask);
+            let g = t.guest.get_or_insert_with(Default::default);
+            g.state_bytes = sizes.get(&key).copied();
+            if let Some(&(traps, interruptions)) = self.run.guest_failures.get(&key) {
+                (g.traps, g.interruptions) = (traps, interruptions);
+            }
+        }
+        tasks
     }
 
     /// The attempt's end: its report, or why it failed.
@@ -495,7 +508,7 @@ impl<'a> Controller<'a> {
                 name: self.job.spec.name.clone(),
                 nodes: self.counters.per_node(&self.plan.nodes),
                 elapsed: self.progress.elapsed(),
-                stopped_with: self.checkpoints.as_ref().and_then(|c| c.stopped_with().cloned()),
+                stopped_with: self.checkpoints.stopped_with().cloned(),
                 ..JobReport::default()
             }),
         };
@@ -524,9 +537,9 @@ fn run_status(job: &LoadedJob, run: &RunInfo, attempt: u32, state: JobState, pla
 }
 
 /// The job graph, with each operator's module as it runs now.
-fn graph(job: &LoadedJob, plan: &Plan, run: &RunInfo, checkpoints: Option<&Checkpoints>) -> JobGraph {
+fn graph(job: &LoadedJob, plan: &Plan, run: &RunInfo, checkpoints: &Checkpoints) -> JobGraph {
     let spec = &job.spec;
-    let swapped = checkpoints.map(|c| c.swapped_modules()).unwrap_or_default();
+    let swapped = checkpoints.swapped_modules();
     let backend = match job.settings.backend {
         BackendKind::HashMap => "hashmap",
         BackendKind::RocksDb => "rocksdb",
@@ -598,7 +611,7 @@ pub fn wait_to_restart(
     plan: &Plan,
     attempt: u32,
     run: &RunInfo,
-    checkpoints: Option<&Checkpoints>,
+    checkpoints: &Checkpoints,
 ) -> bool {
     let until = Instant::now() + delay;
     let name = &job.spec.name;
@@ -620,10 +633,10 @@ pub fn wait_to_restart(
                 let _ = reply.send(graph(job, plan, run, checkpoints));
             }
             Ok(Request::Checkpoints(reply)) => {
-                let _ = reply.send(checkpoints.map(|c| c.history.overview()).unwrap_or_default());
+                let _ = reply.send(checkpoints.history.overview());
             }
             Ok(Request::CheckpointDetails(id, reply)) => {
-                let _ = reply.send(checkpoints.and_then(|c| c.history.details(id)));
+                let _ = reply.send(checkpoints.history.details(id));
             }
             Ok(Request::CheckpointConfig(reply)) => {
                 let _ = reply.send(checkpoint_config(job));

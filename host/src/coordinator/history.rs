@@ -12,7 +12,7 @@ use crate::control::{
 };
 use crate::runtime::TaskId;
 use crate::runtime::events::{AckTiming, TaskSnapshot};
-use std::collections::{HashSet, VecDeque};
+use std::collections::{BTreeMap, HashSet, VecDeque};
 use std::time::Instant;
 
 /// Checkpoints and savepoints kept in the history.
@@ -178,6 +178,14 @@ impl History {
     /// When the run last restored a checkpoint.
     pub fn last_restore_time_ms(&self) -> Option<u64> {
         self.latest_restored.as_ref().map(|r| r.restore_time_ms)
+    }
+
+    /// Each subtask's bytes of state in the latest completed checkpoint, by
+    /// (node, subtask).
+    pub fn latest_task_sizes(&self) -> BTreeMap<(String, u32), u64> {
+        let Some(id) = self.latest_completed.as_ref().map(|s| s.id) else { return BTreeMap::new() };
+        let Some(e) = self.entries.iter().rev().find(|e| e.summary.id == id) else { return BTreeMap::new() };
+        e.tasks.iter().map(|t| ((t.node.clone(), t.subtask), t.size)).collect()
     }
 
     /// Bytes the latest completed checkpoint stored anew.

@@ -26,9 +26,9 @@ pub use report::{JobReport, NodeReport};
 pub use start::{StartError, StartFrom};
 
 use crate::checkpoint::restore::{self, RestoreError};
-use crate::checkpoint::storage::StorageError;
+use crate::checkpoint::storage::{CheckpointStorage, StorageError};
 use crate::clock::now_ms;
-use crate::config::{ConfigError, LoadedJob, RestartStrategy};
+use crate::config::{ConfigError, LoadedJob, RestartStrategy, StorageSettings};
 use crate::connectors;
 use crate::control::Request;
 use crate::control::server::{ControlError, ControlServer};
@@ -36,12 +36,12 @@ use crate::control::{ModuleInfo, Restart, RestoredCheckpoint};
 use crate::fault::{Classify, Domain, RetryHint};
 use crate::runtime::TaskError;
 use crate::wasm::engine::{EpochTicker, new_engine};
-use crate::wasm::{ModuleLoader, OperatorModule, WasmError};
+use crate::wasm::{FailureKind, ModuleLoader, OperatorModule, WasmError};
 use checkpointing::{CheckpointingError, Checkpoints, shared_files};
 use controller::{Controller, RunInfo};
 use crossbeam_channel::unbounded;
 use spawn::Connectors;
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Instant;
 use thiserror::Error;
@@ -156,35 +156,39 @@ pub fn run_job(job: &LoadedJob, start: &StartFrom) -> Result<JobReport, JobError
             ..JobReport::default()
         });
     }
-    let mut checkpoints = match (&settings.checkpointing, &start_with.storage) {
-        (Some(c), Some(s)) => {
-            let pinned = initial.as_ref().map(|r| shared_files(&r.metadata)).unwrap_or_default();
-            Some(Checkpoints::new(
-                *c,
-                s.clone(),
-                &spec.name,
-                spec.max_parallelism,
-                start_with.highest_id,
-                pinned.into_iter().collect(),
-            ))
+    // Without checkpointing, savepoints and swaps still ride on barriers;
+    // their state goes to the savepoint's own storage, so the checkpoint
+    // storage is host memory that nothing is written to.
+    let storage = match &start_with.storage {
+        Some(s) => s.clone(),
+        None => {
+            let memory = StorageSettings { dir: None, ..settings.storage.clone() };
+            Arc::new(CheckpointStorage::open(&memory, &spec.name)?)
         }
-        _ => None,
     };
+    let pinned = initial.as_ref().map(|r| shared_files(&r.metadata)).unwrap_or_default();
+    let checkpoints = Checkpoints::new(
+        settings.checkpointing,
+        storage.clone(),
+        &spec.name,
+        spec.max_parallelism,
+        start_with.highest_id,
+        pinned.into_iter().collect(),
+    );
 
     let engine = new_engine().map_err(|e| JobError::Engine(format!("{e:#}")))?;
     let _ticker = EpochTicker::start(&engine);
     let mut loader =
         ModuleLoader::new(&engine, settings.cache_dir.clone()).map_err(|e| JobError::Engine(format!("{e:#}")))?;
     let run_modules = modules::load(spec, &mut loader, initial.as_deref())?;
-    if let Some(c) = checkpoints.take() {
-        checkpoints = Some(c.with_modules(run_modules.job_file.clone(), run_modules.swapped.clone()));
-    }
+    let mut checkpoints = checkpoints.with_modules(run_modules.job_file.clone(), run_modules.swapped.clone());
     // By uid; a committed module swap replaces an entry, so a restart
     // after it runs the new module.
     let mut run = RunInfo {
         started: run_started,
         start_time_ms: now_ms().max(0) as u64 - run_started.elapsed().as_millis() as u64,
         restarts: Vec::new(),
+        guest_failures: BTreeMap::new(),
         modules: spec
             .operators
             .iter()
@@ -206,8 +210,8 @@ pub fn run_job(job: &LoadedJob, start: &StartFrom) -> Result<JobReport, JobError
     let mut restore_from = initial.clone();
     let mut attempt = 0u32;
     loop {
-        if let (Some(c), Some(r)) = (checkpoints.as_mut(), &restore_from) {
-            c.history.restored(RestoredCheckpoint {
+        if let Some(r) = &restore_from {
+            checkpoints.history.restored(RestoredCheckpoint {
                 id: r.metadata.id,
                 location: r.location.clone(),
                 restore_time_ms: now_ms().max(0) as u64,
@@ -221,13 +225,11 @@ pub fn run_job(job: &LoadedJob, start: &StartFrom) -> Result<JobReport, JobError
             modules: &modules,
             attempt,
             restore: restore_from.clone(),
-            storage: start_with.storage.clone(),
+            storage: storage.clone(),
         });
         let startup = run_started.elapsed();
         tracing::info!(job = %spec.name, tasks = started.threads.len(), startup_ms = startup.as_millis() as u64, attempt, "job started");
-        let cp = checkpoints
-            .as_mut()
-            .map(|c| c.attempt(started.tasks.clone(), started.sources.clone(), started.controls.clone()));
+        let cp = checkpoints.attempt(started.tasks.clone(), started.sources.clone(), started.controls.clone());
         let controller = Controller::new(job, &plan, &started, attempt, &run, cp);
         let (ended, outcome) = controller.run(&started.events, &requests, &loader.compiler(), &mut modules);
         for (id, t) in started.threads {
@@ -242,9 +244,7 @@ pub fn run_job(job: &LoadedJob, start: &StartFrom) -> Result<JobReport, JobError
                 report.startup = startup;
                 report.restarts = attempt;
                 report.restored_from = initial.as_ref().map(|r| r.location.clone());
-                if let Some(c) = &checkpoints {
-                    report.checkpoints = c.stats.clone();
-                }
+                report.checkpoints = checkpoints.stats.clone();
                 return Ok(report);
             }
             Err(e) => e,
@@ -269,9 +269,17 @@ pub fn run_job(job: &LoadedJob, start: &StartFrom) -> Result<JobReport, JobError
         let _ = state.to(JobState::Restarting);
         attempt += 1;
         let failed_at = now_ms().max(0) as u64;
+        if let JobError::Task(TaskError::Guest { uid, subtask, failure, .. }) = &failure {
+            let counts = run.guest_failures.entry((uid.to_string(), *subtask)).or_default();
+            match failure.kind {
+                FailureKind::Trap => counts.0 += 1,
+                FailureKind::Timeout => counts.1 += 1,
+                FailureKind::Returned | FailureKind::OutOfMemory => {}
+            }
+        }
         // The latest checkpoint this run completed, else where it started.
-        restore_from = match checkpoints.as_ref().and_then(|c| c.latest_created().map(|id| (c, id))) {
-            Some((c, id)) => Some(Arc::new(restore::load(c.storage(), id)?)),
+        restore_from = match checkpoints.latest_created() {
+            Some(id) => Some(Arc::new(restore::load(checkpoints.storage(), id)?)),
             None => initial.clone(),
         };
         let from =
@@ -287,7 +295,7 @@ pub fn run_job(job: &LoadedJob, start: &StartFrom) -> Result<JobReport, JobError
             cause: failure.to_string(),
             restored_from: restore_from.as_ref().map(|r| r.location.clone()),
         });
-        if !controller::wait_to_restart(delay, &requests, job, &plan, attempt, &run, checkpoints.as_ref()) {
+        if !controller::wait_to_restart(delay, &requests, job, &plan, attempt, &run, &checkpoints) {
             let _ = state.to(JobState::Cancelled);
             return Err(JobError::Cancelled);
         }

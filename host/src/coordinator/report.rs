@@ -4,7 +4,7 @@
 
 use super::checkpointing::CheckpointStats;
 use super::plan::{Node, Role};
-use crate::control::{NodeStatus, SavepointDone, TaskMetrics, TaskRates};
+use crate::control::{GuestMetrics, NodeStatus, SavepointDone, TaskMetrics, TaskRates};
 use crate::runtime::{Counters, TaskId};
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -54,7 +54,7 @@ impl JobReport {
 
 /// The latest counters of every task, as they report them.
 #[derive(Debug, Default)]
-pub struct TaskCounters(HashMap<TaskId, Counters>, HashMap<TaskId, Sample>);
+pub struct TaskCounters(HashMap<TaskId, Counters>, HashMap<TaskId, Sample>, HashMap<TaskId, GuestMetrics>);
 
 /// A task's counters when it reported them, and its rates over the
 /// interval before.
@@ -112,6 +112,11 @@ impl TaskCounters {
         self.0.insert(task, c);
     }
 
+    /// Operator subtask `task` reported its guest's metrics.
+    pub fn set_guest(&mut self, task: TaskId, m: GuestMetrics) {
+        self.2.insert(task, m);
+    }
+
     /// Every node's counters, summed over its subtasks.
     pub fn per_node(&self, nodes: &[Node]) -> Vec<NodeReport> {
         nodes
@@ -158,7 +163,7 @@ impl TaskCounters {
                     }),
                     input_watermark: Some(c.input_watermark).filter(|&w| w != i64::MIN),
                     output_watermark: Some(c.output_watermark).filter(|&w| w != i64::MIN),
-                    guest: None,
+                    guest: self.2.get(&task).cloned(),
                 });
             }
         }

@@ -49,8 +49,9 @@ pub struct Attempt<'a> {
     pub attempt: u32,
     /// The checkpoint to restore every task from.
     pub restore: Option<Arc<Restored>>,
-    /// Where checkpoints go, when the job checkpoints.
-    pub storage: Option<Arc<CheckpointStorage>>,
+    /// Where checkpoints go (host memory for a job without checkpointing:
+    /// its savepoints go to their own storage).
+    pub storage: Arc<CheckpointStorage>,
 }
 
 /// The tasks of a started attempt.
@@ -198,13 +199,10 @@ fn task_body(
                 router,
                 reporter,
                 attempt: a.attempt,
-                uploader: a
-                    .storage
-                    .as_ref()
-                    .filter(|_| settings.checkpointing.is_some())
-                    .map(|s| Uploader::new(format!("{}-{}", t.id.node, t.id.subtask), s.clone(), max_parallelism)),
+                uploader: Uploader::new(format!("{}-{}", t.id.node, t.id.subtask), a.storage.clone(), max_parallelism),
                 backend,
                 restore,
+                guest: Default::default(),
             };
             Box::new(move || task.run())
         }

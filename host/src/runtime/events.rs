@@ -7,6 +7,7 @@ use super::swap::SwapError;
 use crate::checkpoint::metadata::{SinkState, StateHandle};
 use crate::checkpoint::protocol::CheckpointId;
 use crate::checkpoint::upload::CheckpointError;
+use crate::control::GuestMetrics;
 use crossbeam_channel::Sender;
 use std::fmt;
 use std::sync::Arc;
@@ -107,6 +108,8 @@ pub enum TaskSnapshot {
 pub enum TaskEvent {
     /// Periodic counters.
     Progress(TaskId, Counters),
+    /// An operator subtask's guest and state, with its progress.
+    Guest(TaskId, Box<GuestMetrics>),
     /// Finished after end of input (or a stop with savepoint).
     Finished(TaskId, Counters),
     /// Failed (or stopped on cancel).
@@ -168,13 +171,15 @@ impl Reporter {
         Reporter { id, events, interval, last: Instant::now() }
     }
 
-    /// Reports `counters` if the interval has passed.
+    /// Reports `counters` if the interval has passed; says whether it did.
     #[inline]
-    pub fn tick(&mut self, counters: Counters) {
-        if self.last.elapsed() >= self.interval {
-            self.last = Instant::now();
-            let _ = self.events.send(TaskEvent::Progress(self.id.clone(), counters));
+    pub fn tick(&mut self, counters: Counters) -> bool {
+        if self.last.elapsed() < self.interval {
+            return false;
         }
+        self.last = Instant::now();
+        let _ = self.events.send(TaskEvent::Progress(self.id.clone(), counters));
+        true
     }
 
     /// Sends `event` to the coordinator now.

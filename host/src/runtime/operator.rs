@@ -19,11 +19,52 @@ use crate::checkpoint::upload::Uploader;
 use crate::clock::now_ms;
 use crate::config::BackendKind;
 use crate::config::units::human_bytes;
+use crate::control::{CallMetrics, GuestMetrics};
 use crate::state::key_group::KeyGroupRange;
 use crate::state::{StateBackend, TimeDomain};
 use crate::wasm::{GuestFailure, Limits, OperatorInfo, OperatorInstance, OperatorModule, WasmError};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+/// The guest's calls and memory over every instance a subtask has had: a
+/// swap replaces the instance, the counts go on.
+#[derive(Debug, Default)]
+pub struct GuestTotals {
+    carried: BTreeMap<&'static str, CallMetrics>,
+    memory_peak: u64,
+}
+
+impl GuestTotals {
+    /// `old` is replaced: its counts carry over.
+    pub(super) fn retire(&mut self, old: &OperatorInstance) {
+        for (export, c) in old.calls() {
+            let total = self.carried.entry(export).or_default();
+            total.count += c.count;
+            total.time_ns += c.time_ns;
+        }
+        self.memory_peak = self.memory_peak.max(old.memory_bytes());
+    }
+
+    /// The metrics with `now` the instance in use.
+    fn metrics(&self, now: &OperatorInstance, backend: &str, key_groups: u32) -> GuestMetrics {
+        let mut calls: BTreeMap<String, CallMetrics> = self.carried.iter().map(|(e, c)| (e.to_string(), *c)).collect();
+        for (export, c) in now.calls() {
+            let total = calls.entry(export.to_string()).or_default();
+            total.count += c.count;
+            total.time_ns += c.time_ns;
+        }
+        let memory_bytes = now.memory_bytes();
+        GuestMetrics {
+            memory_bytes,
+            memory_peak_bytes: self.memory_peak.max(memory_bytes),
+            calls,
+            backend: backend.to_string(),
+            key_groups,
+            ..GuestMetrics::default()
+        }
+    }
+}
 
 /// Everything an operator subtask needs.
 pub struct OperatorTask {
@@ -49,12 +90,15 @@ pub struct OperatorTask {
     pub reporter: Reporter,
     /// Restarts of the job so far (0 on the first run).
     pub attempt: u32,
-    /// Stores snapshots, when the job checkpoints.
-    pub uploader: Option<Uploader>,
+    /// Stores snapshots: checkpoints' into checkpoint storage, a
+    /// savepoint's into its own.
+    pub uploader: Uploader,
     /// How the state backend is built.
     pub backend: BackendSpec,
     /// State to start from.
     pub restore: Option<SubtaskRestore>,
+    /// Calls and memory of the instances it had.
+    pub guest: GuestTotals,
 }
 
 impl OperatorTask {
@@ -121,7 +165,7 @@ impl OperatorTask {
                         })?;
                         self.forward(&mut instance)?;
                     }
-                    self.end_batch(&mut counters)?;
+                    self.end_batch(&mut counters, &instance)?;
                 }
                 Next::Batch { batch, broadcast: false } => {
                     let before = counters.records_in;
@@ -131,7 +175,7 @@ impl OperatorTask {
                         return Err(self.guest_error(describe_position(before, len, &f), f));
                     }
                     self.forward(&mut instance)?;
-                    self.end_batch(&mut counters)?;
+                    self.end_batch(&mut counters, &instance)?;
                 }
                 Next::Ended => {
                     // A timer registered for a time the watermark had
@@ -166,20 +210,16 @@ impl OperatorTask {
         barrier: Arc<Barrier>,
     ) -> Result<OperatorInstance, TaskError> {
         let started = Instant::now();
-        let frozen = self.uploader.as_ref().map(|_| instance.freeze_state());
+        let frozen = instance.freeze_state();
         let timing = AckTiming::since(started, self.inputs.last_alignment());
         self.router.barrier(&barrier).map_err(|e| self.route_error(e))?;
-        if let (Some(uploader), Some(frozen)) = (&self.uploader, frozen) {
-            let (task, id, events) = (self.id.clone(), barrier.id, self.reporter.sender());
-            uploader.upload(id, barrier.savepoint_target().cloned(), frozen, move |result| {
-                let _ = events.send(match result {
-                    Ok(handle) => {
-                        TaskEvent::Acknowledged { task, id, snapshot: TaskSnapshot::Operator(handle), timing }
-                    }
-                    Err(reason) => TaskEvent::Declined { task, id, reason },
-                });
+        let (task, id, events) = (self.id.clone(), barrier.id, self.reporter.sender());
+        self.uploader.upload(id, barrier.savepoint_target().cloned(), frozen, move |result| {
+            let _ = events.send(match result {
+                Ok(handle) => TaskEvent::Acknowledged { task, id, snapshot: TaskSnapshot::Operator(handle), timing },
+                Err(reason) => TaskEvent::Declined { task, id, reason },
             });
-        }
+        });
         match barrier.swap_for(&self.id.node) {
             Some(order) => self.swap(instance, barrier.id, order.clone()),
             None => Ok(instance),
@@ -195,11 +235,8 @@ impl OperatorTask {
     /// An incremental uploader forgets the files it stored and takes
     /// `known` (files the backend took over) as stored.
     pub(super) fn reset_uploads(&mut self, known: &[DbFile]) {
-        if self.backend.kind == BackendKind::RocksDb
-            && self.backend.rocksdb.incremental
-            && let Some(uploader) = self.uploader.as_mut()
-        {
-            uploader.incremental(known);
+        if self.backend.kind == BackendKind::RocksDb && self.backend.rocksdb.incremental {
+            self.uploader.incremental(known);
         }
     }
 
@@ -239,14 +276,22 @@ impl OperatorTask {
         e.into_task_error(&self.id.node)
     }
 
-    /// After an input batch: send partial batches on, report progress.
-    fn end_batch(&mut self, counters: &mut Counters) -> Result<(), TaskError> {
+    /// After an input batch: send partial batches on, report progress
+    /// (with the guest's metrics).
+    fn end_batch(&mut self, counters: &mut Counters, instance: &OperatorInstance) -> Result<(), TaskError> {
         self.router.flush().map_err(|e| self.route_error(e))?;
         counters.records_out = self.router.records_out();
         counters.backpressured_ns = self.router.backpressured_ns();
         counters.input_watermark = self.inputs.watermark();
         counters.output_watermark = self.router.output_watermark();
-        self.reporter.tick(*counters);
+        if self.reporter.tick(*counters) {
+            let backend = match self.backend.kind {
+                BackendKind::HashMap => "hashmap",
+                BackendKind::RocksDb => "rocksdb",
+            };
+            let metrics = self.guest.metrics(instance, backend, self.range.len() as u32);
+            self.reporter.send(TaskEvent::Guest(self.id.clone(), Box::new(metrics)));
+        }
         Ok(())
     }
 

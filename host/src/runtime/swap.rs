@@ -49,6 +49,7 @@ impl OperatorTask {
     ) -> Result<OperatorInstance, TaskError> {
         let barrier_at = Instant::now();
         let mut rollback = instance.freeze_state();
+        self.guest.retire(&instance);
         let backend = instance.into_backend();
         let prepared = self.instantiate(&order.module, backend).map_err(SwapError::from).and_then(|mut new| match new
             .open(&self.info())

@@ -12,11 +12,12 @@ use super::host::clocks::{CallMonotonicClock, CallTime, CallWallClock};
 use super::host::{Input, Migration, OperatorHost, Phase};
 use super::log_stream::{GuestLog, Stream};
 use super::module::WasmError;
+use crate::control::CallMetrics;
 use crate::record::{Batch, Record, Records};
 use crate::state::key_group::key_hash;
 use crate::state::{KeyRef, MapEntry, Shape, StateBackend, StateError, TimeDomain};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use wasmtime::Store;
 use wasmtime_wasi::WasiCtxBuilder;
 
@@ -82,6 +83,8 @@ pub struct OperatorInstance {
     ticks: u64,
     limits: Limits,
     stderr: GuestLog,
+    /// Calls per export, in [`Phase::CALLS`] order.
+    calls: [CallMetrics; Phase::CALLS.len()],
 }
 
 impl OperatorInstance {
@@ -126,7 +129,7 @@ impl OperatorInstance {
             subtask,
             message: format!("{e:#}"),
         })?;
-        Ok(OperatorInstance { store, world, ticks, limits, stderr })
+        Ok(OperatorInstance { store, world, ticks, limits, stderr, calls: Default::default() })
     }
 
     /// The store data (state backend, watermark).
@@ -143,6 +146,16 @@ impl OperatorInstance {
     /// it into the new module's instance).
     pub fn into_backend(self) -> Box<dyn StateBackend> {
         self.store.into_data().into_backend()
+    }
+
+    /// Bytes of linear memory the instance has.
+    pub fn memory_bytes(&self) -> u64 {
+        self.store.data().limiter.total()
+    }
+
+    /// How many calls of each export ran, and for how long in all.
+    pub fn calls(&self) -> impl Iterator<Item = (&'static str, CallMetrics)> + '_ {
+        Phase::CALLS.iter().zip(&self.calls).filter(|(_, c)| c.count > 0).map(|(p, c)| (p.export(), *c))
     }
 
     /// Sets the watermark the guest sees.
@@ -167,7 +180,12 @@ impl OperatorInstance {
         self.store.data_mut().phase = phase;
         self.store.data_mut().begin_call(self.limits.call_timeout);
         self.store.set_epoch_deadline(self.ticks);
+        let started = Instant::now();
         let result = f(&self.world, &mut self.store);
+        if let Some(i) = Phase::CALLS.iter().position(|&p| p == phase) {
+            self.calls[i].count += 1;
+            self.calls[i].time_ns += started.elapsed().as_nanos() as u64;
+        }
         let element = self.store.data().current_index();
         self.store.data_mut().phase = Phase::Idle;
         // A guest woken early from a sleep past the deadline has run past

@@ -32,6 +32,11 @@ impl StoreLimiter {
     pub fn new(limit: u64) -> Self {
         StoreLimiter { limit, total: 0, exceeded: false }
     }
+
+    /// Bytes of linear memory the instance has (a memory never shrinks).
+    pub fn total(&self) -> u64 {
+        self.total
+    }
 }
 
 impl ResourceLimiter for StoreLimiter {

@@ -48,6 +48,26 @@ pub enum Phase {
     Migrate,
 }
 
+impl Phase {
+    /// Every phase that is a call, in index order.
+    pub const CALLS: [Phase; 6] =
+        [Phase::Open, Phase::Process, Phase::Broadcast, Phase::Timer, Phase::EndOfInput, Phase::Migrate];
+
+    /// The WIT export a call of this phase runs (`process` and
+    /// `process-batch` alike count as `process-batch`).
+    pub fn export(self) -> &'static str {
+        match self {
+            Phase::Idle => "",
+            Phase::Open => "open",
+            Phase::Process => "process-batch",
+            Phase::Broadcast => "process-broadcast",
+            Phase::Timer => "on-timer",
+            Phase::EndOfInput => "end-of-input",
+            Phase::Migrate => "migrate-value",
+        }
+    }
+}
+
 /// A restored state whose stored values have another version than the one
 /// the module declared: its values go through `migrate-value` after `open`.
 #[derive(Debug, Clone)]
