@@ -373,3 +373,30 @@ fn rest_settings_bind_a_port_open_reads_and_keep_actions_behind_the_token() {
     let err = text(&out.stderr);
     assert!(err.contains(&format!("cannot listen on rest.bind = 127.0.0.1:{taken_port}")), "{err}");
 }
+
+#[test]
+fn a_slow_source_reports_progress_and_watermarks_while_it_runs() {
+    // 40 records a second: a batch of 1024 would take 25 s to fill.
+    let dir = JobDir::new();
+    write_job(&dir, "");
+    let job = dir.read("job.toml").replace(&format!("records_per_second = {RATE}"), "records_per_second = 40");
+    let job = job.replace("batch_size = 64", "batch_size = 1024").replace(&format!("count = {RECORDS}"), "count = 400");
+    dir.write("job.toml", job);
+    let child = start(&dir, &[]);
+    let (port, token) = endpoint(&dir);
+    let started = Instant::now();
+    let first = wait_for(port, &token, "/v1/job/watermarks", |w| w["nodes"][1]["min_input"].is_i64());
+    let job = wait_for(port, &token, "/v1/job", |j| j["records_read"].as_u64() > Some(0));
+    assert!(started.elapsed() < Duration::from_secs(5), "progress came after {:?}: {job}", started.elapsed());
+    let w1 = first["nodes"][1]["min_input"].as_i64().unwrap();
+    std::thread::sleep(Duration::from_millis(1_000));
+    let (_, later) = call(port, "GET", "/v1/job/watermarks", Some(&token), "");
+    let w2 = later["nodes"][1]["min_input"].as_i64().unwrap();
+    assert!(w2 >= w1 + 500, "the watermark follows the records' time: {w1} then {w2}");
+    let (_, job) = call(port, "GET", "/v1/job", Some(&token), "");
+    let read = job["records_read"].as_u64().unwrap();
+    assert!((20..400).contains(&read), "{job}");
+    assert_eq!(call(port, "POST", "/v1/cancel", Some(&token), "").0, 200);
+    let (ok, _) = finish(child, &dir);
+    assert!(!ok, "cancelled");
+}

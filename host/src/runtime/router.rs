@@ -73,12 +73,23 @@ pub struct Router {
     blocked_ns: u64,
     /// The latest watermark sent.
     output_watermark: i64,
+    /// A watermark to send after the records buffered now, at the next
+    /// flush.
+    deferred_watermark: Option<i64>,
 }
 
 impl Router {
     /// A router over `edges`.
     pub fn new(edges: Vec<Edge>, batch_size: usize) -> Self {
-        Router { edges, batch_size, sent: 0, pending_since: None, blocked_ns: 0, output_watermark: i64::MIN }
+        Router {
+            edges,
+            batch_size,
+            sent: 0,
+            pending_since: None,
+            blocked_ns: 0,
+            output_watermark: i64::MIN,
+            deferred_watermark: None,
+        }
     }
 
     /// Records routed so far (counted once per record, whatever the fan-out).
@@ -164,7 +175,7 @@ impl Router {
         Ok(())
     }
 
-    /// Sends every partly filled batch.
+    /// Sends every partly filled batch, then a deferred watermark.
     pub fn flush(&mut self) -> Result<(), RouteError> {
         self.pending_since = None;
         let batch_size = self.batch_size;
@@ -175,14 +186,34 @@ impl Router {
                 }
             }
         }
-        Ok(())
+        match self.deferred_watermark.take() {
+            Some(w) => self.send_watermark(w),
+            None => Ok(()),
+        }
     }
 
     /// Flushes, then sends watermark `w` to every downstream subtask (after
     /// the records it covers).
     pub fn watermark(&mut self, w: i64) -> Result<(), RouteError> {
-        self.output_watermark = w;
+        self.deferred_watermark = None;
         self.flush()?;
+        self.send_watermark(w)
+    }
+
+    /// Sends watermark `w` after the records buffered now, when they are
+    /// sent (within `max_batch_delay`), so that a periodic watermark does
+    /// not send a batch early; at once if nothing is buffered.
+    pub fn watermark_when_flushed(&mut self, w: i64) -> Result<(), RouteError> {
+        if self.pending_since.is_some() {
+            self.deferred_watermark = Some(w);
+            Ok(())
+        } else {
+            self.send_watermark(w)
+        }
+    }
+
+    fn send_watermark(&mut self, w: i64) -> Result<(), RouteError> {
+        self.output_watermark = w;
         for edge in &self.edges {
             for s in &edge.senders {
                 send_timed(s, Message::Watermark(w), &mut self.blocked_ns)?;

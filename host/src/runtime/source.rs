@@ -65,6 +65,11 @@ const PACE_BURST: Duration = Duration::from_micros(50);
 /// Waits shorter than this sleep rather than wait on the control channel.
 const SHORT_WAIT: Duration = Duration::from_millis(2);
 
+/// A source slower than `batch_size` records per this long still looks at
+/// the coordinator's messages, emits its watermark and reports progress
+/// this often (Flink's `pipeline.auto-watermark-interval` default).
+const PERIODIC: Duration = Duration::from_millis(200);
+
 /// What every source task shares: where to send, how to report, when to stop.
 pub struct SourceContext {
     id: Arc<str>,
@@ -84,6 +89,9 @@ pub struct SourceContext {
     pace: Option<(Instant, i64, Duration)>,
     /// The longest a record waits in a partly filled batch.
     max_batch_delay: Duration,
+    /// When the periodic work (messages, watermark, progress) is due at
+    /// the latest.
+    next_periodic: Instant,
     /// Where the source is: what a checkpoint records, so a restore
     /// resumes at the next record. Sources set it before each `emit`.
     pub position: u64,
@@ -118,39 +126,47 @@ impl SourceContext {
             watermark: i64::MIN,
             pace: rate.map(|r| (Instant::now(), crate::clock::now_us(), Duration::from_secs_f64(1.0 / r))),
             max_batch_delay,
+            next_periodic: Instant::now() + PERIODIC,
             position,
         }
     }
 
-    /// Sends one record; every `batch_size` records handles the
-    /// coordinator's messages, emits a watermark and reports progress. A
-    /// paced source waits until the record is due. A record waits in a
-    /// partly filled batch at most `max_batch_delay` (checked every 64
-    /// records, or every record if it is zero, and while a paced source
-    /// waits).
+    /// Sends one record; every `batch_size` records, and at least every
+    /// [`PERIODIC`], handles the coordinator's messages, emits a watermark
+    /// and reports progress. A paced source waits until the record is due.
+    /// A record waits in a partly filled batch at most `max_batch_delay`
+    /// (checked every 64 records, or every record if it is zero or the
+    /// source waited for it, and while a paced source waits).
     #[inline]
     pub fn emit(&mut self, record: Record<'_>) -> Result<(), Halt> {
         if let Some(t) = record.timestamp {
             self.max_timestamp = self.max_timestamp.max(t);
         }
-        let deferred = self.wait_for_pace()?;
+        let (deferred, waited) = self.wait_for_pace()?;
         self.router.push(record).map_err(|e| self.route_error(e))?;
         self.counters.records_in += 1;
         for c in deferred {
             self.on_control(c)?;
         }
-        if self.counters.records_in.is_multiple_of(64) || self.max_batch_delay.is_zero() {
-            self.flush_if_due(Instant::now())?;
+        let periodic = self.counters.records_in.is_multiple_of(self.batch_size as u64);
+        let mut late = false;
+        if self.counters.records_in.is_multiple_of(64) || self.max_batch_delay.is_zero() || waited {
+            let now = Instant::now();
+            self.flush_if_due(now)?;
+            late = now >= self.next_periodic;
         }
-        if self.counters.records_in.is_multiple_of(self.batch_size as u64) {
+        if periodic || late {
+            self.next_periodic = Instant::now() + PERIODIC;
             self.poll_control()?;
             // Bounded out-of-orderness, as Flink's: the watermark trails the
-            // largest timestamp by the lag, minus one.
+            // largest timestamp by the lag, minus one. Between full
+            // batches it waits for the records before it to be sent.
             if let Some(lag) = self.watermark_lag {
                 let w = self.max_timestamp.saturating_sub(lag).saturating_sub(1);
                 if w > self.watermark {
                     self.watermark = w;
-                    self.router.watermark(w).map_err(|e| self.route_error(e))?;
+                    let sent = if periodic { self.router.watermark(w) } else { self.router.watermark_when_flushed(w) };
+                    sent.map_err(|e| self.route_error(e))?;
                 }
             }
             self.counters.records_out = self.router.records_out();
@@ -191,10 +207,10 @@ impl SourceContext {
     /// control channel so it stays responsive, sending buffered records
     /// when their batch delay runs out meanwhile; returns the messages that
     /// arrived, to handle after the record (the position already counts
-    /// it: its barrier must follow it).
-    fn wait_for_pace(&mut self) -> Result<Vec<Control>, Halt> {
+    /// it: its barrier must follow it), and whether it waited.
+    fn wait_for_pace(&mut self) -> Result<(Vec<Control>, bool), Halt> {
         let mut deferred = Vec::new();
-        let Some((start, _, gap)) = self.pace else { return Ok(deferred) };
+        let Some((start, _, gap)) = self.pace else { return Ok((deferred, false)) };
         let due = start + gap.mul_f64(self.counters.records_in as f64);
         // Records due closer together than a wake-up costs go in bursts:
         // sleep a little past this one's time, then send every record due
@@ -202,14 +218,14 @@ impl SourceContext {
         let until = if gap < PACE_BURST { due + PACE_BURST } else { due };
         let mut now = Instant::now();
         if now >= due {
-            return Ok(deferred);
+            return Ok((deferred, false));
         }
         let waiting_since = now;
         loop {
             self.flush_if_due(now)?;
             if now >= until {
                 self.counters.idle_ns += now.duration_since(waiting_since).as_nanos() as u64;
-                return Ok(deferred);
+                return Ok((deferred, true));
             }
             let wake = self.router.pending_since().map_or(until, |since| (since + self.max_batch_delay).min(until));
             let wait = wake.saturating_duration_since(now);
