@@ -400,3 +400,68 @@ fn a_slow_source_reports_progress_and_watermarks_while_it_runs() {
     let (ok, _) = finish(child, &dir);
     assert!(!ok, "cancelled");
 }
+
+#[test]
+fn a_restart_shows_its_cause_and_the_guest_trap_that_caused_it() {
+    let dir = JobDir::new();
+    dir.write(
+        "job.toml",
+        format!(
+            r#"name = "watched"
+
+[checkpointing]
+interval = "300ms"
+
+[restart-strategy]
+delay = "200ms"
+
+[[sources]]
+id = "gen"
+kind = "generator"
+count = 20000
+keys = 10
+records_per_second = 2000
+
+[[operators]]
+uid = "flaky"
+module = "{misbehave}"
+input = "gen"
+partition = "forward"
+params = {{ mode = "trap-once" }}
+
+[[operators]]
+uid = "counter"
+module = "{counter}"
+input = "flaky"
+partition = "key"
+
+[[sinks]]
+id = "out"
+kind = "discard"
+input = "counter"
+"#,
+            misbehave = artifacts::MISBEHAVE,
+            counter = artifacts::WORD_COUNT_COUNTER
+        ),
+    );
+    let child = start(&dir, &[]);
+    let (port, token) = endpoint(&dir);
+    let job = wait_for(port, &token, "/v1/job", |j| j["attempt"] == 1 && j["state"] == "running");
+    let restarts = job["restarts"].as_array().unwrap();
+    assert_eq!(restarts.len(), 1, "{job}");
+    assert_eq!(restarts[0]["attempt"], 1);
+    let cause = restarts[0]["cause"].as_str().unwrap();
+    assert!(cause.contains("flaky") && cause.contains("misbehave: trap"), "{cause}");
+    assert!(restarts[0]["time_ms"].as_i64().unwrap() >= job["start_time_ms"].as_i64().unwrap(), "{job}");
+    let metrics = wait_for(port, &token, "/v1/job/metrics", |m| {
+        m["tasks"].as_array().unwrap().iter().any(|t| t["node"] == "flaky" && t["guest"]["calls"].is_object())
+    });
+    let flaky = metrics["tasks"].as_array().unwrap().iter().find(|t| t["node"] == "flaky").unwrap();
+    assert_eq!((flaky["guest"]["traps"].as_u64(), flaky["guest"]["interruptions"].as_u64()), (Some(1), Some(0)));
+    let counter = metrics["tasks"].as_array().unwrap().iter().find(|t| t["node"] == "counter").unwrap();
+    assert_eq!(counter["guest"]["traps"], 0, "{counter}");
+    assert_eq!(metrics["restarts"], 1);
+    assert_eq!(call(port, "POST", "/v1/cancel", Some(&token), "").0, 200);
+    let (ok, _) = finish(child, &dir);
+    assert!(!ok, "cancelled");
+}
