@@ -7,10 +7,10 @@
 //! Then `[rest]`: a fixed port, reads opened with `auth = "none"` while
 //! actions still need the token, and bad settings refused by name.
 
+use super::control_auth::request_with;
 use super::live_job::{finish, host, start, text};
 use super::support::JobDir;
 use sha2::Digest;
-use std::io::{Read, Write};
 use std::time::{Duration, Instant};
 use weir_tests::artifacts;
 
@@ -65,20 +65,8 @@ path = "out.txt"
 
 /// One HTTP request: (status code, JSON body).
 fn call(port: u16, method: &str, path: &str, token: Option<&str>, body: &str) -> (u16, serde_json::Value) {
-    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
-    let auth = token.map(|t| format!("Authorization: Bearer {t}\r\n")).unwrap_or_default();
-    write!(
-        s,
-        "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n{auth}Content-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    )
-    .unwrap();
-    let mut answer = String::new();
-    s.read_to_string(&mut answer).unwrap();
-    let code = answer.split(' ').nth(1).and_then(|c| c.parse().ok()).unwrap_or_else(|| panic!("{answer:?}"));
-    let body = answer.split_once("\r\n\r\n").map(|(_, b)| b).unwrap_or_default();
-    (code, serde_json::from_str(body).unwrap_or_else(|e| panic!("{method} {path}: {e}: {body:?}")))
+    let (code, answer) = request_with(port, method, path, token, body);
+    (code, serde_json::from_str(&answer).unwrap_or_else(|e| panic!("{method} {path}: {e}: {answer:?}")))
 }
 
 /// The run file once the job is up: (port, token).
