@@ -10,7 +10,8 @@ use weir_host::control::{SavepointRequest, SwapRequest};
 
 /// `host status`.
 pub fn status(job: &str, json: bool) -> anyhow::Result<()> {
-    let s = Client::find(&job_name(job)?)?.status()?;
+    let client = Client::find(&job_name(job)?)?;
+    let s = client.status()?;
     if json {
         println!("{}", serde_json::to_string_pretty(&s)?);
         return Ok(());
@@ -27,6 +28,11 @@ pub fn status(job: &str, json: bool) -> anyhow::Result<()> {
     );
     if let Some(c) = &s.checkpoints {
         println!("  {c}");
+    }
+    println!("  dashboard: {}", client.run_file().dashboard_url());
+    for r in &s.restarts {
+        let cause = r.cause.lines().next().unwrap_or_default();
+        println!("  restart {} at {}: {cause}", r.attempt, super::utc(r.time_ms as i64));
     }
     println!("  {:<10} {:<24} {:>4} {:>14} {:>14}", "role", "id", "par", "records in", "records out");
     for n in &s.nodes {

@@ -150,7 +150,9 @@ impl ControlServer {
         if !local.ip().is_loopback() {
             tracing::warn!(address = %local, "the control API listens beyond loopback: put TLS in front of it (a proxy)");
         }
-        tracing::info!("dashboard: {}", run.dashboard_url());
+        // The token stays out of the logs (they may be shipped anywhere):
+        // `host status` prints the address with it.
+        tracing::info!(run_file = %file.display(), "dashboard: {}/ (host status {job} prints it with the token)", run.url());
         let shared = Arc::new(Shared { requests, token: run.token, auth: rest.auth });
         let (shutdown, stop) = tokio::sync::oneshot::channel();
         let thread = std::thread::Builder::new()

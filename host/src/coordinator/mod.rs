@@ -182,8 +182,6 @@ pub fn run_job(job: &LoadedJob, start: &StartFrom) -> Result<JobReport, JobError
         ModuleLoader::new(&engine, settings.cache_dir.clone()).map_err(|e| JobError::Engine(format!("{e:#}")))?;
     let run_modules = modules::load(spec, &mut loader, initial.as_deref())?;
     let mut checkpoints = checkpoints.with_modules(run_modules.job_file.clone(), run_modules.swapped.clone());
-    // By uid; a committed module swap replaces an entry, so a restart
-    // after it runs the new module.
     let mut run = RunInfo {
         started: run_started,
         start_time_ms: now_ms().max(0) as u64 - run_started.elapsed().as_millis() as u64,
@@ -204,6 +202,8 @@ pub fn run_job(job: &LoadedJob, start: &StartFrom) -> Result<JobReport, JobError
             )
             .collect(),
     };
+    // By uid; a committed module swap replaces an entry, so a restart
+    // after it runs the new module.
     let mut modules: HashMap<String, OperatorModule> = run_modules.by_uid;
     let plan = plan::plan(spec);
 
