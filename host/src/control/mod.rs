@@ -14,6 +14,9 @@
 //!   `POST /v1/swaps` answer `202 Accepted` with the operation to follow
 //!   ([`operations`]); `POST /v1/cancel` cancels the job.
 //!
+//! `GET /` serves the web dashboard ([`dashboard`]): the job as HTML
+//! tables, redrawn live by its script from the endpoints above.
+//!
 //! Every request carries `Authorization: Bearer <token>` from the run
 //! file, which only the user who started the job can read; reads need it
 //! too unless `rest.auth = "none"`. Errors come back as
@@ -21,6 +24,7 @@
 
 pub mod api;
 pub mod client;
+pub mod dashboard;
 pub mod metrics;
 pub mod operations;
 pub mod server;
