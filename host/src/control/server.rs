@@ -5,7 +5,9 @@
 //! Only the user who started the job can steer it: every action must carry
 //! the bearer token of the run file (mode 0600, in a directory only that
 //! user can write), compared in constant time before anything else of the
-//! request is read; so must every read unless `rest.auth = "none"`. Nobody
+//! request is read; so must every read unless `rest.auth = "none"`. The
+//! dashboard's page and assets are open, but the page shows the job only
+//! to a request that may read it (the token as `?token=`). Nobody
 //! can exhaust the host through it: at most
 //! [`MAX_CONNECTIONS`] connections at once (a new one closes the oldest), a
 //! request's head must arrive within [`HEAD_TIMEOUT`] and fit in
@@ -343,6 +345,10 @@ fn router(shared: Arc<Shared>, table: Operations) -> Router {
         .route("/metrics", get(metrics))
         .fallback(|| async { error(StatusCode::NOT_FOUND, "no such endpoint (see docs/rest-api.md; try GET /v1/job)") })
         .layer(axum::middleware::from_fn_with_state(shared.clone(), authorize))
+        // The dashboard, outside the token check: its page asks for the
+        // token itself, and its assets hold nothing of the job.
+        .route("/", get(dashboard_page))
+        .merge(super::dashboard::router())
         .layer(tower_http::timeout::RequestBodyTimeoutLayer::new(BODY_TIMEOUT))
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .with_state(App { shared, operations: table })
@@ -404,6 +410,31 @@ async fn read<T: serde::Serialize + Send + 'static>(
     match ask(&app.shared, make, SHORT_WAIT).await {
         Some(answer) => axum::Json(answer).into_response(),
         None => gone(),
+    }
+}
+
+/// `GET /`: the dashboard with the job's state when the request may read
+/// it (`rest.auth = "none"`, or the token as `?token=` or bearer), else
+/// the form that asks for the token.
+async fn dashboard_page(State(app): State<App>, uri: axum::http::Uri, headers: axum::http::HeaderMap) -> Response {
+    use super::dashboard::{PageData, respond, token_of, unavailable};
+    let given = token_of(uri.query(), &headers);
+    let valid = given.as_ref().is_some_and(|t| bool::from(t.as_bytes().ct_eq(app.shared.token.as_bytes())));
+    if !valid && app.shared.auth != RestAuth::ReadOpen {
+        return respond(None, given.is_some());
+    }
+    let shared = &app.shared;
+    let answers = tokio::join!(
+        ask(shared, Request::Status, SHORT_WAIT),
+        ask(shared, Request::Plan, SHORT_WAIT),
+        ask(shared, Request::Metrics, SHORT_WAIT),
+        ask(shared, Request::Checkpoints, SHORT_WAIT),
+    );
+    match answers {
+        (Some(status), Some(graph), Some(metrics), Some(checkpoints)) => {
+            respond(Some(&PageData { status, graph, metrics, checkpoints }), false)
+        }
+        _ => unavailable(),
     }
 }
 
@@ -548,6 +579,23 @@ mod tests {
         // With it, the request reaches the (absent) job.
         let status = status_of(b"GET /v1/job HTTP/1.1\r\nauthorization: Bearer fuzz\r\n\r\n");
         assert!(status.contains("503"), "{status}");
+    }
+
+    #[test]
+    fn the_dashboard_is_open_and_its_data_behind_the_token() {
+        // The page asks for the token; its assets need none.
+        let answer = String::from_utf8_lossy(&answer_raw(b"GET / HTTP/1.1\r\nhost: x\r\n\r\n")).into_owned();
+        assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+        assert!(answer.contains("id=\"token-form\""), "{answer}");
+        assert!(answer.contains("content-security-policy: default-src 'self'"), "{answer}");
+        assert!(status_of(b"GET /assets/app.js HTTP/1.1\r\nhost: x\r\n\r\n").contains("200"));
+        // A wrong token: asked again; the right one reaches the (absent) job.
+        assert!(status_of(b"GET /?token=fuzy HTTP/1.1\r\nhost: x\r\n\r\n").contains("401"));
+        assert!(status_of(b"GET /?token=fuzz HTTP/1.1\r\nhost: x\r\n\r\n").contains("503"));
+        assert!(status_of(b"GET / HTTP/1.1\r\nauthorization: Bearer fuzz\r\n\r\n").contains("503"));
+        // The API stays behind the token.
+        assert!(status_of(b"GET /v1/job?token=fuzz HTTP/1.1\r\nhost: x\r\n\r\n").contains("401"));
+        assert!(status_of(b"GET /nothing HTTP/1.1\r\nhost: x\r\n\r\n").contains("401"));
     }
 
     #[test]
