@@ -54,6 +54,17 @@ ensure_script() {
     fi
 }
 
+# Chromium (Debian's package), which the dashboard test drives headless.
+ensure_chromium() {
+    if ! command -v chromium >/dev/null 2>&1 && [ ! -x /usr/lib/chromium/chromium ]; then
+        echo "==> installing chromium (the dashboard test drives it headless)" >&2
+        local sudo=""
+        [ "$(id -u)" -ne 0 ] && sudo="sudo"
+        $sudo apt-get update -qq
+        DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq chromium >/dev/null
+    fi
+}
+
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$REPO/target}"
 HOST_BIN="$CARGO_TARGET_DIR/release/host"
 

@@ -6,6 +6,7 @@ mod broadcast;
 mod checkpoints;
 mod control_auth;
 mod crash_points;
+mod dashboard;
 mod durability;
 mod every_state;
 mod example_copy;

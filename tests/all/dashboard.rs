@@ -1,0 +1,298 @@
+//! The web dashboard, in a real browser: headless Chromium (Debian's
+//! `chromium`, driven over the DevTools protocol by `headless_chrome`)
+//! opens a running job's dashboard at the address `host status` prints,
+//! the token in its fragment. The page must draw the job graph with every node
+//! and the checkpoint history, take the token out of the address bar, and
+//! its Savepoint button must take a savepoint that the API then lists and
+//! that is on disk. Without JavaScript, `/?token=` is the job as HTML
+//! tables, and `/` without the token shows nothing of the job.
+
+use super::control_auth::request;
+use super::live_job::{finish, host, start, text};
+use super::support::JobDir;
+use headless_chrome::protocol::cdp::Page::CaptureScreenshotFormatOption;
+use headless_chrome::{Browser, LaunchOptions, Tab};
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+use weir_tests::artifacts;
+
+const JOB: &str = "dashboarded";
+/// Node ids no page text contains by chance, so finding them in a page
+/// means the page shows the job.
+const NODES: [&str; 3] = ["pulse", "tally", "ledger"];
+
+fn write_job(dir: &JobDir) {
+    let root = dir.path().display();
+    dir.write(
+        "job.toml",
+        format!(
+            r#"name = "{JOB}"
+
+[checkpointing]
+interval = "300ms"
+
+[state.checkpoints]
+dir = "file://{root}/ck"
+
+[state.savepoints]
+dir = "file://{root}/sp"
+
+[pipeline]
+progress_interval = "200ms"
+
+[[sources]]
+id = "pulse"
+kind = "generator"
+count = 10000000
+keys = 40
+records_per_second = 2000
+timestamps = "wall-clock"
+
+[[operators]]
+uid = "tally"
+module = "{counter}"
+input = "pulse"
+partition = "key"
+parallelism = 2
+
+[[sinks]]
+id = "ledger"
+kind = "file"
+input = "tally"
+path = "out.txt"
+"#,
+            counter = artifacts::WORD_COUNT_COUNTER
+        ),
+    );
+}
+
+/// The run file once the job is up: (port, token).
+fn endpoint(dir: &JobDir) -> (u16, String) {
+    let file = dir.path().join(".run").join(format!("{JOB}.json"));
+    let until = Instant::now() + Duration::from_secs(60);
+    loop {
+        if let Ok(text) = std::fs::read_to_string(&file)
+            && let Ok(run) = serde_json::from_str::<serde_json::Value>(&text)
+        {
+            return (run["port"].as_u64().unwrap() as u16, run["token"].as_str().unwrap().to_string());
+        }
+        assert!(Instant::now() < until, "no run file; log:\n{}", dir.read("run.log"));
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// `GET path` with the token, as JSON, once `ok` holds for it.
+fn wait_for(port: u16, token: &str, path: &str, ok: impl Fn(&serde_json::Value) -> bool) -> serde_json::Value {
+    let until = Instant::now() + Duration::from_secs(60);
+    loop {
+        let (code, body) = request(port, "GET", path, Some(token));
+        if code == 200
+            && let Ok(v) = serde_json::from_str(&body)
+            && ok(&v)
+        {
+            return v;
+        }
+        assert!(Instant::now() < until, "GET {path} never got there: {code} {body}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// Chromium: `$WEIR_CHROMIUM`, else Debian's binary, else `chromium` on
+/// the path.
+fn chromium() -> PathBuf {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    let candidates = std::env::var_os("WEIR_CHROMIUM")
+        .map(PathBuf::from)
+        .into_iter()
+        // The binary itself rather than Debian's wrapper script, which
+        // only adds settings for a desktop session.
+        .chain([PathBuf::from("/usr/lib/chromium/chromium")])
+        .chain(std::env::split_paths(&path).map(|d| d.join("chromium")));
+    for c in candidates {
+        if c.is_file() {
+            return c;
+        }
+    }
+    panic!(
+        "Chromium is missing: the dashboard test drives it (apt-get install chromium; scripts/test installs it, or: source scripts/common.sh; ensure_chromium), or set WEIR_CHROMIUM"
+    );
+}
+
+fn browser() -> Browser {
+    let options = LaunchOptions::default_builder()
+        .path(Some(chromium()))
+        // Chromium's sandbox needs user namespaces or a setuid helper,
+        // which a root user in a container (as CI runs here) does not
+        // have: it refuses to start as root with it. The page it loads is
+        // the test's own, from loopback.
+        .sandbox(false)
+        .headless(true)
+        .window_size(Some((1440, 2600)))
+        // The test waits on the job between browser calls.
+        .idle_browser_timeout(Duration::from_secs(300))
+        .build()
+        .unwrap();
+    Browser::new(options).unwrap_or_else(|e| panic!("cannot start {}: {e:#}", chromium().display()))
+}
+
+/// `expression` (JavaScript returning JSON-able data) in the page, as JSON.
+fn eval(tab: &Tab, expression: &str) -> serde_json::Value {
+    let wrapped = format!("JSON.stringify((() => {{ {expression} }})())");
+    let value = tab.evaluate(&wrapped, false).unwrap().value.unwrap_or_else(|| panic!("{expression}: no value"));
+    serde_json::from_str(value.as_str().unwrap()).unwrap()
+}
+
+/// Evaluates `expression` in the page until `ok` holds for its value.
+fn eval_until(tab: &Tab, what: &str, expression: &str, ok: impl Fn(&serde_json::Value) -> bool) -> serde_json::Value {
+    let until = Instant::now() + Duration::from_secs(60);
+    loop {
+        let v = eval(tab, expression);
+        if ok(&v) {
+            return v;
+        }
+        assert!(Instant::now() < until, "the page never showed {what}: {v}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// What the dashboard shows, read from its DOM.
+const VIEW: &str = r#"
+    const texts = (s) => [...document.querySelectorAll(s)].map((e) => e.textContent);
+    return {
+        nodes: [...document.querySelectorAll('#graph g.node')].map((g) => g.dataset.id),
+        node_text: texts('#graph g.node'),
+        edge_labels: texts('#graph .edge-label'),
+        bars: document.querySelectorAll('#checkpoint-chart .bar').length,
+        savepoint_bars: document.querySelectorAll('#checkpoint-chart .bar.savepoint').length,
+        history_rows: document.querySelectorAll('#checkpoint-history tbody tr').length,
+        node_stroke: (() => {
+            const r = document.querySelector('#graph g.node rect');
+            return r ? getComputedStyle(r).stroke : null;
+        })(),
+        state: document.querySelector('#job-state').textContent,
+        form_hidden: document.querySelector('#token-form').hidden,
+        dashboard_hidden: document.querySelector('#dashboard').hidden,
+        operations: [...document.querySelectorAll('#operations li.op')].map((li) =>
+            li.querySelector('.op-kind').textContent + ' ' + li.querySelector('.op-status').textContent),
+        result: document.querySelector('#action-result').textContent,
+        tables: document.querySelector('#dashboard').innerText,
+        guests: document.querySelector('#guests').innerText,
+        url: location.href,
+    };
+"#;
+
+#[test]
+fn the_dashboard_shows_the_running_job_and_takes_a_savepoint() {
+    let dir = JobDir::new();
+    write_job(&dir);
+    let child = start(&dir, &[]);
+    let (port, token) = endpoint(&dir);
+    // Running, with checkpoints for the chart.
+    wait_for(port, &token, "/v1/checkpoints", |c| c["counts"]["completed"].as_u64() >= Some(2));
+    // The log names the dashboard's address, without the token;
+    // `host status` prints it with the token, for the browser.
+    let log = dir.read("run.log");
+    assert!(log.contains(&format!("dashboard: http://127.0.0.1:{port}/ ")), "{log}");
+    assert!(!log.contains(&token), "the token is in the log:\n{log}");
+    let out = host(&dir, &["status", JOB]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let status = text(&out.stdout);
+    let url = status
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("dashboard: "))
+        .unwrap_or_else(|| panic!("host status names no dashboard:\n{status}"))
+        .to_string();
+    assert_eq!(url, format!("http://127.0.0.1:{port}/#token={token}"));
+
+    // Without JavaScript: the job as tables with the token in the query...
+    let (code, html) = request(port, "GET", &format!("/?token={token}"), None);
+    assert_eq!(code, 200, "{html}");
+    for shown in [JOB, "<table class=\"nodes\">", "<table class=\"history\">", "checkpoint</td><td>completed"] {
+        assert!(html.contains(shown), "{shown:?} is not in the page:\n{html}");
+    }
+    for node in NODES {
+        assert!(html.contains(&format!("<th scope=\"row\">{node}</th>")), "{node} is not in the page:\n{html}");
+    }
+    // ...and nothing of it without the token (or with a wrong one), only
+    // the form that asks for it.
+    for (query, expected) in [("/", 200), ("/?token=wrong", 401)] {
+        let (code, html) = request(port, "GET", query, None);
+        assert_eq!(code, expected, "GET {query}: {html}");
+        assert!(html.contains("<form id=\"token-form\""), "GET {query}: {html}");
+        for secret in NODES.iter().chain([&JOB, &token.as_str(), &"<table"]) {
+            assert!(!html.contains(secret), "GET {query} shows {secret:?}:\n{html}");
+        }
+    }
+
+    // In the browser, at the address `host status` printed.
+    let browser = browser();
+    let tab = browser.new_tab().unwrap();
+    tab.navigate_to(&url).unwrap().wait_until_navigated().unwrap();
+    let view = eval_until(&tab, "the graph and the checkpoint chart", VIEW, |v| {
+        v["nodes"].as_array().is_some_and(|n| n.len() == 3) && v["bars"].as_u64() > Some(0)
+    });
+    assert_eq!(view["nodes"], serde_json::json!(NODES), "one node per graph node, in order: {view}");
+    assert_eq!(view["edge_labels"], serde_json::json!(["key", "rebalance"]), "{view}");
+    assert_eq!(view["state"], "running", "{view}");
+    assert_eq!((view["form_hidden"].as_bool(), view["dashboard_hidden"].as_bool()), (Some(true), Some(false)));
+    assert_eq!(view["url"], format!("http://127.0.0.1:{port}/"), "the token is taken out of the address bar");
+    assert!(view["history_rows"].as_u64() >= Some(2), "{view}");
+    // The style sheet applies (the policy lets it): boxes are coloured by
+    // back-pressure level, green, orange or red.
+    let stroke = view["node_stroke"].as_str().unwrap_or_default();
+    assert!(["rgb(47, 158, 68)", "rgb(232, 137, 12)", "rgb(224, 49, 49)"].contains(&stroke), "{view}");
+    // Every node's rates, and every node in the tables.
+    let tables = view["tables"].as_str().unwrap();
+    for node in NODES {
+        assert!(tables.contains(node), "{node} is not in the tables: {tables}");
+    }
+    // The operator's guest: its state backend and memory.
+    eval_until(&tab, "the operator's guest", VIEW, |v| {
+        let guests = v["guests"].as_str().unwrap();
+        guests.contains("tally") && guests.contains("hashmap") && guests.contains("MiB")
+    });
+    eval_until(&tab, "rates on every node", VIEW, |v| {
+        v["node_text"].as_array().unwrap().iter().all(|t| t.as_str().unwrap().contains("/s"))
+    });
+
+    // The Savepoint button: a savepoint, followed to its end on the page...
+    tab.find_element("#savepoint-button").unwrap().click().unwrap();
+    let view =
+        eval_until(&tab, "the savepoint's outcome", VIEW, |v| v["result"].as_str().unwrap().contains("completed"));
+    let shown = view["result"].as_str().unwrap().to_string();
+    eval_until(&tab, "the savepoint among the operations", VIEW, |v| {
+        v["operations"].as_array().unwrap().iter().any(|o| o == "savepoint completed")
+    });
+    // ...that the API lists, and that is on disk.
+    let ops = wait_for(port, &token, "/v1/operations", |o| o.as_array().is_some_and(|a| !a.is_empty()));
+    let op = &ops[0];
+    assert_eq!((op["kind"].as_str(), op["status"].as_str()), (Some("savepoint"), Some("completed")), "{ops}");
+    let location = op["savepoint"]["location"].as_str().unwrap();
+    assert!(shown.contains(location), "the page shows where the savepoint is: {shown}");
+    let sp = PathBuf::from(location.strip_prefix("file://").unwrap());
+    assert!(sp.starts_with(dir.path().join("sp")), "{location}");
+    assert!(sp.join("_metadata").is_file(), "{location} is on disk");
+    let overview = wait_for(port, &token, "/v1/checkpoints", |c| c["latest_savepoint"].is_object());
+    assert_eq!(overview["latest_savepoint"]["id"], op["savepoint"]["id"], "{overview}");
+    // The chart marks it.
+    eval_until(&tab, "the savepoint in the chart", VIEW, |v| v["savepoint_bars"].as_u64() > Some(0));
+
+    // A screenshot, for people to look at.
+    std::thread::sleep(Duration::from_millis(1200));
+    let png = tab.capture_screenshot(CaptureScreenshotFormatOption::Png, None, None, true).unwrap();
+    let shot = dir.path().join("dashboard.png");
+    std::fs::write(&shot, &png).unwrap();
+    assert!(std::fs::metadata(&shot).unwrap().len() > 0);
+    assert!(png.starts_with(b"\x89PNG\r\n\x1a\n"), "a PNG");
+    if let Some(keep) = std::env::var_os("WEIR_SCREENSHOT_DIR") {
+        std::fs::create_dir_all(&keep).unwrap();
+        std::fs::copy(&shot, PathBuf::from(keep).join("dashboard.png")).unwrap();
+    }
+    drop(tab);
+    drop(browser);
+
+    let out = host(&dir, &["cancel", JOB]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let (ok, log) = finish(child, &dir);
+    assert!(!ok, "a cancelled run exits non-zero: {log}");
+}
