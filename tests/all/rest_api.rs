@@ -364,10 +364,12 @@ fn rest_settings_bind_a_port_open_reads_and_keep_actions_behind_the_token() {
 
 #[test]
 fn a_slow_source_reports_progress_and_watermarks_while_it_runs() {
-    // 40 records a second: a batch of 1024 would take 25 s to fill.
+    // 40 records a second: a batch of 1024 would take 25 s to fill. One
+    // key: one of the two counter subtasks gets no record at all.
     let dir = JobDir::new();
     write_job(&dir, "");
     let job = dir.read("job.toml").replace(&format!("records_per_second = {RATE}"), "records_per_second = 40");
+    let job = job.replace("keys = 40", "keys = 1");
     let job = job.replace("batch_size = 64", "batch_size = 1024").replace(&format!("count = {RECORDS}"), "count = 400");
     dir.write("job.toml", job);
     let child = start(&dir, &[]);
@@ -384,6 +386,12 @@ fn a_slow_source_reports_progress_and_watermarks_while_it_runs() {
     let (_, job) = call(port, "GET", "/v1/job", Some(&token), "");
     let read = job["records_read"].as_u64().unwrap();
     assert!((20..400).contains(&read), "{job}");
+    // Every subtask, the one without input too, reports that it is idle.
+    wait_for(port, &token, "/v1/job/backpressure", |b| {
+        b["nodes"].as_array().unwrap().iter().flat_map(|n| n["subtasks"].as_array().unwrap()).all(|s| {
+            s["idle_ratio"].as_f64().unwrap() > 0.5
+        })
+    });
     assert_eq!(call(port, "POST", "/v1/cancel", Some(&token), "").0, 200);
     let (ok, _) = finish(child, &dir);
     assert!(!ok, "cancelled");

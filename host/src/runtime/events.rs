@@ -182,6 +182,12 @@ impl Reporter {
         true
     }
 
+    /// When the next report is due: a task waiting for input wakes up by
+    /// then, so that an idle task's meters say it is idle.
+    pub fn next_report(&self) -> Instant {
+        self.last + self.interval
+    }
+
     /// Sends `event` to the coordinator now.
     pub fn send(&self, event: TaskEvent) {
         let _ = self.events.send(event);

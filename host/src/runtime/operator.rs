@@ -136,11 +136,13 @@ impl OperatorTask {
 
         let mut counters = Counters::default();
         loop {
-            // Wake up for the next processing-time timer, if any.
-            let deadline = instance.next_timer(TimeDomain::ProcessingTime).map(|t| {
+            // Wake up for the next processing-time timer, if any, and to
+            // report progress while no input comes.
+            let timer = instance.next_timer(TimeDomain::ProcessingTime).map(|t| {
                 let wait_ms = t.saturating_sub(now_ms()).max(0) as u64;
                 Instant::now() + Duration::from_millis(wait_ms)
             });
+            let deadline = Some(timer.map_or(self.reporter.next_report(), |t| t.min(self.reporter.next_report())));
             let waiting_since = Instant::now();
             let next = self.inputs.next_until(deadline);
             counters.idle_ns += waiting_since.elapsed().as_nanos() as u64;
@@ -151,7 +153,8 @@ impl OperatorTask {
                     self.fire_timers(&mut instance, TimeDomain::EventTime, w)?;
                     self.router.watermark(w).map_err(|e| self.route_error(e))?;
                 }
-                Next::Timeout | Next::BarrierAborted(_) | Next::Control(_) => {}
+                Next::Timeout => self.end_batch(&mut counters, &instance)?,
+                Next::BarrierAborted(_) | Next::Control(_) => {}
                 Next::Barrier(barrier) => instance = self.on_barrier(instance, barrier)?,
                 Next::Batch { batch, broadcast: true } => {
                     counters.records_in += batch.len() as u64;

@@ -90,7 +90,8 @@ impl SinkTask {
         let mut last_barrier = 0;
         loop {
             let waiting_since = Instant::now();
-            let next = inputs.next_batch();
+            // Wakes up to report progress while no input comes.
+            let next = inputs.next_until(Some(reporter.next_report()));
             counters.idle_ns += waiting_since.elapsed().as_nanos() as u64;
             match next {
                 Next::Batch { batch, .. } => {
@@ -108,7 +109,11 @@ impl SinkTask {
                     reporter.acknowledge(barrier.id, TaskSnapshot::Sink(state), timing);
                 }
                 Next::Control(Control::Complete(c)) => out.commit(Some(c)).map_err(error)?,
-                Next::Watermark(_) | Next::Timeout | Next::BarrierAborted(_) | Next::Control(_) => {}
+                Next::Timeout => {
+                    counters.input_watermark = inputs.watermark();
+                    reporter.tick(counters);
+                }
+                Next::Watermark(_) | Next::BarrierAborted(_) | Next::Control(_) => {}
                 Next::Ended => break,
                 Next::Disconnected => return Err(TaskError::Disconnected(id.clone())),
                 Next::Cancelled => return Err(TaskError::Cancelled),
