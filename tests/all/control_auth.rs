@@ -45,6 +45,43 @@ path = "out.txt"
     );
 }
 
+/// The run file of job `job` started in `dir`, once it is there: (port,
+/// token).
+pub(super) fn endpoint(dir: &JobDir, job: &str) -> (u16, String) {
+    let file = dir.path().join(".run").join(format!("{job}.json"));
+    let until = Instant::now() + Duration::from_secs(60);
+    loop {
+        if let Ok(text) = std::fs::read_to_string(&file)
+            && let Ok(run) = serde_json::from_str::<serde_json::Value>(&text)
+        {
+            return (run["port"].as_u64().unwrap() as u16, run["token"].as_str().unwrap().to_string());
+        }
+        assert!(Instant::now() < until, "no run file; log:\n{}", dir.read("run.log"));
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// `GET path` with the token, as JSON, once `ok` holds for it.
+pub(super) fn wait_for(
+    port: u16,
+    token: &str,
+    path: &str,
+    ok: impl Fn(&serde_json::Value) -> bool,
+) -> serde_json::Value {
+    let until = Instant::now() + Duration::from_secs(60);
+    loop {
+        let (code, body) = request(port, "GET", path, Some(token));
+        if code == 200
+            && let Ok(v) = serde_json::from_str(&body)
+            && ok(&v)
+        {
+            return v;
+        }
+        assert!(Instant::now() < until, "GET {path} never got there: {code} {body}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
 /// One HTTP request to the control port: (status code, body).
 pub(super) fn request(port: u16, method: &str, path: &str, token: Option<&str>) -> (u16, String) {
     request_with(port, method, path, token, "")

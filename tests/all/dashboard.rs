@@ -7,7 +7,7 @@
 //! that is on disk. Without JavaScript, `/?token=` is the job as HTML
 //! tables, and `/` without the token shows nothing of the job.
 
-use super::control_auth::request;
+use super::control_auth::{endpoint, request, wait_for};
 use super::live_job::{finish, host, start, text};
 use super::support::JobDir;
 use headless_chrome::protocol::cdp::Page::CaptureScreenshotFormatOption;
@@ -64,37 +64,6 @@ path = "out.txt"
             counter = artifacts::WORD_COUNT_COUNTER
         ),
     );
-}
-
-/// The run file once the job is up: (port, token).
-fn endpoint(dir: &JobDir) -> (u16, String) {
-    let file = dir.path().join(".run").join(format!("{JOB}.json"));
-    let until = Instant::now() + Duration::from_secs(60);
-    loop {
-        if let Ok(text) = std::fs::read_to_string(&file)
-            && let Ok(run) = serde_json::from_str::<serde_json::Value>(&text)
-        {
-            return (run["port"].as_u64().unwrap() as u16, run["token"].as_str().unwrap().to_string());
-        }
-        assert!(Instant::now() < until, "no run file; log:\n{}", dir.read("run.log"));
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
-/// `GET path` with the token, as JSON, once `ok` holds for it.
-fn wait_for(port: u16, token: &str, path: &str, ok: impl Fn(&serde_json::Value) -> bool) -> serde_json::Value {
-    let until = Instant::now() + Duration::from_secs(60);
-    loop {
-        let (code, body) = request(port, "GET", path, Some(token));
-        if code == 200
-            && let Ok(v) = serde_json::from_str(&body)
-            && ok(&v)
-        {
-            return v;
-        }
-        assert!(Instant::now() < until, "GET {path} never got there: {code} {body}");
-        std::thread::sleep(Duration::from_millis(100));
-    }
 }
 
 /// Chromium: `$WEIR_CHROMIUM`, else Debian's binary, else `chromium` on
@@ -186,7 +155,7 @@ fn the_dashboard_shows_the_running_job_and_takes_a_savepoint() {
     let dir = JobDir::new();
     write_job(&dir);
     let child = start(&dir, &[]);
-    let (port, token) = endpoint(&dir);
+    let (port, token) = endpoint(&dir, JOB);
     // Running, with checkpoints for the chart.
     wait_for(port, &token, "/v1/checkpoints", |c| c["counts"]["completed"].as_u64() >= Some(2));
     // The log names the dashboard's address, without the token;

@@ -7,7 +7,7 @@
 //! Then `[rest]`: a fixed port, reads opened with `auth = "none"` while
 //! actions still need the token, and bad settings refused by name.
 
-use super::control_auth::request_with;
+use super::control_auth::{endpoint, request_with, wait_for};
 use super::live_job::{finish, host, start, text};
 use super::support::JobDir;
 use sha2::Digest;
@@ -69,34 +69,6 @@ fn call(port: u16, method: &str, path: &str, token: Option<&str>, body: &str) ->
     (code, serde_json::from_str(&answer).unwrap_or_else(|e| panic!("{method} {path}: {e}: {answer:?}")))
 }
 
-/// The run file once the job is up: (port, token).
-fn endpoint(dir: &JobDir) -> (u16, String) {
-    let file = dir.path().join(".run").join("watched.json");
-    let until = Instant::now() + Duration::from_secs(60);
-    loop {
-        if let Ok(text) = std::fs::read_to_string(&file)
-            && let Ok(run) = serde_json::from_str::<serde_json::Value>(&text)
-        {
-            return (run["port"].as_u64().unwrap() as u16, run["token"].as_str().unwrap().to_string());
-        }
-        assert!(Instant::now() < until, "no run file; log:\n{}", dir.read("run.log"));
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
-/// GETs `path` with the token until `ok` holds for its answer.
-fn wait_for(port: u16, token: &str, path: &str, ok: impl Fn(&serde_json::Value) -> bool) -> serde_json::Value {
-    let until = Instant::now() + Duration::from_secs(60);
-    loop {
-        let (code, v) = call(port, "GET", path, Some(token), "");
-        if code == 200 && ok(&v) {
-            return v;
-        }
-        assert!(Instant::now() < until, "GET {path} never got there: {code} {v}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
 /// Follows an accepted action to its end.
 fn follow(port: u16, token: &str, accepted: &serde_json::Value) -> serde_json::Value {
     let location = accepted["location"].as_str().unwrap();
@@ -130,7 +102,7 @@ fn every_endpoint_answers_what_the_running_job_is_doing() {
     let dir = JobDir::new();
     write_job(&dir, "");
     let child = start(&dir, &[]);
-    let (port, token) = endpoint(&dir);
+    let (port, token) = endpoint(&dir, "watched");
     let t = Some(token.as_str());
 
     // The overview.
@@ -316,7 +288,7 @@ fn rest_settings_bind_a_port_open_reads_and_keep_actions_behind_the_token() {
     let dir = JobDir::new();
     write_job(&dir, &format!("[rest]\nbind = \"127.0.0.1:{port}\"\nauth = \"none\""));
     let child = start(&dir, &[]);
-    let (run_port, token) = endpoint(&dir);
+    let (run_port, token) = endpoint(&dir, "watched");
     assert_eq!(run_port, port, "the run file names the bound port");
     wait_for(port, &token, "/v1/job", |j| j["state"] == "running");
 
@@ -373,7 +345,7 @@ fn a_slow_source_reports_progress_and_watermarks_while_it_runs() {
     let job = job.replace("batch_size = 64", "batch_size = 1024").replace(&format!("count = {RECORDS}"), "count = 400");
     dir.write("job.toml", job);
     let child = start(&dir, &[]);
-    let (port, token) = endpoint(&dir);
+    let (port, token) = endpoint(&dir, "watched");
     let started = Instant::now();
     let first = wait_for(port, &token, "/v1/job/watermarks", |w| w["nodes"][1]["min_input"].is_i64());
     let job = wait_for(port, &token, "/v1/job", |j| j["records_read"].as_u64() > Some(0));
@@ -388,9 +360,12 @@ fn a_slow_source_reports_progress_and_watermarks_while_it_runs() {
     assert!((20..400).contains(&read), "{job}");
     // Every subtask, the one without input too, reports that it is idle.
     wait_for(port, &token, "/v1/job/backpressure", |b| {
-        b["nodes"].as_array().unwrap().iter().flat_map(|n| n["subtasks"].as_array().unwrap()).all(|s| {
-            s["idle_ratio"].as_f64().unwrap() > 0.5
-        })
+        b["nodes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .flat_map(|n| n["subtasks"].as_array().unwrap())
+            .all(|s| s["idle_ratio"].as_f64().unwrap() > 0.5)
     });
     assert_eq!(call(port, "POST", "/v1/cancel", Some(&token), "").0, 200);
     let (ok, _) = finish(child, &dir);
@@ -441,7 +416,7 @@ input = "counter"
         ),
     );
     let child = start(&dir, &[]);
-    let (port, token) = endpoint(&dir);
+    let (port, token) = endpoint(&dir, "watched");
     let job = wait_for(port, &token, "/v1/job", |j| j["attempt"] == 1 && j["state"] == "running");
     let restarts = job["restarts"].as_array().unwrap();
     assert_eq!(restarts.len(), 1, "{job}");
