@@ -80,6 +80,19 @@ ensure_moto() {
     export WEIR_MOTO_SERVER="$venv/bin/moto_server"
 }
 
+# tansu (crates.io, pinned), a Kafka-protocol broker the Kafka tests start
+# on loopback, each on its own port with its log in memory or in moto. Built once
+# (about 20 minutes on 2 cores) into ~/.cache/weir/tansu, outside the
+# workspace's target directory so `cargo clean` does not take it.
+ensure_tansu() {
+    local root="${XDG_CACHE_HOME:-$HOME/.cache}/weir/tansu"
+    if [ ! -x "$root/bin/tansu" ]; then
+        echo "==> building tansu 0.6.0 (Kafka-protocol test broker) into $root; about 20 min once" >&2
+        env -u CARGO_TARGET_DIR cargo install --quiet --locked tansu --version 0.6.0 --features dynostore --root "$root"
+    fi
+    export WEIR_TANSU="$root/bin/tansu"
+}
+
 # pytest (PyPI, pinned), which runs the Python SDK's unit tests, in the
 # same virtualenv; installed once.
 ensure_pytest() {

@@ -187,17 +187,17 @@ fn wait_for(child: &mut Child, limit: Duration) -> Option<String> {
 }
 
 /// What a crash loop did: its seed, the kills, and each run's log.
-struct CrashLoop {
-    seed: u64,
-    kills: u32,
-    logs: Vec<String>,
+pub struct CrashLoop {
+    pub seed: u64,
+    pub kills: u32,
+    pub logs: Vec<String>,
 }
 
 impl CrashLoop {
     /// Asserts that the loop proved recovery: at least `min_kills` kills,
     /// every resumed run that got as far as choosing where to start says
     /// where, and at least one restored a checkpoint.
-    fn assert_recovered(&self, min_kills: u32) {
+    pub fn assert_recovered(&self, min_kills: u32) {
         let seed = self.seed;
         assert!(
             self.kills >= min_kills,
@@ -227,7 +227,7 @@ impl CrashLoop {
 
 /// Runs the job, killing it with SIGKILL at pseudo-random points and
 /// resuming it each time, until it finishes on its own.
-fn crash_loop(dir: &JobDir, env: &[(&'static str, String)], seed: u64) -> CrashLoop {
+pub fn crash_loop(dir: &JobDir, env: &[(&'static str, String)], seed: u64) -> CrashLoop {
     let mut x = seed | 1;
     let mut logs = Vec::new();
     // Every round but the last ends in a kill: the round number counts them.
@@ -259,7 +259,7 @@ fn crash_loop(dir: &JobDir, env: &[(&'static str, String)], seed: u64) -> CrashL
 
 /// The kill schedule's seed: `WEIR_TEST_SEED` to replay a failing run,
 /// else the clock.
-fn seed() -> u64 {
+pub fn seed() -> u64 {
     let s = std::env::var("WEIR_TEST_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(|| {
         std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64
     });

@@ -16,6 +16,8 @@ mod guest_failures;
 mod hardening;
 mod idle_timeout;
 mod incremental_savepoints;
+#[cfg(feature = "kafka")]
+mod kafka;
 mod languages;
 mod latency;
 mod list_state;

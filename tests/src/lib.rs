@@ -4,6 +4,9 @@
 
 #![allow(missing_docs)]
 
+#[cfg(feature = "kafka")]
+pub mod kafka;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 

@@ -97,6 +97,137 @@ pub enum SinkState {
         /// Bytes written before the barrier.
         length: u64,
     },
+    /// Kafka sink publishing after checkpoints: the batches of records
+    /// held back until a checkpoint covering them completes, and not yet
+    /// published when this one was taken. A restore publishes them, minus
+    /// what the output topic shows already arrived.
+    Kafka {
+        /// Oldest first.
+        batches: Vec<HeldBatch>,
+    },
+}
+
+/// One checkpoint interval's records of a Kafka sink subtask, stored with
+/// the checkpoint until they are published.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HeldBatch {
+    /// The checkpoint whose barrier closed the batch (0: the end of input).
+    pub checkpoint: u64,
+    /// Random, fixed when the batch was closed: every record published
+    /// from it carries it, so a restore recognises it in the topic.
+    pub nonce: u64,
+    /// Records in it.
+    pub records: u64,
+    /// Where its bytes are.
+    pub handle: StateHandle,
+}
+
+/// A partitioned source's position: topic to partition to the offset of
+/// the next record.
+pub type PartitionOffsets = BTreeMap<String, BTreeMap<i32, i64>>;
+
+/// Where a source resumes.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(from = "PositionRepr", into = "PositionRepr")]
+pub enum SourcePosition {
+    /// One input read in order (a file's byte offset, a generator's
+    /// record count): the next record.
+    Offset(u64),
+    /// A partitioned input (Kafka): topic to partition to the offset of
+    /// the next record, merged over the source's subtasks (each owns
+    /// disjoint partitions), so a restore at any parallelism deals them
+    /// out again.
+    Partitions(PartitionOffsets),
+}
+
+/// How a position is written: a number, or a list of partitions (JSON
+/// has no integer map keys).
+#[derive(Serialize, Deserialize)]
+#[serde(untagged)]
+enum PositionRepr {
+    Offset(u64),
+    Partitions(Vec<PartitionOffset>),
+}
+
+/// One partition's next offset.
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PartitionOffset {
+    topic: String,
+    partition: i32,
+    offset: i64,
+}
+
+impl From<PositionRepr> for SourcePosition {
+    fn from(r: PositionRepr) -> Self {
+        match r {
+            PositionRepr::Offset(n) => SourcePosition::Offset(n),
+            PositionRepr::Partitions(list) => {
+                let mut m = PartitionOffsets::new();
+                for p in list {
+                    m.entry(p.topic).or_default().insert(p.partition, p.offset);
+                }
+                SourcePosition::Partitions(m)
+            }
+        }
+    }
+}
+
+impl From<SourcePosition> for PositionRepr {
+    fn from(p: SourcePosition) -> Self {
+        match p {
+            SourcePosition::Offset(n) => PositionRepr::Offset(n),
+            SourcePosition::Partitions(m) => PositionRepr::Partitions(
+                m.into_iter()
+                    .flat_map(|(topic, ps)| {
+                        ps.into_iter().map(move |(partition, offset)| PartitionOffset {
+                            topic: topic.clone(),
+                            partition,
+                            offset,
+                        })
+                    })
+                    .collect(),
+            ),
+        }
+    }
+}
+
+impl Default for SourcePosition {
+    fn default() -> Self {
+        SourcePosition::Offset(0)
+    }
+}
+
+impl SourcePosition {
+    /// Adds `other`, a position of another subtask of the same source.
+    pub fn merge(&mut self, other: SourcePosition) {
+        match (self, other) {
+            (SourcePosition::Partitions(mine), SourcePosition::Partitions(theirs)) => {
+                for (topic, partitions) in theirs {
+                    mine.entry(topic).or_default().extend(partitions);
+                }
+            }
+            (me, other) => *me = other,
+        }
+    }
+}
+
+impl std::fmt::Display for SourcePosition {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SourcePosition::Offset(n) => write!(f, "{n}"),
+            SourcePosition::Partitions(topics) => {
+                let mut first = true;
+                for (topic, partitions) in topics {
+                    for (p, o) in partitions {
+                        write!(f, "{}{topic}/{p}@{o}", if first { "" } else { ", " })?;
+                        first = false;
+                    }
+                }
+                if first { write!(f, "no partitions") } else { Ok(()) }
+            }
+        }
+    }
 }
 
 /// A module swapped in while the job ran (`host swap`), which the
@@ -143,8 +274,8 @@ pub struct CheckpointMetadata {
     pub max_parallelism: u32,
     /// Operator uid to its state.
     pub operators: BTreeMap<String, OperatorState>,
-    /// Source id to offset.
-    pub sources: BTreeMap<String, u64>,
+    /// Source id to where it resumes.
+    pub sources: BTreeMap<String, SourcePosition>,
     /// Sink id to its position.
     pub sinks: BTreeMap<String, SinkState>,
     /// Operator uid to the module swapped in before this checkpoint (a
@@ -162,7 +293,18 @@ impl CheckpointMetadata {
 
     /// Files this checkpoint references, relative to the job directory.
     pub fn files(&self) -> impl Iterator<Item = &str> {
-        self.operators.values().flat_map(|o| &o.subtasks).flat_map(StateHandle::paths)
+        self.operators.values().flat_map(|o| &o.subtasks).chain(self.held_batches()).flat_map(StateHandle::paths)
+    }
+
+    /// The handles of the sinks' held batches.
+    fn held_batches(&self) -> impl Iterator<Item = &StateHandle> {
+        self.sinks
+            .values()
+            .flat_map(|s| match s {
+                SinkState::Kafka { batches } => batches.as_slice(),
+                _ => &[],
+            })
+            .map(|b| &b.handle)
     }
 
     /// Encodes: the header line, then JSON.
@@ -253,9 +395,38 @@ impl CheckpointMetadata {
             {
                 return bad(format!("sink '{id}': {name:?} is not a pending part file name"));
             }
+            if let SinkState::Kafka { batches } = state {
+                for b in batches {
+                    let inside = b.handle.paths().iter().all(|p| is_relative_path(p));
+                    if matches!(b.handle, StateHandle::Rocksdb { .. }) || !inside {
+                        return bad(format!(
+                            "sink '{id}': held batch of checkpoint {} is not a stored file",
+                            b.checkpoint
+                        ));
+                    }
+                }
+            }
+        }
+        for (id, position) in &self.sources {
+            if let SourcePosition::Partitions(topics) = position {
+                for (topic, partitions) in topics {
+                    if !is_topic_name(topic) {
+                        return bad(format!("source '{id}': {topic:?} is not a Kafka topic name"));
+                    }
+                    if let Some((p, o)) = partitions.iter().find(|(p, o)| **p < 0 || **o < 0) {
+                        return bad(format!("source '{id}': topic {topic} partition {p} at offset {o}"));
+                    }
+                }
+            }
         }
         Ok(())
     }
+}
+
+/// Whether `name` is a legal Kafka topic name: 1 to 249 letters, digits,
+/// '.', '_' or '-'.
+pub fn is_topic_name(name: &str) -> bool {
+    (1..=249).contains(&name.len()) && name.bytes().all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b))
 }
 
 /// Why `_metadata` cannot be read.
@@ -309,8 +480,30 @@ mod tests {
                 },
             )]
             .into(),
-            sources: [("lines".to_string(), 1234)].into(),
-            sinks: [("out".to_string(), SinkState::Parts { pending: vec![".part-7.pending".to_string()] })].into(),
+            sources: [
+                ("lines".to_string(), SourcePosition::Offset(1234)),
+                ("topic".to_string(), SourcePosition::Partitions([("words".into(), [(0, 5), (3, 9)].into())].into())),
+            ]
+            .into(),
+            sinks: [
+                ("out".to_string(), SinkState::Parts { pending: vec![".part-7.pending".to_string()] }),
+                (
+                    "topic-out".to_string(),
+                    SinkState::Kafka {
+                        batches: vec![HeldBatch {
+                            checkpoint: 7,
+                            nonce: 1,
+                            records: 2,
+                            handle: StateHandle::File {
+                                path: "chk-7/sink-topic-out-0.held".into(),
+                                size: 40,
+                                crc32: 9,
+                            },
+                        }],
+                    },
+                ),
+            ]
+            .into(),
             swapped: [(
                 "counter".to_string(),
                 SwappedModule { path: "/m/v2.wasm".into(), sha256: "a".repeat(64), replaced_sha256: "b".repeat(64) },
@@ -324,7 +517,7 @@ mod tests {
         let m = sample();
         assert_eq!(CheckpointMetadata::decode(&m.encode()).unwrap(), m);
         assert_eq!(m.state_size(), 30004);
-        assert_eq!(m.files().collect::<Vec<_>>(), ["chk-7/counter-1.snap"]);
+        assert_eq!(m.files().collect::<Vec<_>>(), ["chk-7/counter-1.snap", "chk-7/sink-topic-out-0.held"]);
     }
 
     #[test]
@@ -368,6 +561,14 @@ mod tests {
             ),
             ("a parallelism that lies", Box::new(|v| v["operators"]["counter"]["parallelism"] = 5.into())),
             ("a pending file elsewhere", Box::new(|v| v["sinks"]["out"]["pending"][0] = "../../home/x".into())),
+            (
+                "held output elsewhere",
+                Box::new(|v| v["sinks"]["topic-out"]["batches"][0]["handle"]["path"] = "../x.held".into()),
+            ),
+            ("a topic that is a path", Box::new(|v| v["sources"]["topic"][0]["topic"] = "../x".into())),
+            ("a negative offset", Box::new(|v| v["sources"]["topic"][0]["offset"] = (-3).into())),
+            ("a negative partition", Box::new(|v| v["sources"]["topic"][1]["partition"] = (-1).into())),
+            ("a position of another shape", Box::new(|v| v["sources"]["topic"] = "seven".into())),
         ];
         for (what, edit) in cases {
             let e = CheckpointMetadata::decode(&crafted(edit));

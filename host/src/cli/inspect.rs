@@ -42,8 +42,8 @@ pub fn inspect(
         m.max_parallelism,
         if m.finished { ", job finished" } else { "" }
     );
-    for (id, offset) in &m.sources {
-        println!("source '{id}': position {offset}");
+    for (id, position) in &m.sources {
+        println!("source '{id}': position {position}");
     }
     for op in summarize(&restored)? {
         println!("operator '{}' (parallelism {}), {} timers", op.uid, op.parallelism, op.timers);

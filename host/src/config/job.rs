@@ -66,6 +66,10 @@ pub struct SourceFile {
     pub id: String,
     /// Which connector: `file`, `generator`, ...
     pub kind: String,
+    /// Parallel subtasks, for a source that splits its input (Kafka's
+    /// partitions); defaults to the job's parallelism for those, 1 for
+    /// the rest.
+    pub parallelism: Option<u32>,
     /// The connector's options.
     #[serde(flatten)]
     pub options: toml::Table,
@@ -169,9 +173,18 @@ pub struct ConnectorSpec {
     pub id: String,
     /// The connector's kind.
     pub kind: String,
-    /// Its options: every field of the entry but `id`, `kind` and `input`.
+    /// Its options: every field of the entry but `id`, `kind`, `input`
+    /// and `parallelism`.
     pub options: toml::Table,
+    /// Parallel subtasks (1 for sinks and for sources that read one
+    /// input in order).
+    pub parallelism: u32,
 }
+
+/// Source kinds whose input is split over subtasks (by partition), so
+/// they take a `parallelism`; every other source reads its input in order
+/// in one subtask.
+pub const PARTITIONED_SOURCES: &[&str] = &["kafka"];
 
 /// A validated operator.
 #[derive(Debug, Clone)]
@@ -250,8 +263,23 @@ pub fn validate(file: &JobFile, base: &Path, parallelism_override: Option<u32>) 
         }
         Ok(())
     };
+    let mut source_parallelism = Vec::new();
     for s in &file.sources {
-        add(&s.id, NodeKind::Source, 1)?;
+        let what = format!("source '{}'", s.id);
+        let p = match s.parallelism {
+            Some(p) if !PARTITIONED_SOURCES.contains(&s.kind.as_str()) && p != 1 => {
+                return Err(invalid!(
+                    "{what}: parallelism = {p}, but a {} source reads its input in order in one subtask (sources that split their input: {})",
+                    s.kind,
+                    PARTITIONED_SOURCES.join(", ")
+                ));
+            }
+            Some(p) => check_parallelism(&what, p)?,
+            None if PARTITIONED_SOURCES.contains(&s.kind.as_str()) => default_parallelism,
+            None => 1,
+        };
+        source_parallelism.push(p);
+        add(&s.id, NodeKind::Source, p)?;
     }
     for o in &file.operators {
         let p = check_parallelism(&format!("operator '{}'", o.uid), o.parallelism.unwrap_or(default_parallelism))?;
@@ -273,7 +301,13 @@ pub fn validate(file: &JobFile, base: &Path, parallelism_override: Option<u32>) 
     let sources = file
         .sources
         .iter()
-        .map(|s| ConnectorSpec { id: s.id.clone(), kind: s.kind.clone(), options: s.options.clone() })
+        .zip(&source_parallelism)
+        .map(|(s, &parallelism)| ConnectorSpec {
+            id: s.id.clone(),
+            kind: s.kind.clone(),
+            options: s.options.clone(),
+            parallelism,
+        })
         .collect();
 
     let mut operators = Vec::new();
@@ -376,7 +410,8 @@ pub fn validate(file: &JobFile, base: &Path, parallelism_override: Option<u32>) 
             }
             Some(_) => {}
         }
-        let connector = ConnectorSpec { id: s.id.clone(), kind: s.kind.clone(), options: s.options.clone() };
+        let connector =
+            ConnectorSpec { id: s.id.clone(), kind: s.kind.clone(), options: s.options.clone(), parallelism: 1 };
         sinks.push(SinkSpec { connector, input: s.input.clone() });
     }
     Ok(JobSpec { name: file.name.clone(), max_parallelism, base: base.to_path_buf(), sources, operators, sinks })

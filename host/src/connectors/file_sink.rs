@@ -9,7 +9,7 @@ use crate::checkpoint::metadata::SinkState;
 use crate::config::ConnectorSpec;
 use crate::record::Batch;
 use crate::runtime::error::ConnectorError;
-use crate::runtime::sink::{Sink, SinkWriter};
+use crate::runtime::sink::{OpenAt, Sink, SinkWriter, SnapshotAt};
 use serde::Deserialize;
 use std::fs::File;
 use std::io::{BufWriter, Seek, Write};
@@ -42,13 +42,13 @@ fn io(op: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> Connector
 }
 
 impl Sink for FileSink {
-    fn open(&self, restore: Option<(u64, &SinkState)>) -> Result<Box<dyn SinkWriter>, ConnectorError> {
+    fn open(&self, at: OpenAt<'_>) -> Result<Box<dyn SinkWriter>, ConnectorError> {
         let path = &self.path;
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
             crate::durable::create_dir_all(dir).map_err(io("create", dir))?;
         }
-        let file = match restore {
-            Some((_, SinkState::File { length })) => resume(path, *length)?,
+        let file = match at.restore.map(|r| r.state) {
+            Some(SinkState::File { length }) => resume(path, *length)?,
             _ => {
                 let file = File::create(path).map_err(io("create", path))?;
                 // The file's name survives a power loss; its bytes are
@@ -91,7 +91,7 @@ impl SinkWriter for FileWriter {
     }
 
     /// Flushes and syncs, then records the length.
-    fn checkpoint(&mut self, _tag: &str) -> Result<Option<SinkState>, ConnectorError> {
+    fn checkpoint(&mut self, _: &SnapshotAt<'_>) -> Result<Option<SinkState>, ConnectorError> {
         self.w.flush().map_err(io("write", &self.path))?;
         let f = self.w.get_mut();
         f.sync_data().map_err(io("sync", &self.path))?;

@@ -181,7 +181,7 @@ impl Source for FileSource {
 }
 
 /// The event time of a JSON line: an integer field, in milliseconds.
-fn json_timestamp(value: &serde_json::Value, field: &str) -> Result<i64, ConnectorError> {
+pub(super) fn json_timestamp(value: &serde_json::Value, field: &str) -> Result<i64, ConnectorError> {
     let bad = ConnectorError::BadRecord;
     match value.get(field) {
         Some(v) => {
@@ -193,7 +193,7 @@ fn json_timestamp(value: &serde_json::Value, field: &str) -> Result<i64, Connect
 
 /// The key of a JSON line: a string field's text, or a number or boolean's
 /// JSON text.
-fn json_key(value: &serde_json::Value, field: &str) -> Result<Vec<u8>, ConnectorError> {
+pub(super) fn json_key(value: &serde_json::Value, field: &str) -> Result<Vec<u8>, ConnectorError> {
     let bad = ConnectorError::BadRecord;
     match value.get(field) {
         Some(serde_json::Value::String(s)) => Ok(s.clone().into_bytes()),

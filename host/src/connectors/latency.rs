@@ -19,7 +19,7 @@ use crate::clock::now_us;
 use crate::config::ConnectorSpec;
 use crate::record::Batch;
 use crate::runtime::error::ConnectorError;
-use crate::runtime::sink::{Sink, SinkWriter};
+use crate::runtime::sink::{OpenAt, Sink, SinkWriter, SnapshotAt};
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
@@ -62,7 +62,7 @@ pub fn build(spec: &ConnectorSpec, base: &Path) -> Result<Arc<dyn Sink>, Options
 }
 
 impl Sink for LatencySink {
-    fn open(&self, _: Option<(u64, &SinkState)>) -> Result<Box<dyn SinkWriter>, ConnectorError> {
+    fn open(&self, _: OpenAt<'_>) -> Result<Box<dyn SinkWriter>, ConnectorError> {
         Ok(Box::new(LatencyWriter {
             id: self.id.clone(),
             unit: self.unit,
@@ -156,8 +156,8 @@ impl SinkWriter for LatencyWriter {
         Ok(())
     }
 
-    fn checkpoint(&mut self, tag: &str) -> Result<Option<SinkState>, ConnectorError> {
-        if tag != "end" {
+    fn checkpoint(&mut self, at: &SnapshotAt<'_>) -> Result<Option<SinkState>, ConnectorError> {
+        if at.id.is_some() {
             return Ok(None);
         }
         let r = self.report();

@@ -8,7 +8,7 @@ use crate::checkpoint::metadata::SinkState;
 use crate::config::ConnectorSpec;
 use crate::record::Batch;
 use crate::runtime::error::ConnectorError;
-use crate::runtime::sink::{Sink, SinkWriter};
+use crate::runtime::sink::{OpenAt, Sink, SinkWriter, SnapshotAt};
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -34,8 +34,8 @@ pub fn build(spec: &ConnectorSpec, base: &Path) -> Result<Arc<dyn Sink>, Options
 }
 
 impl Sink for TransactionalFileSink {
-    fn open(&self, restore: Option<(u64, &SinkState)>) -> Result<Box<dyn SinkWriter>, ConnectorError> {
-        Ok(Box::new(match restore {
+    fn open(&self, at: OpenAt<'_>) -> Result<Box<dyn SinkWriter>, ConnectorError> {
+        Ok(Box::new(match at.restore.map(|r| (r.id, r.state)) {
             Some((id, SinkState::Parts { pending })) => PartFiles::restore(&self.dir, Some(id), pending)?,
             _ => PartFiles::fresh(&self.dir)?,
         }))
@@ -66,8 +66,8 @@ impl Sink for TransactionalFileSink {
         SinkState::Parts { pending: here }
     }
 
-    fn publish_finished(&self, state: &SinkState) -> Result<(), ConnectorError> {
-        if let SinkState::Parts { pending } = state {
+    fn publish_finished(&self, at: OpenAt<'_>) -> Result<(), ConnectorError> {
+        if let Some(SinkState::Parts { pending }) = at.restore.map(|r| r.state) {
             PartFiles::restore(&self.dir, None, pending)?;
         }
         Ok(())
@@ -82,8 +82,8 @@ impl SinkWriter for PartFiles {
         Ok(())
     }
 
-    fn checkpoint(&mut self, tag: &str) -> Result<Option<SinkState>, ConnectorError> {
-        self.seal(tag).map(Some)
+    fn checkpoint(&mut self, at: &SnapshotAt<'_>) -> Result<Option<SinkState>, ConnectorError> {
+        self.seal(at.tag).map(Some)
     }
 
     fn commit(&mut self, upto: Option<u64>) -> Result<(), ConnectorError> {

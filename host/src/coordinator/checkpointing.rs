@@ -11,7 +11,9 @@
 
 use super::history::History;
 use super::savepoints::{PendingSavepoint, PendingSwap};
-use crate::checkpoint::metadata::{CheckpointMetadata, OperatorState, SinkState, StateHandle, SwappedModule};
+use crate::checkpoint::metadata::{
+    CheckpointMetadata, OperatorState, SinkState, SourcePosition, StateHandle, SwappedModule,
+};
 use crate::checkpoint::protocol::{CheckpointId, Command, Protocol, ProtocolConfig};
 use crate::checkpoint::storage::{CheckpointStorage, StorageError};
 use crate::checkpoint::upload::CheckpointError;
@@ -524,8 +526,11 @@ impl Attempt<'_> {
                 TaskSnapshot::Operator(h) => {
                     operators.entry(task.node.to_string()).or_default().push((task.subtask, h))
                 }
-                TaskSnapshot::Source(offset) => {
-                    sources.insert(task.node.to_string(), offset);
+                TaskSnapshot::Source(position) => {
+                    // A partitioned source's subtasks own disjoint
+                    // partitions: their positions add up.
+                    let merged: &mut SourcePosition = sources.entry(task.node.to_string()).or_default();
+                    merged.merge(position);
                 }
                 TaskSnapshot::Sink(Some(state)) => {
                     sinks.insert(task.node.to_string(), state);

@@ -257,7 +257,12 @@ mod tests {
         let mut h = History::new(["shared/a".to_string()].into());
         h.triggered(1, false, 2);
         h.acknowledged(1, &task(0), &db(&[("shared/a", 100), ("shared/b", 10), ("chk-1/m", 1)]), timing());
-        h.acknowledged(1, &task(1), &TaskSnapshot::Source(7), timing());
+        h.acknowledged(
+            1,
+            &task(1),
+            &TaskSnapshot::Source(crate::checkpoint::metadata::SourcePosition::Offset(7)),
+            timing(),
+        );
         h.completed(1, "file:///ck/chk-1".into());
         let o = h.overview();
         let s = o.latest_completed.unwrap();

@@ -35,6 +35,7 @@ use crate::control::server::{ControlError, ControlServer};
 use crate::control::{ModuleInfo, Restart, RestoredCheckpoint};
 use crate::fault::{Classify, Domain, RetryHint};
 use crate::runtime::TaskError;
+use crate::runtime::sink::{OpenAt, SinkRestore};
 use crate::wasm::engine::{EpochTicker, new_engine};
 use crate::wasm::{FailureKind, ModuleLoader, OperatorModule, WasmError};
 use checkpointing::{CheckpointingError, Checkpoints, shared_files};
@@ -142,7 +143,8 @@ pub fn run_job(job: &LoadedJob, start: &StartFrom) -> Result<JobReport, JobError
     if let Some(r) = initial.as_ref().filter(|r| r.metadata.finished) {
         for (id, state) in &r.metadata.sinks {
             if let Some(sink) = connectors.sinks.get(id) {
-                sink.publish_finished(state)
+                let restore = SinkRestore { id: r.metadata.id, state, storage: &r.storage };
+                sink.publish_finished(OpenAt { job: &spec.name, subtask: 0, restore: Some(restore) })
                     .map_err(|source| TaskError::Sink { id: id.as_str().into(), cause: source })?;
             }
         }

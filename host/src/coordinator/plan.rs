@@ -123,7 +123,7 @@ impl Plan {
 pub fn plan(spec: &JobSpec) -> Plan {
     let mut nodes = Vec::new();
     for s in &spec.sources {
-        nodes.push(Node { id: s.id.as_str().into(), role: Role::Source, parallelism: 1 });
+        nodes.push(Node { id: s.id.as_str().into(), role: Role::Source, parallelism: s.parallelism });
     }
     for o in &spec.operators {
         nodes.push(Node { id: o.uid.as_str().into(), role: Role::Operator, parallelism: o.parallelism });
@@ -195,7 +195,7 @@ mod tests {
     use crate::config::{ConnectorSpec, InputSpec, OperatorSpec, SinkSpec};
 
     fn connector(id: &str) -> ConnectorSpec {
-        ConnectorSpec { id: id.into(), kind: "test".into(), options: toml::Table::new() }
+        ConnectorSpec { id: id.into(), kind: "test".into(), options: toml::Table::new(), parallelism: 1 }
     }
 
     fn operator(uid: &str, parallelism: u32, inputs: &[(&str, Partition)]) -> OperatorSpec {

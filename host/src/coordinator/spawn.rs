@@ -18,7 +18,7 @@ use crate::runtime::message::{Control, Message};
 use crate::runtime::operator::OperatorTask;
 use crate::runtime::router::{Edge, Router};
 use crate::runtime::sink::{Sink, SinkTask};
-use crate::runtime::source::{Source, SourceContext, run_source};
+use crate::runtime::source::{Source, SourceContext, SubtaskInfo, run_source};
 use crate::state::key_group::KeyGroupRange;
 use crate::wasm::{Limits, OperatorModule};
 use crossbeam_channel::{Receiver, Sender, bounded, unbounded};
@@ -132,13 +132,14 @@ fn task_body(
     match t.role {
         Role::Source => {
             let source = a.connectors.sources[node].clone();
-            let position = a.restore.as_ref().and_then(|r| r.metadata.sources.get(node)).copied().unwrap_or(0);
+            let position = a.restore.as_ref().and_then(|r| r.metadata.sources.get(node)).cloned().unwrap_or_default();
             let (lag, rate) = (source.watermark_lag_ms(), source.records_per_second());
             let id = t.id.node.clone();
             let batching = (settings.batch_size, settings.max_batch_delay);
+            let info = SubtaskInfo { subtask: t.id.subtask, parallelism, idle_timeout: settings.idle_timeout };
             Box::new(move || {
                 let control = inputs.into_control();
-                let ctx = SourceContext::new(id, router, reporter, control, batching, position, lag, rate);
+                let ctx = SourceContext::new(id, info, router, reporter, control, batching, position, lag, rate);
                 run_source(source.as_ref(), ctx)
             })
         }
@@ -146,7 +147,7 @@ fn task_body(
             let sink = a.connectors.sinks[node].clone();
             let restore = a.restore.as_ref().and_then(|r| {
                 let state = r.metadata.sinks.get(node)?;
-                Some((r.metadata.id, sink.restore_state(state, r.metadata.savepoint)))
+                Some((r.metadata.id, sink.restore_state(state, r.metadata.savepoint), r.storage.clone()))
             });
             let task = SinkTask {
                 id: t.id.node.clone(),
@@ -155,6 +156,9 @@ fn task_body(
                 reporter,
                 checkpointing: settings.checkpointing.is_some(),
                 restore,
+                job: a.job.spec.name.as_str().into(),
+                subtask: t.id.subtask,
+                storage: a.storage.clone(),
             };
             Box::new(move || task.run())
         }

@@ -36,12 +36,18 @@ pub enum ConnectorError {
     /// run in the way).
     #[error("{0}")]
     Refused(String),
+    /// A service the connector reads or writes (a Kafka cluster) did not
+    /// answer or failed a request: it may be back after a restart.
+    #[error("{0}")]
+    Unavailable(String),
 }
 
 impl Classify for ConnectorError {
     fn domain(&self) -> Domain {
         match self {
-            ConnectorError::Io { .. } | ConnectorError::Inconsistent(_) => Domain::External,
+            ConnectorError::Io { .. } | ConnectorError::Inconsistent(_) | ConnectorError::Unavailable(_) => {
+                Domain::External
+            }
             ConnectorError::BadRecord(_) | ConnectorError::Refused(_) => Domain::User,
         }
     }
@@ -50,7 +56,7 @@ impl Classify for ConnectorError {
         match self {
             // A disk that was full or a file system that was away may be
             // back; a bad line is still bad after a restart.
-            ConnectorError::Io { .. } => RetryHint::Restart,
+            ConnectorError::Io { .. } | ConnectorError::Unavailable(_) => RetryHint::Restart,
             _ => RetryHint::NoRetry,
         }
     }

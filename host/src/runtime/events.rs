@@ -4,7 +4,7 @@
 
 use super::error::TaskError;
 use super::swap::SwapError;
-use crate::checkpoint::metadata::{SinkState, StateHandle};
+use crate::checkpoint::metadata::{SinkState, SourcePosition, StateHandle};
 use crate::checkpoint::protocol::CheckpointId;
 use crate::checkpoint::upload::CheckpointError;
 use crate::control::GuestMetrics;
@@ -97,8 +97,8 @@ impl AckTiming {
 pub enum TaskSnapshot {
     /// An operator subtask's state.
     Operator(StateHandle),
-    /// A source's position: the next record to read.
-    Source(u64),
+    /// A source subtask's position: the next record to read.
+    Source(SourcePosition),
     /// A sink's position (none for sinks that cannot resume: stdout).
     Sink(Option<SinkState>),
 }

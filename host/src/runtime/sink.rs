@@ -10,9 +10,10 @@
 use super::error::{ConnectorError, TaskError};
 use super::events::{AckTiming, Counters, Reporter, TaskEvent, TaskSnapshot};
 use super::inputs::{Inputs, Next};
-use super::message::Control;
+use super::message::{BarrierKind, Control};
 use crate::checkpoint::metadata::SinkState;
 use crate::checkpoint::protocol::CheckpointId;
+use crate::checkpoint::storage::CheckpointStorage;
 use crate::record::Batch;
 use std::sync::Arc;
 use std::time::Instant;
@@ -20,9 +21,8 @@ use std::time::Instant;
 /// A sink connector, configured from its `[[sinks]]` entry. One value
 /// serves every run (attempt) of the job; each run opens a writer.
 pub trait Sink: Send + Sync + 'static {
-    /// Opens the output for a run: fresh, or as of checkpoint `restore.0`,
-    /// at the position `restore.1` it recorded.
-    fn open(&self, restore: Option<(CheckpointId, &SinkState)>) -> Result<Box<dyn SinkWriter>, ConnectorError>;
+    /// Opens the output for a run: fresh, or as `at.restore` says.
+    fn open(&self, at: OpenAt<'_>) -> Result<Box<dyn SinkWriter>, ConnectorError>;
 
     /// The position to restore from `state`, recorded by a checkpoint or
     /// (`from_savepoint`) a savepoint, which may have been taken by a job
@@ -33,11 +33,47 @@ pub trait Sink: Send + Sync + 'static {
     }
 
     /// The job had finished before: makes visible what its final
-    /// checkpoint recorded in `state`.
-    fn publish_finished(&self, state: &SinkState) -> Result<(), ConnectorError> {
-        let _ = state;
+    /// checkpoint recorded, as `at.restore` says.
+    fn publish_finished(&self, at: OpenAt<'_>) -> Result<(), ConnectorError> {
+        let _ = at;
         Ok(())
     }
+}
+
+/// Where a sink subtask opens its output.
+#[derive(Clone, Copy)]
+pub struct OpenAt<'a> {
+    /// The job's name.
+    pub job: &'a str,
+    /// The sink subtask.
+    pub subtask: u32,
+    /// The checkpoint or savepoint the run starts from, if any.
+    pub restore: Option<SinkRestore<'a>>,
+}
+
+/// What a checkpoint recorded for a sink.
+#[derive(Clone, Copy)]
+pub struct SinkRestore<'a> {
+    /// The checkpoint's id.
+    pub id: CheckpointId,
+    /// The sink's position in it.
+    pub state: &'a SinkState,
+    /// The storage it is in (where the sink's stored parts are).
+    pub storage: &'a CheckpointStorage,
+}
+
+/// What a sink's part of a checkpoint is taken for.
+pub struct SnapshotAt<'a> {
+    /// The checkpoint, or `None` at the end of input (the job's final
+    /// checkpoint, whose id is chosen after every sink ended).
+    pub id: Option<CheckpointId>,
+    /// `{id:010}`, or "end": a name for what the sink closes here.
+    pub tag: &'a str,
+    /// Where the checkpoint's state goes (a savepoint's own directory for
+    /// a savepoint), for a part too big for the metadata.
+    pub storage: &'a CheckpointStorage,
+    /// "sink-<id>-<subtask>": the owner of what is stored.
+    pub owner: &'a str,
 }
 
 /// A sink's output during one run.
@@ -45,9 +81,9 @@ pub trait SinkWriter: Send {
     /// Writes a batch of records.
     fn write(&mut self, batch: &Batch) -> Result<(), ConnectorError>;
 
-    /// At a barrier (or the end, `tag` "end"): makes what was written
-    /// durable and says where the sink is, if it can resume.
-    fn checkpoint(&mut self, tag: &str) -> Result<Option<SinkState>, ConnectorError>;
+    /// At a barrier (or the end): makes what was written durable and says
+    /// where the sink is, if it can resume.
+    fn checkpoint(&mut self, at: &SnapshotAt<'_>) -> Result<Option<SinkState>, ConnectorError>;
 
     /// Checkpoint `upto` completed (`None`: the job's final one): publishes
     /// what it covers.
@@ -75,17 +111,30 @@ pub struct SinkTask {
     pub reporter: Reporter,
     /// Whether the job checkpoints (then the end waits for the final one).
     pub checkpointing: bool,
-    /// The checkpoint to resume from, and the position it recorded.
-    pub restore: Option<(CheckpointId, SinkState)>,
+    /// The checkpoint to resume from, the position it recorded, and the
+    /// storage it is in.
+    pub restore: Option<(CheckpointId, SinkState, Arc<CheckpointStorage>)>,
+    /// The job's name.
+    pub job: Arc<str>,
+    /// Its subtask index.
+    pub subtask: u32,
+    /// The job's checkpoint storage.
+    pub storage: Arc<CheckpointStorage>,
 }
 
 impl SinkTask {
     /// Runs the sink until every upstream subtask ended (and, with
     /// checkpointing, the final checkpoint completed).
     pub fn run(self) -> Result<Counters, TaskError> {
-        let SinkTask { id, sink, mut inputs, mut reporter, checkpointing, restore } = self;
+        let SinkTask { id, sink, mut inputs, mut reporter, checkpointing, restore, job, subtask, storage } = self;
         let error = |source| TaskError::Sink { id: id.clone(), cause: source };
-        let mut out = sink.open(restore.as_ref().map(|(c, s)| (*c, s))).map_err(error)?;
+        let owner = format!("sink-{id}-{subtask}");
+        let open = OpenAt {
+            job: &job,
+            subtask,
+            restore: restore.as_ref().map(|(c, s, st)| SinkRestore { id: *c, state: s, storage: st }),
+        };
+        let mut out = sink.open(open).map_err(error)?;
         let mut counters = Counters::default();
         let mut last_barrier = 0;
         loop {
@@ -104,7 +153,13 @@ impl SinkTask {
                 Next::Barrier(barrier) => {
                     last_barrier = barrier.id;
                     let started = Instant::now();
-                    let state = out.checkpoint(&format!("{:010}", barrier.id)).map_err(error)?;
+                    let target = match &barrier.kind {
+                        BarrierKind::Savepoint { target, .. } => target,
+                        BarrierKind::Checkpoint => &storage,
+                    };
+                    let tag = format!("{:010}", barrier.id);
+                    let at = SnapshotAt { id: Some(barrier.id), tag: &tag, storage: target, owner: &owner };
+                    let state = out.checkpoint(&at).map_err(error)?;
                     let timing = AckTiming::since(started, inputs.last_alignment());
                     reporter.acknowledge(barrier.id, TaskSnapshot::Sink(state), timing);
                 }
@@ -119,7 +174,8 @@ impl SinkTask {
                 Next::Cancelled => return Err(TaskError::Cancelled),
             }
         }
-        let state = out.checkpoint("end").map_err(error)?;
+        let state =
+            out.checkpoint(&SnapshotAt { id: None, tag: "end", storage: &storage, owner: &owner }).map_err(error)?;
         if checkpointing {
             // The last output becomes visible only once the final
             // checkpoint records it, so a crash now cannot repeat it.

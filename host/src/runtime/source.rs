@@ -8,6 +8,7 @@ use super::error::{ConnectorError, TaskError};
 use super::events::{AckTiming, Counters, Reporter, TaskSnapshot};
 use super::message::{Barrier, Control, SavepointEnd};
 use super::router::{RouteError, Router};
+use crate::checkpoint::metadata::{PartitionOffsets, SourcePosition};
 use crate::record::Record;
 use crossbeam_channel::Receiver;
 use std::sync::Arc;
@@ -95,25 +96,57 @@ pub struct SourceContext {
     /// Where the source is: what a checkpoint records, so a restore
     /// resumes at the next record. Sources set it before each `emit`.
     pub position: u64,
+    /// A partitioned source's position instead (topic, partition, next
+    /// offset), set before each `emit` likewise: `Some` makes it what
+    /// checkpoints record.
+    pub partitions: Option<PartitionOffsets>,
+    /// This subtask's index and the source's parallelism.
+    subtask: (u32, u32),
+    /// Set by a source that tracks event time itself (per partition):
+    /// `emit` then leaves the largest timestamp to it.
+    own_event_time: bool,
+    /// `pipeline.idle_timeout`.
+    idle_timeout: Option<Duration>,
+    /// A partitioned source's positions at barriers not yet known to be
+    /// complete, oldest first.
+    acknowledged: Vec<(u64, PartitionOffsets)>,
+    /// The position of the latest completed checkpoint, not yet taken.
+    completed: Option<PartitionOffsets>,
+}
+
+/// Where one source subtask sits in its source and its job.
+#[derive(Debug, Clone)]
+pub struct SubtaskInfo {
+    /// Its index.
+    pub subtask: u32,
+    /// The source's parallelism.
+    pub parallelism: u32,
+    /// `pipeline.idle_timeout`: when a silent input stops holding event time.
+    pub idle_timeout: Option<Duration>,
 }
 
 impl SourceContext {
-    /// A context for source `id`, starting at `position` (0, or where a
-    /// checkpoint left it), emitting watermarks `watermark_lag` behind the
-    /// largest timestamp, at most `rate` records per second, sending batches
-    /// of `batch_size` records or whatever is buffered after
-    /// `max_batch_delay`.
+    /// A context for subtask `info` of source `id`, starting at
+    /// `position` (the start, or where a checkpoint left it), emitting
+    /// watermarks `watermark_lag` behind the largest timestamp, at most
+    /// `rate` records per second, sending batches of `batch_size` records
+    /// or whatever is buffered after `max_batch_delay`.
     #[allow(clippy::too_many_arguments)]
     pub fn new(
         id: Arc<str>,
+        info: SubtaskInfo,
         router: Router,
         reporter: Reporter,
         control: Receiver<Control>,
         (batch_size, max_batch_delay): (usize, Duration),
-        position: u64,
+        position: SourcePosition,
         watermark_lag: Option<i64>,
         rate: Option<f64>,
     ) -> Self {
+        let (position, partitions) = match position {
+            SourcePosition::Offset(n) => (n, None),
+            SourcePosition::Partitions(p) => (0, Some(p)),
+        };
         SourceContext {
             id,
             router,
@@ -128,6 +161,69 @@ impl SourceContext {
             max_batch_delay,
             next_periodic: Instant::now() + PERIODIC,
             position,
+            partitions,
+            subtask: (info.subtask, info.parallelism),
+            own_event_time: false,
+            idle_timeout: info.idle_timeout,
+            acknowledged: Vec::new(),
+            completed: None,
+        }
+    }
+
+    /// A partitioned source's position in the latest checkpoint that
+    /// completed since the last call, if any (to commit to the Kafka
+    /// group, for monitoring).
+    pub fn take_completed(&mut self) -> Option<PartitionOffsets> {
+        self.completed.take()
+    }
+
+    /// This subtask's index and the source's parallelism.
+    pub fn subtask(&self) -> (u32, u32) {
+        self.subtask
+    }
+
+    /// `pipeline.idle_timeout`.
+    pub fn idle_timeout(&self) -> Option<Duration> {
+        self.idle_timeout
+    }
+
+    /// The source id.
+    pub fn id(&self) -> &Arc<str> {
+        &self.id
+    }
+
+    /// For a source that tracks event time itself (per partition, as
+    /// Flink's Kafka source does): from now on the watermark trails `t`,
+    /// which the source moves with [`SourceContext::set_event_time`].
+    pub fn set_event_time(&mut self, t: i64) {
+        self.own_event_time = true;
+        self.max_timestamp = self.max_timestamp.max(t);
+    }
+
+    /// No record is ready: sends what waited its batch delay, handles the
+    /// coordinator's messages, emits the watermark and reports progress,
+    /// as `emit` does between records. A source that waits for input
+    /// calls it at least every few tens of milliseconds, or its barriers
+    /// wait for it.
+    pub fn idle(&mut self) -> Result<(), Halt> {
+        let now = Instant::now();
+        self.flush_if_due(now)?;
+        self.periodic(false)
+    }
+
+    /// What checkpoint `id`, whose barrier is sent now, records.
+    fn snapshot_position(&mut self, id: u64) -> SourcePosition {
+        match &self.partitions {
+            Some(p) => {
+                // A bound on what waits for completion: checkpoints that
+                // never complete are forgotten, oldest first.
+                if self.acknowledged.len() >= 16 {
+                    self.acknowledged.remove(0);
+                }
+                self.acknowledged.push((id, p.clone()));
+                SourcePosition::Partitions(p.clone())
+            }
+            None => SourcePosition::Offset(self.position),
         }
     }
 
@@ -139,7 +235,9 @@ impl SourceContext {
     /// source waited for it, and while a paced source waits).
     #[inline]
     pub fn emit(&mut self, record: Record<'_>) -> Result<(), Halt> {
-        if let Some(t) = record.timestamp {
+        if let Some(t) = record.timestamp
+            && !self.own_event_time
+        {
             self.max_timestamp = self.max_timestamp.max(t);
         }
         let (deferred, waited) = self.wait_for_pace()?;
@@ -156,24 +254,32 @@ impl SourceContext {
             late = now >= self.next_periodic;
         }
         if periodic || late {
-            self.next_periodic = Instant::now() + PERIODIC;
-            self.poll_control()?;
-            // Bounded out-of-orderness, as Flink's: the watermark trails the
-            // largest timestamp by the lag, minus one. Between full
-            // batches it waits for the records before it to be sent.
-            if let Some(lag) = self.watermark_lag {
-                let w = self.max_timestamp.saturating_sub(lag).saturating_sub(1);
-                if w > self.watermark {
-                    self.watermark = w;
-                    let sent = if periodic { self.router.watermark(w) } else { self.router.watermark_when_flushed(w) };
-                    sent.map_err(|e| self.route_error(e))?;
-                }
-            }
-            self.counters.records_out = self.router.records_out();
-            self.counters.backpressured_ns = self.router.backpressured_ns();
-            self.counters.output_watermark = self.router.output_watermark();
-            self.reporter.tick(self.counters);
+            self.periodic(periodic)?;
         }
+        Ok(())
+    }
+
+    /// Handles the coordinator's messages, emits a watermark and reports
+    /// progress; `full` after a full batch (whose records went out
+    /// before the watermark), else the watermark waits for the records
+    /// before it to be sent.
+    fn periodic(&mut self, full: bool) -> Result<(), Halt> {
+        self.next_periodic = Instant::now() + PERIODIC;
+        self.poll_control()?;
+        // Bounded out-of-orderness, as Flink's: the watermark trails the
+        // largest timestamp by the lag, minus one.
+        if let Some(lag) = self.watermark_lag {
+            let w = self.max_timestamp.saturating_sub(lag).saturating_sub(1);
+            if w > self.watermark {
+                self.watermark = w;
+                let sent = if full { self.router.watermark(w) } else { self.router.watermark_when_flushed(w) };
+                sent.map_err(|e| self.route_error(e))?;
+            }
+        }
+        self.counters.records_out = self.router.records_out();
+        self.counters.backpressured_ns = self.router.backpressured_ns();
+        self.counters.output_watermark = self.router.output_watermark();
+        self.reporter.tick(self.counters);
         Ok(())
     }
 
@@ -275,15 +381,20 @@ impl SourceContext {
                     let started = Instant::now();
                     self.router.barrier(&barrier).map_err(|e| self.route_error(e))?;
                     let timing = AckTiming::since(started, Duration::ZERO);
-                    self.reporter.acknowledge(barrier.id, TaskSnapshot::Source(self.position), timing);
+                    let position = self.snapshot_position(barrier.id);
+                    self.reporter.acknowledge(barrier.id, TaskSnapshot::Source(position), timing);
                     Ok(())
                 }
             },
-            Control::Complete(_)
-            | Control::Resume
-            | Control::EndStopped
-            | Control::SwapCommit(_)
-            | Control::SwapAbort(_) => Ok(()),
+            Control::Complete(id) => {
+                // Completion subsumes: the newest position at or below it.
+                if let Some(i) = self.acknowledged.iter().rposition(|(a, _)| *a <= id) {
+                    self.completed = Some(self.acknowledged.swap_remove(i).1);
+                    self.acknowledged.retain(|(a, _)| *a > id);
+                }
+                Ok(())
+            }
+            Control::Resume | Control::EndStopped | Control::SwapCommit(_) | Control::SwapAbort(_) => Ok(()),
         }
     }
 
@@ -301,7 +412,8 @@ impl SourceContext {
         let started = Instant::now();
         self.router.barrier(&barrier).map_err(|e| self.route_error(e))?;
         let timing = AckTiming::since(started, Duration::ZERO);
-        self.reporter.acknowledge(barrier.id, TaskSnapshot::Source(self.position), timing);
+        let position = self.snapshot_position(barrier.id);
+        self.reporter.acknowledge(barrier.id, TaskSnapshot::Source(position), timing);
         loop {
             match self.control.recv() {
                 Ok(Control::Complete(c)) if c >= barrier.id => {

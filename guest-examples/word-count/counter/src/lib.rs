@@ -1,7 +1,8 @@
 //! Word-count counter: keyed by word, keeps a `ValueState<u64>` per word and
-//! emits `<word> <count>` on every update, with the input's timestamp (so
-//! event time and latency measurements carry through). The last line for a
-//! word carries its final count.
+//! emits `<word> <count>` on every update, keyed by the word (so a Kafka
+//! sink puts a word's updates in one partition, in order) and with the
+//! input's timestamp (so event time and latency measurements carry
+//! through). The last line for a word carries its final count.
 
 use weir_sdk::{Context, Element, OpenContext, Operator, Result, ValueState, export_operator};
 
@@ -19,7 +20,7 @@ impl Operator for Counter {
         let n = self.count.get()?.unwrap_or(0) + 1;
         self.count.set(&n)?;
         // `word count`, written straight into the output buffer.
-        ctx.emit_with(None, input.timestamp, |line| {
+        ctx.emit_with(Some(word), input.timestamp, |line| {
             line.extend_from_slice(word);
             line.push(b' ');
             write_decimal(line, n);

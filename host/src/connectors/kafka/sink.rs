@@ -1,0 +1,399 @@
+//! `kind = "kafka"` sink: records to a topic, keyed by the record key
+//! (Kafka's murmur2 partitioner; records without a key round-robin), with
+//! the record's event time as the Kafka timestamp.
+//!
+//! `delivery`:
+//! - `exactly-once` (default): `mode = "publish-after-checkpoint"` holds
+//!   each checkpoint interval's records ([`super::held`]), stores them with
+//!   the checkpoint, and produces them with an idempotent producer once it
+//!   completed; a restore produces what its checkpoint held minus what
+//!   the topic shows arrived. Readers see each record once, at checkpoint
+//!   granularity, on any broker. (Kafka transactions, `mode =
+//!   "transactions"`, are not built yet.)
+//! - `at-least-once`: records are produced as they come; every barrier
+//!   waits until all are acknowledged, so nothing before a checkpoint is
+//!   lost; a restore repeats what came after it.
+//! - `none`: produced as they come, never waited for except at the end.
+
+use super::held::{BATCH_HEADER, END, Held, HeldRecord, SEQ_HEADER, SINK_HEADER};
+use super::{ClusterOptions, KafkaConsumer, describe, partition_counts};
+use crate::checkpoint::metadata::SinkState;
+use crate::config::ConnectorSpec;
+use crate::config::units::{ByteSize, HumanDuration};
+use crate::connectors::{OptionsError, options};
+use crate::record::Batch;
+use crate::runtime::error::ConnectorError;
+use crate::runtime::sink::{OpenAt, Sink, SinkWriter, SnapshotAt};
+use rdkafka::ClientContext;
+use rdkafka::error::{KafkaError, RDKafkaErrorCode};
+use rdkafka::message::{Header, OwnedHeaders};
+use rdkafka::producer::{BaseRecord, DeliveryResult, Producer, ProducerContext, ThreadedProducer};
+use serde::Deserialize;
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// How a sink's records reach the topic.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Delivery {
+    /// Each record once, after the checkpoint that covers it.
+    ExactlyOnce,
+    /// Nothing lost; records after the last checkpoint repeat on restore.
+    AtLeastOnce,
+    /// Fire and forget.
+    None,
+}
+
+/// How `exactly-once` is done.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Mode {
+    /// Held with the checkpoint, produced after it completed.
+    PublishAfterCheckpoint,
+    /// Kafka transactions (a transactional producer per subtask).
+    Transactions,
+}
+
+/// The entry's options.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Options {
+    bootstrap_servers: String,
+    topic: String,
+    delivery: Option<Delivery>,
+    mode: Option<Mode>,
+    /// Most bytes of output held for checkpoints not yet complete.
+    max_held: Option<ByteSize>,
+    /// How long the producer may take to have everything acknowledged.
+    flush_timeout: Option<HumanDuration>,
+    request_timeout: Option<HumanDuration>,
+    #[serde(default)]
+    create_topic: bool,
+    partitions: Option<i32>,
+    #[serde(default)]
+    properties: BTreeMap<String, toml::Value>,
+}
+
+/// A configured Kafka sink.
+pub struct KafkaSink {
+    id: String,
+    cluster: ClusterOptions,
+    topic: String,
+    delivery: Delivery,
+    max_held: u64,
+    flush_timeout: Duration,
+}
+
+/// Default for `max_held`.
+const DEFAULT_MAX_HELD: u64 = 512 << 20;
+
+/// Builds the sink from its entry.
+pub fn build(spec: &ConnectorSpec, _: &Path) -> Result<Arc<dyn Sink>, OptionsError> {
+    let o: Options = options(spec, "sink")?;
+    let bad = |message: String| OptionsError { node: format!("sink '{}'", spec.id), message };
+    if !crate::checkpoint::metadata::is_topic_name(&o.topic) {
+        return Err(bad(format!("topic = {:?}: 1 to 249 letters, digits, '.', '_' or '-'", o.topic)));
+    }
+    let delivery = o.delivery.unwrap_or(Delivery::ExactlyOnce);
+    match (delivery, o.mode) {
+        (Delivery::ExactlyOnce, Some(Mode::Transactions)) => {
+            return Err(bad(
+                "mode = \"transactions\" is not available yet; use mode = \"publish-after-checkpoint\" (exactly-once on any broker)".into(),
+            ));
+        }
+        (Delivery::ExactlyOnce, _) | (_, None) => {}
+        (_, Some(_)) => return Err(bad("mode is for delivery = \"exactly-once\"".into())),
+    }
+    let cluster = ClusterOptions {
+        bootstrap_servers: o.bootstrap_servers,
+        request_timeout: o.request_timeout,
+        create_topic: o.create_topic,
+        partitions: o.partitions,
+        properties: o.properties,
+    };
+    cluster.check().map_err(|e| bad(e.to_string()))?;
+    Ok(Arc::new(KafkaSink {
+        id: spec.id.clone(),
+        cluster,
+        topic: o.topic,
+        delivery,
+        max_held: o.max_held.map_or(DEFAULT_MAX_HELD, |b| b.0),
+        flush_timeout: o.flush_timeout.map_or(Duration::from_secs(60), |d| d.0),
+    }))
+}
+
+impl Sink for KafkaSink {
+    fn open(&self, at: OpenAt<'_>) -> Result<Box<dyn SinkWriter>, ConnectorError> {
+        let mut w = self.writer(at)?;
+        if let Some(r) = at.restore
+            && let SinkState::Kafka { batches } = r.state
+        {
+            let held = batches.iter().map(|b| Held::load(b, r.storage)).collect::<Result<Vec<_>, _>>()?;
+            w.publish_restored(held)?;
+        }
+        Ok(Box::new(w))
+    }
+
+    fn publish_finished(&self, at: OpenAt<'_>) -> Result<(), ConnectorError> {
+        self.open(at).map(drop)
+    }
+}
+
+impl KafkaSink {
+    fn writer(&self, at: OpenAt<'_>) -> Result<KafkaWriter, ConnectorError> {
+        let consumer: KafkaConsumer = self
+            .cluster
+            .create(&[("enable.partition.eof", "true".into()), ("group.id", format!("weir-{}", at.job))])?;
+        let partitions = partition_counts(&consumer, &self.cluster, std::slice::from_ref(&self.topic))?[&self.topic];
+        let (failures, failed) = crossbeam_channel::unbounded();
+        let producer: ThreadedProducer<Deliveries> = self
+            .cluster
+            .client_config(&[
+                ("enable.idempotence", (self.delivery != Delivery::None).to_string()),
+                ("linger.ms", "5".into()),
+                ("message.timeout.ms", self.flush_timeout.as_millis().to_string()),
+            ])?
+            .create_with_context(Deliveries { failures })
+            .map_err(|e| ConnectorError::Refused(describe(&e)))?;
+        Ok(KafkaWriter {
+            id: self.id.clone(),
+            topic: self.topic.clone(),
+            partitions,
+            delivery: self.delivery,
+            ident: format!("{}/{}/{}", at.job, self.id, at.subtask).into_bytes(),
+            producer,
+            failed,
+            consumer,
+            open: Held::default(),
+            held: Vec::new(),
+            held_bytes: 0,
+            max_held: self.max_held,
+            flush_timeout: self.flush_timeout,
+            timeout: self.cluster.timeout(),
+            next: at.subtask,
+        })
+    }
+}
+
+/// Sends delivery failures to the writer (the producer's own thread
+/// reports them).
+struct Deliveries {
+    failures: crossbeam_channel::Sender<String>,
+}
+
+impl ClientContext for Deliveries {
+    fn log(&self, level: rdkafka::config::RDKafkaLogLevel, facility: &str, message: &str) {
+        super::log(level, facility, message);
+    }
+
+    fn error(&self, error: KafkaError, reason: &str) {
+        super::client_error(error, reason);
+    }
+}
+
+impl ProducerContext for Deliveries {
+    type DeliveryOpaque = ();
+
+    fn delivery(&self, result: &DeliveryResult<'_>, _: ()) {
+        if let Err((e, m)) = result {
+            use rdkafka::message::Message;
+            let _ = self.failures.send(format!("a record for {}/{} was not delivered: {e}", m.topic(), m.partition()));
+        }
+    }
+}
+
+/// A sink subtask's producer and what it holds back.
+struct KafkaWriter {
+    id: String,
+    topic: String,
+    partitions: i32,
+    delivery: Delivery,
+    /// `<job>/<sink>/<subtask>`: the `weir-sink` header.
+    ident: Vec<u8>,
+    producer: ThreadedProducer<Deliveries>,
+    /// Delivery failures, from the producer's thread.
+    failed: crossbeam_channel::Receiver<String>,
+    /// Reads output back after a restore.
+    consumer: KafkaConsumer,
+    /// Exactly-once: records since the last barrier.
+    open: Held,
+    /// Exactly-once: closed batches not yet published, oldest first.
+    held: Vec<Held>,
+    held_bytes: u64,
+    max_held: u64,
+    flush_timeout: Duration,
+    timeout: Duration,
+    /// Round robin over partitions for records without a key.
+    next: u32,
+}
+
+impl KafkaWriter {
+    fn partition(&mut self, key: Option<&[u8]>) -> i32 {
+        match key {
+            Some(k) => super::partition_for_key(k, self.partitions),
+            None => {
+                self.next = self.next.wrapping_add(1);
+                (self.next % self.partitions as u32) as i32
+            }
+        }
+    }
+
+    /// Sends one record, waiting while the producer's queue is full.
+    fn send(&self, r: &HeldRecord<'_>, tag: Option<(u64, u64)>) -> Result<(), ConnectorError> {
+        let mut record = BaseRecord::<[u8], [u8]>::to(&self.topic).partition(r.partition).payload(r.payload);
+        if let Some(k) = r.key {
+            record = record.key(k);
+        }
+        if let Some(t) = r.timestamp {
+            record = record.timestamp(t);
+        }
+        if let Some((nonce, seq)) = tag {
+            let (nonce, seq) = (nonce.to_be_bytes(), seq.to_be_bytes());
+            record = record.headers(
+                OwnedHeaders::new_with_capacity(3)
+                    .insert(Header { key: SINK_HEADER, value: Some(self.ident.as_slice()) })
+                    .insert(Header { key: BATCH_HEADER, value: Some(&nonce[..]) })
+                    .insert(Header { key: SEQ_HEADER, value: Some(&seq[..]) }),
+            );
+        }
+        loop {
+            match self.producer.send(record) {
+                Ok(()) => return Ok(()),
+                Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), r)) => {
+                    record = r;
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+                Err((e, _)) => {
+                    return Err(ConnectorError::Unavailable(format!("cannot produce to {}: {e}", self.topic)));
+                }
+            }
+        }
+    }
+
+    /// Waits until every record sent is acknowledged, or fails.
+    fn flush(&self) -> Result<(), ConnectorError> {
+        self.producer.flush(self.flush_timeout).map_err(|e| {
+            ConnectorError::Unavailable(format!(
+                "records for {} were not acknowledged within {}: {e}",
+                self.topic,
+                humantime::format_duration(self.flush_timeout)
+            ))
+        })?;
+        // Every failure was reported before flush returned; the first says it.
+        let first = self.failed.try_iter().next();
+        first.map_or(Ok(()), |m| Err(ConnectorError::Unavailable(m)))
+    }
+
+    /// Produces `batch` (held records) after a completed checkpoint,
+    /// skipping the records `arrived` says are there already.
+    fn publish(&self, batch: &Held, arrived: impl Fn(i32, u64) -> bool) -> Result<u64, ConnectorError> {
+        let mut sent = 0;
+        for (seq, r) in batch.iter().enumerate() {
+            let r = r?;
+            let seq = seq as u64;
+            if arrived(r.partition, seq) {
+                continue;
+            }
+            self.send(&r, Some((batch.nonce, seq)))?;
+            sent += 1;
+            if seq == batch.records / 2 && batch.records > 1 {
+                // Half a batch out: where a crash tests recovery of a
+                // publish cut short.
+                self.flush()?;
+                crate::crash_point::crash_point("kafka.publish-half");
+            }
+        }
+        self.flush()?;
+        Ok(sent)
+    }
+
+    /// After a restore: publishes what the checkpoint held, minus what the
+    /// topic shows arrived before the process stopped.
+    fn publish_restored(&mut self, held: Vec<Held>) -> Result<(), ConnectorError> {
+        if held.is_empty() {
+            return Ok(());
+        }
+        let mut partitions = std::collections::BTreeSet::new();
+        for b in &held {
+            for r in b.iter() {
+                partitions.insert(r?.partition);
+            }
+        }
+        let last = super::held::published(&self.consumer, &self.topic, partitions, &self.ident, self.timeout)?;
+        let nonces: Vec<u64> = held.iter().map(|b| b.nonce).collect();
+        let (mut sent, mut skipped) = (0, 0);
+        for b in &held {
+            let n = self.publish(b, |p, seq| super::held::arrived(&last, &nonces, b.nonce, p, seq))?;
+            sent += n;
+            skipped += b.records - n;
+        }
+        tracing::info!(
+            sink = %self.id,
+            topic = %self.topic,
+            batches = held.len(),
+            sent,
+            already_there = skipped,
+            "published the output the restored checkpoint held"
+        );
+        Ok(())
+    }
+}
+
+impl SinkWriter for KafkaWriter {
+    fn write(&mut self, batch: &Batch) -> Result<(), ConnectorError> {
+        for r in batch.iter() {
+            let partition = self.partition(r.key);
+            let record = HeldRecord { partition, key: r.key, payload: r.payload, timestamp: r.timestamp };
+            match self.delivery {
+                Delivery::ExactlyOnce => {
+                    self.open.push(&record);
+                    if self.held_bytes + self.open.bytes.len() as u64 > self.max_held {
+                        return Err(ConnectorError::Refused(format!(
+                            "more than max_held ({}) of output is held for checkpoints that have not completed: checkpoint more often, or raise max_held",
+                            bytesize::ByteSize::b(self.max_held).display().iec()
+                        )));
+                    }
+                }
+                Delivery::AtLeastOnce | Delivery::None => self.send(&record, None)?,
+            }
+        }
+        Ok(())
+    }
+
+    fn checkpoint(&mut self, at: &SnapshotAt<'_>) -> Result<Option<SinkState>, ConnectorError> {
+        match self.delivery {
+            Delivery::ExactlyOnce => {
+                if self.open.records > 0 {
+                    let mut closed = std::mem::take(&mut self.open);
+                    closed.checkpoint = at.id.unwrap_or(END);
+                    closed.nonce = rand::random();
+                    self.held_bytes += closed.bytes.len() as u64;
+                    self.held.push(closed);
+                }
+                // Every batch still held goes into this checkpoint, so it
+                // stands alone when older ones are deleted.
+                let batches = self.held.iter().map(|b| b.store(at)).collect::<Result<Vec<_>, _>>()?;
+                Ok(Some(SinkState::Kafka { batches }))
+            }
+            Delivery::AtLeastOnce => self.flush().map(|()| None),
+            Delivery::None if at.id.is_none() => self.flush().map(|()| None),
+            Delivery::None => Ok(None),
+        }
+    }
+
+    fn commit(&mut self, upto: Option<u64>) -> Result<(), ConnectorError> {
+        let due = self.held.iter().take_while(|b| upto.is_none_or(|c| b.checkpoint <= c)).count();
+        for b in self.held.drain(..due).collect::<Vec<_>>() {
+            self.publish(&b, |_, _| false)?;
+            self.held_bytes -= b.bytes.len() as u64;
+        }
+        Ok(())
+    }
+
+    fn discard(&mut self) -> Result<(), ConnectorError> {
+        self.open = Held::default();
+        Ok(())
+    }
+}
