@@ -103,6 +103,25 @@ topic = "counts"
     );
 }
 
+/// `[checkpointing]` every 100 ms into `dir`'s `checkpoints/`, savepoints
+/// beside them, then `extra`.
+fn checkpoints_in(dir: &JobDir, extra: &str) -> String {
+    let ck = format!("file://{}", dir.path().join("checkpoints").display());
+    checkpointing(&ck, "") + &format!("\n[state.savepoints]\ndir = \"{ck}\"\n{extra}\n")
+}
+
+/// Runs the job in `dir` until it wrote something, stops it with a
+/// savepoint, and returns where the savepoint is.
+fn run_then_stop_with_savepoint(dir: &JobDir) -> String {
+    let child = spawn(dir, &[], &[]);
+    wait_for_output(dir, "wc-kafka");
+    let out = host_command(dir.path(), &["savepoint", "wc-kafka", "--stop"]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let (ok, err) = finish(child);
+    assert!(ok, "{err}");
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
 /// The payloads of `records` as lines, partition by partition: each word
 /// goes to one partition, so its updates are in order.
 fn as_lines(records: &[Consumed]) -> String {
@@ -120,8 +139,8 @@ fn word_count_from_kafka_to_kafka_is_exact_at_parallelism_1_and_3() {
         kafka_job(&dir, &broker, p, "", "");
         let err = dir.succeeds(&[]);
         assert!(err.contains("job 'wc-kafka' finished"), "{err}");
+        assert_exact(&broker, &want, &format!("parallelism {p}"));
         let out = broker.consume_all("counts");
-        assert_eq!(final_counts(&as_lines(&out)), want, "parallelism {p}");
         // Keyed by word, with the sink's provenance headers.
         for r in &out {
             let word = String::from_utf8_lossy(&r.payload).split(' ').next().unwrap().to_string();
@@ -138,13 +157,10 @@ fn sigkill_crash_loop_from_kafka_to_kafka_is_exactly_once() {
     let broker = KafkaBroker::start();
     produce_lines(&broker, &input);
     let dir = JobDir::new();
-    let ck = format!("file://{}", dir.path().join("checkpoints").display());
-    let settings = checkpointing(&ck, "") + "\n[pipeline]\nbatch_size = 64\n";
-    kafka_job(&dir, &broker, 2, "", &settings);
+    kafka_job(&dir, &broker, 2, "", &checkpoints_in(&dir, "[pipeline]\nbatch_size = 64"));
     let run = crash_loop(&dir, &[], seed());
     run.assert_recovered(2);
-    let out = broker.consume_all("counts");
-    assert_eq!(final_counts(&as_lines(&out)), want, "(WEIR_TEST_SEED={})", run.seed);
+    assert_exact(&broker, &want, &format!("WEIR_TEST_SEED={}", run.seed));
 }
 
 /// `host status <job> --json` until the job wrote something.
@@ -178,8 +194,7 @@ fn a_crash_in_the_middle_of_publishing_is_repaired_by_the_restore() {
     let broker = KafkaBroker::start();
     produce_lines(&broker, &input);
     let dir = JobDir::new();
-    let ck = format!("file://{}", dir.path().join("checkpoints").display());
-    kafka_job(&dir, &broker, 2, "", &(checkpointing(&ck, "") + "\n[pipeline]\nbatch_size = 64\n"));
+    kafka_job(&dir, &broker, 2, "", &checkpoints_in(&dir, "[pipeline]\nbatch_size = 64"));
     // The first held batch stops half published.
     let out =
         host_command(dir.path(), &["run", "job.toml"]).env("WEIR_CRASH_AT", "kafka.publish-half").output().unwrap();
@@ -196,7 +211,7 @@ fn a_crash_in_the_middle_of_publishing_is_repaired_by_the_restore() {
         .and_then(|s| s.parse().ok())
         .unwrap_or_else(|| panic!("the restore says how much had arrived:\n{err}"));
     assert!(already > 0, "half a batch had arrived before the crash:\n{err}");
-    assert_eq!(final_counts(&as_lines(&broker.consume_all("counts"))), want);
+    assert_exact(&broker, &want, "");
 }
 
 #[test]
@@ -206,8 +221,7 @@ fn at_least_once_through_a_crash_loop_loses_nothing() {
     let broker = KafkaBroker::start();
     produce_lines(&broker, &input);
     let dir = JobDir::new();
-    let ck = format!("file://{}", dir.path().join("checkpoints").display());
-    let settings = checkpointing(&ck, "") + "\n[pipeline]\nbatch_size = 64\n";
+    let settings = checkpoints_in(&dir, "[pipeline]\nbatch_size = 64");
     kafka_job(&dir, &broker, 2, "delivery = \"at-least-once\"", &settings);
     let run = crash_loop(&dir, &[], seed());
     run.assert_recovered(2);
@@ -236,9 +250,8 @@ fn a_broker_that_hangs_for_seconds_mid_run_loses_and_repeats_nothing() {
     let broker = KafkaBroker::start();
     produce_lines(&broker, &input);
     let dir = JobDir::new();
-    let ck = format!("file://{}", dir.path().join("checkpoints").display());
     let source = "records_per_second = 300\n[sources.properties]\n\"socket.timeout.ms\" = 1500";
-    kafka_job_with(&dir, &broker, 2, source, "", &checkpointing(&ck, ""));
+    kafka_job_with(&dir, &broker, 2, source, "", &checkpoints_in(&dir, ""));
     let mut child = spawn(&dir, &[], &[]);
     wait_for_output(&dir, "wc-kafka");
     broker.freeze();
@@ -265,23 +278,16 @@ fn a_savepoint_restores_into_more_source_subtasks_exactly() {
     let broker = KafkaBroker::start();
     produce_lines(&broker, &input);
     let dir = JobDir::new();
-    let ck = format!("file://{}", dir.path().join("checkpoints").display());
-    let settings = checkpointing(&ck, "") + &format!("\n[state.savepoints]\ndir = \"{ck}\"\n");
+    let settings = checkpoints_in(&dir, "");
     kafka_job_with(&dir, &broker, 1, "records_per_second = 2000", "", &settings);
-    let child = spawn(&dir, &[], &[]);
-    wait_for_output(&dir, "wc-kafka");
-    let out = host_command(dir.path(), &["savepoint", "wc-kafka", "--stop"]).output().unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let location = String::from_utf8_lossy(&out.stdout).trim().to_string();
-    let (ok, err) = finish(child);
-    assert!(ok, "{err}");
+    let location = run_then_stop_with_savepoint(&dir);
     let before = broker.consume_all("counts").len();
     assert!(before > 0 && (before as u64) < want.values().sum::<u64>(), "stopped part-way: {before} updates");
     // Three source subtasks now share the four partitions.
     kafka_job_with(&dir, &broker, 3, "", "", &settings);
     let err = dir.succeeds(&["--from-savepoint", &location]);
     assert!(err.contains("lines                       3"), "three source subtasks:\n{err}");
-    assert_eq!(final_counts(&as_lines(&broker.consume_all("counts"))), want);
+    assert_exact(&broker, &want, "");
 }
 
 #[test]
@@ -397,15 +403,9 @@ fn a_topic_with_fewer_partitions_than_the_savepoint_is_refused() {
     let first = KafkaBroker::start();
     produce_lines(&first, &input);
     let dir = JobDir::new();
-    let ck = format!("file://{}", dir.path().join("checkpoints").display());
-    let settings = checkpointing(&ck, "") + &format!("\n[state.savepoints]\ndir = \"{ck}\"\n");
+    let settings = checkpoints_in(&dir, "");
     kafka_job_with(&dir, &first, 1, "records_per_second = 500", "", &settings);
-    let child = spawn(&dir, &[], &[]);
-    wait_for_output(&dir, "wc-kafka");
-    let out = host_command(dir.path(), &["savepoint", "wc-kafka", "--stop"]).output().unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let location = String::from_utf8_lossy(&out.stdout).trim().to_string();
-    assert!(finish(child).0);
+    let location = run_then_stop_with_savepoint(&dir);
     // The same topic names on another cluster, `words` with 2 partitions.
     let second = KafkaBroker::start();
     second.create_topic("words", 2);

@@ -213,6 +213,20 @@ fn owner(topic: &str, p: i32, parallelism: u32) -> u32 {
     ((base.wrapping_add(p as u64)) % parallelism as u64) as u32
 }
 
+/// Where partition `p` of `topic` resumes when the checkpoint says `at`
+/// and the log now starts at `low`. An offset past the log's end is left to
+/// the first fetch to refuse (see `consume_error`): some brokers report the
+/// end low, and only a fetch says for sure.
+fn resume_at(topic: &str, p: i32, at: i64, low: i64, if_missing: IfMissing) -> Result<i64, ConnectorError> {
+    match if_missing {
+        _ if at >= low => Ok(at),
+        IfMissing::Earliest => Ok(low),
+        IfMissing::Fail => Err(ConnectorError::Inconsistent(format!(
+            "the checkpoint resumes {topic}/{p} at offset {at}, but the log now starts at {low} (deleted by retention); set start_if_missing = \"earliest\" to skip the lost records"
+        ))),
+    }
+}
+
 /// One owned partition as the subtask reads it.
 struct Owned {
     /// The largest event time seen, and when its last record came.
@@ -399,22 +413,12 @@ impl KafkaSource {
         let (low, high) =
             consumer.fetch_watermarks(topic, p, timeout).map_err(|e| ctx.fail(unreachable(&self.cluster, &e)))?;
         if let Some(&at) = restored.get(topic).and_then(|r| r.get(&p)) {
-            // An offset past the log's end is left to the first fetch to
-            // refuse (see `consume_error`): some brokers report the end
-            // low, and only a fetch says for sure.
-            if at < low {
-                return match self.if_missing {
-                    IfMissing::Earliest => {
-                        tracing::warn!(source = %self.id, topic, partition = p, checkpoint = at, earliest = low,
-                            "the checkpoint's offset was deleted by retention; reading from the earliest (start_if_missing = \"earliest\")");
-                        Ok(low)
-                    }
-                    IfMissing::Fail => Err(ctx.fail(ConnectorError::Inconsistent(format!(
-                        "the checkpoint resumes {topic}/{p} at offset {at}, but the log now starts at {low} (deleted by retention); set start_if_missing = \"earliest\" to skip the lost records"
-                    )))),
-                };
+            let offset = resume_at(topic, p, at, low, self.if_missing).map_err(|e| ctx.fail(e))?;
+            if offset != at {
+                tracing::warn!(source = %self.id, topic, partition = p, checkpoint = at, earliest = low,
+                    "the checkpoint's offset was deleted by retention; reading from the earliest (start_if_missing = \"earliest\")");
             }
-            return Ok(at);
+            return Ok(offset);
         }
         let unavailable = |e: KafkaError| ctx.fail(unreachable(&self.cluster, &e));
         Ok(match self.start {
@@ -559,5 +563,57 @@ impl KafkaSource {
             }
             other => Err(ctx.fail(ConnectorError::Unavailable(format!("reading from {servers}: {other}")))),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn partitions_keep_their_owner_as_a_topic_grows_and_spread_evenly() {
+        for parallelism in [1, 2, 3, 5] {
+            let owners: Vec<u32> = (0..12).map(|p| owner("words", p, parallelism)).collect();
+            // Consecutive partitions go to consecutive subtasks.
+            for w in owners.windows(2) {
+                assert_eq!((w[0] + 1) % parallelism, w[1]);
+            }
+            assert!(owners.iter().all(|&o| o < parallelism));
+        }
+    }
+
+    #[test]
+    fn an_offset_retention_deleted_is_named_or_skipped_as_configured() {
+        assert_eq!(resume_at("t", 2, 50, 10, IfMissing::Fail).unwrap(), 50);
+        assert_eq!(resume_at("t", 2, 10, 10, IfMissing::Fail).unwrap(), 10);
+        let e = resume_at("t", 2, 5, 10, IfMissing::Fail).unwrap_err().to_string();
+        assert!(e.contains("resumes t/2 at offset 5, but the log now starts at 10"), "{e}");
+        assert!(e.contains("start_if_missing = \"earliest\""), "{e}");
+        assert_eq!(resume_at("t", 2, 5, 10, IfMissing::Earliest).unwrap(), 10);
+    }
+
+    fn spec(options: &str) -> ConnectorSpec {
+        ConnectorSpec {
+            id: "k".into(),
+            kind: "kafka".into(),
+            options: toml::from_str(options).unwrap(),
+            parallelism: 1,
+        }
+    }
+
+    #[test]
+    fn options_are_checked_before_any_broker_is_asked() {
+        let base = "bootstrap_servers = \"127.0.0.1:1\"\n";
+        let err = |o: &str| build(&spec(&format!("{base}{o}")), Path::new(".")).err().unwrap().to_string();
+        assert!(err("topic = \"a b\"").contains("topic \"a b\": 1 to 249 letters"));
+        assert!(err("topic = []").contains("topic is an empty list"));
+        assert!(err("topic = \"t\"\nstart = \"yesterday\"").contains("start = \"yesterday\": use \"earliest\""));
+        assert!(err("topic = \"t\"\nkey_field = \"k\"").contains("need format = \"json\""));
+        assert!(err("topic = \"t\"\nmax_out_of_orderness = \"1s\"").contains("needs timestamp = \"kafka\""));
+        assert!(err("topic = \"t\"\npartitions = 3").contains("partitions is for create_topic = true"));
+        assert!(
+            build(&spec(&format!("{base}topic = [\"a\", \"b\"]\nstart = \"timestamp:1700000000000\"")), Path::new("."))
+                .is_ok()
+        );
     }
 }
