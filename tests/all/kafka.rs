@@ -51,6 +51,15 @@ fn produce_lines(broker: &KafkaBroker, lines: &[String]) {
     broker.produce("words", &records);
 }
 
+/// A broker holding `count` lines (from `seed`) in topic `words`, and each
+/// word's count, computed directly.
+fn broker_with_lines(count: usize, seed: u64) -> (KafkaBroker, BTreeMap<String, u64>) {
+    let input = lines(count, seed);
+    let broker = KafkaBroker::start();
+    produce_lines(&broker, &input);
+    (broker, expected(&input))
+}
+
 /// The word-count job from topic `words` (read to its end) to topic
 /// `counts`, with `sink` options and `settings` tables.
 fn kafka_job(dir: &JobDir, broker: &KafkaBroker, parallelism: u32, sink: &str, settings: &str) {
@@ -152,10 +161,7 @@ fn word_count_from_kafka_to_kafka_is_exact_at_parallelism_1_and_3() {
 
 #[test]
 fn sigkill_crash_loop_from_kafka_to_kafka_is_exactly_once() {
-    let input = lines(40_000, 5);
-    let want = expected(&input);
-    let broker = KafkaBroker::start();
-    produce_lines(&broker, &input);
+    let (broker, want) = broker_with_lines(40_000, 5);
     let dir = JobDir::new();
     kafka_job(&dir, &broker, 2, "", &checkpoints_in(&dir, "[pipeline]\nbatch_size = 64"));
     let run = crash_loop(&dir, &[], seed());
@@ -189,10 +195,7 @@ fn finish(mut child: Child) -> (bool, String) {
 
 #[test]
 fn a_crash_in_the_middle_of_publishing_is_repaired_by_the_restore() {
-    let input = lines(5000, 21);
-    let want = expected(&input);
-    let broker = KafkaBroker::start();
-    produce_lines(&broker, &input);
+    let (broker, want) = broker_with_lines(5000, 21);
     let dir = JobDir::new();
     kafka_job(&dir, &broker, 2, "", &checkpoints_in(&dir, "[pipeline]\nbatch_size = 64"));
     // The first held batch stops half published.
@@ -216,10 +219,7 @@ fn a_crash_in_the_middle_of_publishing_is_repaired_by_the_restore() {
 
 #[test]
 fn at_least_once_through_a_crash_loop_loses_nothing() {
-    let input = lines(30_000, 9);
-    let want = expected(&input);
-    let broker = KafkaBroker::start();
-    produce_lines(&broker, &input);
+    let (broker, want) = broker_with_lines(30_000, 9);
     let dir = JobDir::new();
     let settings = checkpoints_in(&dir, "[pipeline]\nbatch_size = 64");
     kafka_job(&dir, &broker, 2, "delivery = \"at-least-once\"", &settings);
@@ -245,10 +245,7 @@ fn a_broker_that_hangs_for_seconds_mid_run_loses_and_repeats_nothing() {
     // broker killed and started again would be the harsher test, but
     // tansu 0.6.0 on its S3 engine loses records it acknowledged when it
     // stops: seen in 2 of 9 runs, by a job that had not restarted.)
-    let input = lines(1500, 34);
-    let want = expected(&input);
-    let broker = KafkaBroker::start();
-    produce_lines(&broker, &input);
+    let (broker, want) = broker_with_lines(1500, 34);
     let dir = JobDir::new();
     let source = "records_per_second = 300\n[sources.properties]\n\"socket.timeout.ms\" = 1500";
     kafka_job_with(&dir, &broker, 2, source, "", &checkpoints_in(&dir, ""));
@@ -273,10 +270,7 @@ fn assert_exact(broker: &KafkaBroker, want: &BTreeMap<String, u64>, log: &str) {
 
 #[test]
 fn a_savepoint_restores_into_more_source_subtasks_exactly() {
-    let input = lines(8000, 44);
-    let want = expected(&input);
-    let broker = KafkaBroker::start();
-    produce_lines(&broker, &input);
+    let (broker, want) = broker_with_lines(8000, 44);
     let dir = JobDir::new();
     let settings = checkpoints_in(&dir, "");
     kafka_job_with(&dir, &broker, 1, "records_per_second = 2000", "", &settings);

@@ -24,6 +24,10 @@ use std::time::Duration;
 /// it is unreachable, unless `request_timeout` says otherwise.
 pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// librdkafka properties that load a shared library into the process: a
+/// job file must not run native code in the host.
+const LOADS_CODE: &[&str] = &["plugin.library.paths", "ssl.engine.location", "ssl.providers"];
+
 /// What a source and a sink entry share.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -60,6 +64,11 @@ impl ClusterOptions {
             c.set(*k, v);
         }
         for (k, v) in &self.properties {
+            if LOADS_CODE.contains(&k.as_str()) {
+                return Err(ConnectorError::Refused(format!(
+                    "properties.{k}: librdkafka would load native code into the host from it; not allowed"
+                )));
+            }
             let v = match v {
                 toml::Value::String(s) => s.clone(),
                 toml::Value::Integer(i) => i.to_string(),
@@ -306,5 +315,11 @@ mod tests {
             toml::from_str("bootstrap_servers = \"127.0.0.1:1\"\n[properties]\n\"no.such.property\" = \"x\"").unwrap();
         let e = bad.check().unwrap_err().to_string();
         assert!(e.contains("no.such.property"), "{e}");
+        let plugin: ClusterOptions = toml::from_str(
+            "bootstrap_servers = \"127.0.0.1:1\"\n[properties]\n\"plugin.library.paths\" = \"/tmp/evil.so\"",
+        )
+        .unwrap();
+        let e = plugin.check().unwrap_err().to_string();
+        assert!(e.contains("properties.plugin.library.paths: librdkafka would load native code"), "{e}");
     }
 }
