@@ -187,11 +187,6 @@ impl SourceContext {
         self.idle_timeout
     }
 
-    /// The source id.
-    pub fn id(&self) -> &Arc<str> {
-        &self.id
-    }
-
     /// For a source that tracks event time itself (per partition, as
     /// Flink's Kafka source does): from now on the watermark trails `t`,
     /// which the source moves with [`SourceContext::set_event_time`].
