@@ -47,6 +47,8 @@ mod codec;
 mod context;
 mod error;
 mod keyed;
+#[cfg(feature = "nexmark")]
+pub mod nexmark;
 mod operator;
 mod operator_state;
 #[doc(hidden)]

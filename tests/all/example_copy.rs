@@ -63,6 +63,14 @@ impl ExampleCopy {
         text
     }
 
+    /// Replaces `from` (which must occur) by `to` in the copy's file `name`.
+    pub fn edit(&self, name: &str, from: &str, to: &str) {
+        let path = self.dir.join(name);
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(text.contains(from), "{name} has no {from:?}");
+        std::fs::write(&path, text.replace(from, to)).unwrap();
+    }
+
     /// An input file of the copy.
     pub fn read(&self, name: &str) -> String {
         std::fs::read_to_string(self.dir.join(name)).unwrap()

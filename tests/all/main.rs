@@ -27,6 +27,7 @@ mod log_format;
 mod max_parallelism;
 mod memory_checkpoints;
 mod metrics;
+mod nexmark;
 mod progress;
 mod rest_api;
 mod restarts;

@@ -6,6 +6,7 @@
 
 #[cfg(feature = "kafka")]
 pub mod kafka;
+pub mod nexmark;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

@@ -1,0 +1,39 @@
+//! Nexmark in the tests and benchmarks: the events the `kind = "nexmark"`
+//! source produces with its defaults, made here by the `nexmark` crate
+//! directly, and each query computed from them by a plain implementation
+//! of its reference SQL (not the operators' code), to compare with what a
+//! job wrote.
+
+use nexmark::config::NexmarkConfig;
+use nexmark::event::Event;
+
+pub mod q0_q2;
+
+/// The source's default `base_time`: event time starts here (ms).
+pub const BASE_TIME: u64 = 1_735_689_600_000;
+
+/// The generator configuration of a `nexmark` source with default options.
+pub fn config() -> NexmarkConfig {
+    NexmarkConfig { base_time: BASE_TIME, ..NexmarkConfig::default() }
+}
+
+/// The first `n` events of a `nexmark` source with default options, in
+/// the order of their index.
+pub fn events(n: usize) -> Vec<Event> {
+    nexmark::EventGenerator::new(config()).take(n).collect()
+}
+
+/// The bids among `events`.
+pub fn bids(events: &[Event]) -> impl Iterator<Item = &nexmark::event::Bid> {
+    events.iter().filter_map(|e| match e {
+        Event::Bid(b) => Some(b),
+        _ => None,
+    })
+}
+
+/// `lines` sorted, for comparing outputs whose order is not defined.
+pub fn sorted(lines: impl IntoIterator<Item = String>) -> Vec<String> {
+    let mut v: Vec<String> = lines.into_iter().collect();
+    v.sort();
+    v
+}
