@@ -6,6 +6,7 @@
 use super::example_copy::ExampleCopy;
 
 mod q0_q2;
+mod recovery;
 
 /// The events each correctness test runs over.
 pub const EVENTS: u64 = 200_000;

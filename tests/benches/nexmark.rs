@@ -57,13 +57,21 @@ fn run_weir(work: &Path, query: &str, events: u64, s: Setup) -> (f64, f64) {
     let mut settings = String::new();
     if s.checkpoints {
         let chk = root.path().join("chk");
-        writeln!(settings, "[checkpointing]\ninterval = \"10s\"\n\n[state.checkpoints]\ndir = \"file://{}\"\n", chk.display())
-            .unwrap();
+        writeln!(
+            settings,
+            "[checkpointing]\ninterval = \"10s\"\n\n[state.checkpoints]\ndir = \"file://{}\"\n",
+            chk.display()
+        )
+        .unwrap();
     }
     if s.rocksdb {
         let local = root.path().join("rocksdb");
-        writeln!(settings, "[state.backend]\ntype = \"rocksdb\"\nincremental = true\nrocksdb.localdir = \"{}\"\n", local.display())
-            .unwrap();
+        writeln!(
+            settings,
+            "[state.backend]\ntype = \"rocksdb\"\nincremental = true\nrocksdb.localdir = \"{}\"\n",
+            local.display()
+        )
+        .unwrap();
     }
     let mut out = String::new();
     for line in job.lines() {
@@ -357,10 +365,19 @@ fn main() {
         let hashmap = |parallelism| Setup { parallelism, checkpoints: true, rocksdb: false };
         let (p1, mem) = run_weir(work.path(), query, events, hashmap(1));
         let (p2, _) = run_weir(work.path(), query, events, hashmap(2));
-        let (bare, _) = run_weir(work.path(), query, events, Setup { parallelism: 1, checkpoints: false, rocksdb: false });
-        let (rocks, _) = run_weir(work.path(), query, events, Setup { parallelism: 1, checkpoints: true, rocksdb: true });
+        let (bare, _) =
+            run_weir(work.path(), query, events, Setup { parallelism: 1, checkpoints: false, rocksdb: false });
+        let (rocks, _) =
+            run_weir(work.path(), query, events, Setup { parallelism: 1, checkpoints: true, rocksdb: true });
         let (_, f1, f2) = FLINK.iter().find(|(q, ..)| *q == query).copied().unwrap_or(("", f64::NAN, f64::NAN));
-        eprintln!("{query}: native {} | p1 {} | p2 {} | bare {} | rocksdb {} | {mem:.0} MiB", k(native), k(p1), k(p2), k(bare), k(rocks));
+        eprintln!(
+            "{query}: native {} | p1 {} | p2 {} | bare {} | rocksdb {} | {mem:.0} MiB",
+            k(native),
+            k(p1),
+            k(p2),
+            k(bare),
+            k(rocks)
+        );
         writeln!(
             table,
             "| {query} | {} | {} | **{:.2}** | **{:.2}** | {} | **{:.2}** | {mem:.0} MiB | {} | {} |",
