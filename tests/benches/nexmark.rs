@@ -43,6 +43,8 @@ struct Setup {
     parallelism: u32,
     checkpoints: bool,
     rocksdb: bool,
+    /// JSON payloads instead of postcard.
+    json: bool,
 }
 
 /// Events/s and peak resident memory (MiB) of one run of `query`.
@@ -79,6 +81,7 @@ fn run_weir(work: &Path, query: &str, events: u64, s: Setup) -> (f64, f64) {
             continue;
         }
         let line = match line {
+            "events = 1000000" if s.json => format!("events = {events}\nformat = \"json\""),
             "events = 1000000" => format!("events = {events}"),
             "kind = \"file\"" => "kind = \"discard\"".to_string(),
             l => l.to_string(),
@@ -361,14 +364,22 @@ fn main() {
         let native = run_native(query, events);
         // Compiles the component into the shared cache, so no measured run
         // pays for it.
-        run_weir(work.path(), query, 10_000, Setup { parallelism: 1, checkpoints: false, rocksdb: false });
-        let hashmap = |parallelism| Setup { parallelism, checkpoints: true, rocksdb: false };
+        run_weir(work.path(), query, 10_000, Setup { parallelism: 1, checkpoints: false, rocksdb: false, json: false });
+        let hashmap = |parallelism| Setup { parallelism, checkpoints: true, rocksdb: false, json: false };
         let (p1, mem) = run_weir(work.path(), query, events, hashmap(1));
         let (p2, _) = run_weir(work.path(), query, events, hashmap(2));
-        let (bare, _) =
-            run_weir(work.path(), query, events, Setup { parallelism: 1, checkpoints: false, rocksdb: false });
-        let (rocks, _) =
-            run_weir(work.path(), query, events, Setup { parallelism: 1, checkpoints: true, rocksdb: true });
+        let (bare, _) = run_weir(
+            work.path(),
+            query,
+            events,
+            Setup { parallelism: 1, checkpoints: false, rocksdb: false, json: false },
+        );
+        let (rocks, _) = run_weir(
+            work.path(),
+            query,
+            events,
+            Setup { parallelism: 1, checkpoints: true, rocksdb: true, json: false },
+        );
         let (_, f1, f2) = FLINK.iter().find(|(q, ..)| *q == query).copied().unwrap_or(("", f64::NAN, f64::NAN));
         eprintln!(
             "{query}: native {} | p1 {} | p2 {} | bare {} | rocksdb {} | {mem:.0} MiB",
@@ -389,6 +400,22 @@ fn main() {
             p2 / f2,
             k(bare),
             k(rocks)
+        )
+        .unwrap();
+    }
+    // The payload format: q0 decodes every bid, so it shows the
+    // difference whole.
+    if queries.split(',').any(|q| q.trim() == "q0") {
+        let json = Setup { parallelism: 1, checkpoints: true, rocksdb: false, json: true };
+        let (postcard, _) = run_weir(work.path(), "q0", events, Setup { json: false, ..json });
+        let (json, _) = run_weir(work.path(), "q0", events, json);
+        eprintln!("q0 payloads: postcard {} | json {}", k(postcard), k(json));
+        writeln!(
+            table,
+            "\nq0 at p=1 by payload format: postcard {}, JSON {} events/s (**{:.2}** of postcard).",
+            k(postcard),
+            k(json),
+            json / postcard
         )
         .unwrap();
     }

@@ -49,7 +49,8 @@ struct Options {
     /// Events to make in all (of every kind, whether kept or not); unset,
     /// the stream never ends.
     events: Option<u64>,
-    /// At most this many events per second, over all subtasks.
+    /// At most this many records (kept events) per second, over all
+    /// subtasks.
     events_per_second: Option<f64>,
     /// The kinds of event to emit; the others are made (they take their
     /// place in the stream) but dropped.
@@ -181,7 +182,7 @@ pub fn build(spec: &ConnectorSpec, _base: &Path) -> Result<Arc<dyn Source>, Opti
     if o.kinds.is_empty() {
         return Err(bad("kinds = []: name at least one of \"person\", \"auction\", \"bid\"".into()));
     }
-    let config = generator_config(&o, o.base_time.unwrap_or(BASE_TIME)).map_err(bad)?;
+    let config = generator_config(&o, o.base_time.unwrap_or(BASE_TIME), &format!("source '{}'", spec.id))?;
     let lag_ms = match o.max_out_of_orderness {
         Some(d) => d.0.as_millis().min(i64::MAX as u128) as i64,
         None => reorder_span_ms(&config),
@@ -206,13 +207,15 @@ pub fn build(spec: &ConnectorSpec, _base: &Path) -> Result<Arc<dyn Source>, Opti
 
 /// The generator's configuration, every value checked against what the
 /// generator divides by, indexes with or allocates.
-fn generator_config(g: &Options, base_time: i64) -> Result<NexmarkConfig, String> {
-    let base_time = u64::try_from(base_time).map_err(|_| format!("base_time = {base_time}: must not be negative"))?;
+fn generator_config(g: &Options, base_time: i64, node: &str) -> Result<NexmarkConfig, OptionsError> {
+    let bad = |message: String| OptionsError { node: node.to_string(), message };
+    let base_time =
+        u64::try_from(base_time).map_err(|_| bad(format!("base_time = {base_time}: must not be negative")))?;
     let mut c = NexmarkConfig { base_time, ..NexmarkConfig::default() };
     let at_least_one = |name: &str, v: Option<usize>, default: usize, max: usize| match v {
         None => Ok(default),
         Some(v) if (1..=max).contains(&v) => Ok(v),
-        Some(v) => Err(format!("{name} = {v}: must be between 1 and {max}")),
+        Some(v) => Err(bad(format!("{name} = {v}: must be between 1 and {max}"))),
     };
     const MILLION: usize = 1_000_000;
     c.out_of_order_group_size = at_least_one("out_of_order_group_size", g.out_of_order_group_size, 1, MILLION)?;
@@ -226,7 +229,7 @@ fn generator_config(g: &Options, base_time: i64) -> Result<NexmarkConfig, String
     let size = |name: &str, v: Option<usize>, default: usize| match v {
         None => Ok(default),
         Some(v) if v <= 65_536 => Ok(v),
-        Some(v) => Err(format!("{name} = {v}: at most 65536 bytes")),
+        Some(v) => Err(bad(format!("{name} = {v}: at most 65536 bytes"))),
     };
     c.avg_person_byte_size = size("avg_person_byte_size", g.avg_person_byte_size, c.avg_person_byte_size)?;
     c.avg_auction_byte_size = size("avg_auction_byte_size", g.avg_auction_byte_size, c.avg_auction_byte_size)?;
@@ -244,16 +247,16 @@ fn generator_config(g: &Options, base_time: i64) -> Result<NexmarkConfig, String
         // The generator computes the sine's amplitude as first - next in
         // unsigned arithmetic.
         Shape::Sine if next > first => {
-            return Err(format!(
+            return Err(bad(format!(
                 "next_event_rate = {next} is above first_event_rate = {first}: a sine starts at the higher rate (swap them, or rate_shape = \"square\")"
-            ));
+            )));
         }
         Shape::Sine => RateShape::Sine,
     };
     if let Some(p) = g.rate_period {
         let secs = p.0.as_secs();
         if !(1..=86_400 * 365).contains(&secs) {
-            return Err(format!("rate_period = {p}: must be between 1 s and a year"));
+            return Err(bad(format!("rate_period = {p}: must be between 1 s and a year")));
         }
         c.rate_period = secs as usize;
     }
@@ -529,7 +532,7 @@ mod tests {
     #[test]
     fn splits_cover_every_event_once_whatever_the_parallelism() {
         let source = Nexmark {
-            config: generator_config(&defaults(), BASE_TIME).unwrap(),
+            config: generator_config(&defaults(), BASE_TIME, "source").unwrap(),
             events: Some(100),
             rate: None,
             kinds: [true; 3],
@@ -560,7 +563,7 @@ mod tests {
         let source = build(&spec("events = 10", 1), Path::new(".")).unwrap();
         let _ = source; // built: the defaults are valid
         let s = Nexmark {
-            config: generator_config(&defaults(), BASE_TIME).unwrap(),
+            config: generator_config(&defaults(), BASE_TIME, "source").unwrap(),
             events: None,
             rate: None,
             kinds: [true; 3],
@@ -583,7 +586,7 @@ mod tests {
 
     #[test]
     fn out_of_order_groups_widen_the_watermark_lag() {
-        let mut c = generator_config(&defaults(), 0).unwrap();
+        let mut c = generator_config(&defaults(), 0, "source").unwrap();
         assert_eq!(reorder_span_ms(&c), 0);
         c.out_of_order_group_size = 1000;
         assert_eq!(reorder_span_ms(&c), 100); // 1000 events at 10 000/s
