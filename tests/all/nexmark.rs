@@ -8,6 +8,7 @@ use super::example_copy::ExampleCopy;
 mod q0_q2;
 mod q3;
 mod q8;
+mod recovery;
 
 /// The events each correctness test runs over.
 pub const EVENTS: u64 = 200_000;

@@ -28,3 +28,12 @@ fn q1_converts_every_price_exactly() {
 fn q2_selects_the_bids_on_every_123rd_auction() {
     check("q2", q0_q2::q2);
 }
+
+#[test]
+fn json_events_give_the_same_answer() {
+    let copy = super::ExampleCopy::new("nexmark");
+    copy.edit("q2.toml", "events = 1000000", &format!("events = {EVENTS}\nformat = \"json\""));
+    copy.run("q2.toml", &["--parallelism", "2"]);
+    let got = sorted(copy.take_output("q2.txt").lines().map(str::to_string));
+    assert_eq!(got, sorted(q0_q2::q2(&events(EVENTS as usize))));
+}
