@@ -6,6 +6,8 @@
 use super::example_copy::ExampleCopy;
 
 mod q0_q2;
+mod q3;
+mod q8;
 mod recovery;
 
 /// The events each correctness test runs over.
