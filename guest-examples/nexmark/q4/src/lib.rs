@@ -31,15 +31,19 @@
 //!   `category,avg` whenever the average differs from the last one it wrote,
 //!   so the last line per category is the query's result.
 //!
-//! State stays bounded. An auction's state is dropped by an event-time
-//! timer at `expires`: once the watermark passes it, no bid inside the
-//! interval can still arrive (no event is late). Bids waiting for their
-//! auction are dropped by a timer at their own time: an auction that has not
-//! arrived by the time the watermark reaches `t` will have
-//! `date_time > t`, so such a bid can never count. The same timers clear
-//! the bids that arrive after their auction expired (its state is gone, so
-//! they wait as if for an unknown auction). Categories are few (5 by
-//! default), so the second stage's state is tiny and kept.
+//! State stays bounded. An auction's state may go once the watermark passes
+//! `expires`: no bid inside the interval can still arrive then (no event is
+//! late). Its event-time clean-up timer is set at
+//! `max(expires, date_time + keep_ms)` (param, default 250): kept a little
+//! longer, the entry drops the bids still coming for an expired auction at
+//! once, where a missing entry would hold them as pending bids with a timer.
+//! Bids waiting for their auction are dropped by a timer at their own time
+//! plus `wait_ms` (param, default 50, so the bids on an auction not yet
+//! created share one timer): an auction that has not arrived by the time the
+//! watermark reaches `t` will have `date_time > t`, so such a bid can never
+//! count. When the auction arrives, that timer is deleted. Neither param
+//! changes the result. Categories are few (5 by default), so the second
+//! stage's state is tiny and kept.
 
 use serde::{Deserialize, Serialize};
 use weir_sdk::nexmark::Event;
@@ -49,7 +53,7 @@ use weir_sdk::{Context, Element, Error, OpenContext, Operator, Result, Timer, Va
 #[derive(Serialize, Deserialize)]
 enum Slot {
     /// Bids seen before the auction, as `(date_time, price)`, and the time
-    /// of the clean-up timer this state relies on.
+    /// of the clean-up timer registered for them.
     Pending { bids: Vec<(i64, u64)>, timer: i64 },
     /// The auction and the highest price so far among its bids in
     /// `[start, expires]`, if any.
@@ -59,6 +63,15 @@ enum Slot {
 /// Stage `"max"`: the highest valid bid per auction.
 struct MaxStage {
     slot: ValueState<Slot>,
+    /// An auction's entry lives at least this long after its `date_time`,
+    /// even past `expires`, so the bids still coming for it (the generator
+    /// bids on the last 100 auctions) are dropped at once instead of
+    /// waiting as pending bids with a timer each. Any value is correct.
+    keep_ms: i64,
+    /// Pending bids wait this long past their own time before their timer
+    /// drops them, so the bids for an auction not yet created share one
+    /// timer. Any value is correct.
+    wait_ms: i64,
 }
 
 impl MaxStage {
@@ -82,16 +95,18 @@ impl MaxStage {
             Some(Slot::Pending { mut bids, timer }) => {
                 // Bids at the same time are interchangeable but for price.
                 match bids.iter_mut().find(|(bt, _)| *bt == t) {
-                    Some(b) => b.1 = b.1.max(price),
+                    Some(b) if b.1 >= price => return Ok(()),
+                    Some(b) => b.1 = price,
                     None => bids.push((t, price)),
                 }
-                // The timer already registered clears what it covers and
+                // The timer already registered drops what it covers and
                 // re-arms for the rest (see `on_timer`).
                 self.slot.set(&Slot::Pending { bids, timer })
             }
             None => {
-                ctx.register_event_time_timer(t)?;
-                self.slot.set(&Slot::Pending { bids: vec![(t, price)], timer: t })
+                let timer = t.saturating_add(self.wait_ms);
+                ctx.register_event_time_timer(timer)?;
+                self.slot.set(&Slot::Pending { bids: vec![(t, price)], timer })
             }
         }
     }
@@ -99,7 +114,9 @@ impl MaxStage {
     fn auction(&mut self, ctx: &mut Context, id: u64, category: u64, start: i64, expires: i64) -> Result<()> {
         let max = match self.slot.get()? {
             None => None,
-            Some(Slot::Pending { bids, .. }) => {
+            Some(Slot::Pending { bids, timer }) => {
+                // The auction's own timer replaces the pending bids' one.
+                ctx.delete_event_time_timer(timer)?;
                 bids.iter().filter(|(t, _)| start <= *t && *t <= expires).map(|&(_, p)| p).max()
             }
             Some(Slot::Open { .. }) => return Err(Error::msg(format!("auction {id} seen twice"))),
@@ -108,25 +125,24 @@ impl MaxStage {
             emit_max(ctx, category, None, m);
         }
         self.slot.set(&Slot::Open { category, start, expires, max })?;
-        ctx.register_event_time_timer(expires)
+        ctx.register_event_time_timer(expires.max(start.saturating_add(self.keep_ms)))
     }
 
     fn on_timer(&mut self, ctx: &mut Context, timer: Timer) -> Result<()> {
         match self.slot.get()? {
             // The watermark passed `expires`: no bid in the interval is to come.
             Some(Slot::Open { expires, .. }) if timer.time >= expires => self.slot.clear(),
-            // A pending timer that fired after its auction came: nothing to do.
             Some(Slot::Open { .. }) | None => Ok(()),
             Some(Slot::Pending { mut bids, timer: armed }) => {
-                // Any auction still to come has date_time > watermark >= timer.time.
+                // An auction still to come has date_time > watermark >= timer.time.
                 bids.retain(|(t, _)| *t > timer.time);
                 if bids.is_empty() {
                     return self.slot.clear();
                 }
                 let mut armed = armed;
                 if armed <= timer.time {
-                    // The timer this state relied on fired: one more covers the rest.
-                    armed = bids.iter().map(|(t, _)| *t).max().unwrap_or(timer.time);
+                    // The timer these bids relied on fired: one more covers the rest.
+                    armed = bids.iter().map(|(t, _)| *t).max().unwrap_or(timer.time).saturating_add(self.wait_ms);
                     ctx.register_event_time_timer(armed)?;
                 }
                 self.slot.set(&Slot::Pending { bids, timer: armed })
@@ -201,7 +217,11 @@ enum Q4 {
 impl Operator for Q4 {
     fn open(ctx: &mut OpenContext) -> Result<Self> {
         match ctx.param("stage") {
-            Some("max") => Ok(Q4::Max(MaxStage { slot: ctx.value_state("auction")? })),
+            Some("max") => Ok(Q4::Max(MaxStage {
+                slot: ctx.value_state("auction")?,
+                keep_ms: ctx.param_or("keep_ms", 250)?,
+                wait_ms: ctx.param_or("wait_ms", 50)?,
+            })),
             Some("average") => Ok(Q4::Average(AverageStage { state: ctx.value_state("category")? })),
             other => Err(Error::msg(format!("params.stage must be \"max\" or \"average\", not {other:?}"))),
         }
