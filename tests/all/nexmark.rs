@@ -9,6 +9,7 @@ mod q0_q2;
 mod q3;
 mod q8;
 mod recovery;
+mod q4;
 
 /// The events each correctness test runs over.
 pub const EVENTS: u64 = 200_000;

@@ -10,6 +10,7 @@ use nexmark::event::Event;
 pub mod q0_q2;
 pub mod q3;
 pub mod q8;
+pub mod q4;
 
 /// The source's default `base_time`: event time starts here (ms).
 pub const BASE_TIME: u64 = 1_735_689_600_000;
