@@ -6,6 +6,8 @@
 use super::example_copy::ExampleCopy;
 
 mod q0_q2;
+mod q5;
+mod q7;
 
 /// The events each correctness test runs over.
 pub const EVENTS: u64 = 200_000;

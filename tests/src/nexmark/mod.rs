@@ -8,6 +8,8 @@ use nexmark::config::NexmarkConfig;
 use nexmark::event::Event;
 
 pub mod q0_q2;
+pub mod q5;
+pub mod q7;
 
 /// The source's default `base_time`: event time starts here (ms).
 pub const BASE_TIME: u64 = 1_735_689_600_000;
