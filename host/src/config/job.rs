@@ -181,10 +181,10 @@ pub struct ConnectorSpec {
     pub parallelism: u32,
 }
 
-/// Source kinds whose input is split over subtasks (by partition), so
+/// Source kinds whose input is split over subtasks (by partition or split), so
 /// they take a `parallelism`; every other source reads its input in order
 /// in one subtask.
-pub const PARTITIONED_SOURCES: &[&str] = &["kafka"];
+pub const PARTITIONED_SOURCES: &[&str] = &["kafka", "nexmark"];
 
 /// A validated operator.
 #[derive(Debug, Clone)]

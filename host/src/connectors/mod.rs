@@ -10,6 +10,7 @@ pub mod generator;
 #[cfg(feature = "kafka")]
 pub mod kafka;
 pub mod latency;
+pub mod nexmark;
 pub mod part_files;
 pub mod transactional_file;
 
@@ -35,6 +36,7 @@ type SinkBuilder = fn(&ConnectorSpec, &Path) -> Result<Arc<dyn Sink>, OptionsErr
 const SOURCES: &[(&str, SourceBuilder)] = &[
     ("file", file_source::build),
     ("generator", generator::build),
+    ("nexmark", nexmark::build),
     #[cfg(feature = "kafka")]
     ("kafka", kafka::source::build),
 ];
