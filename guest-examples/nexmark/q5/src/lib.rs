@@ -26,21 +26,25 @@
 //!
 //! Two stages, one crate; `params.stage` picks one:
 //!
-//! - `"count"`, keyed by auction (the source's bid key). Value state per
-//!   auction: its bid counts per pane (the `slide`-long slices windows are
-//!   made of), only for panes that a window not yet emitted holds, and the
-//!   end of the next window to emit. It needs no payload decoding: the key
-//!   is the auction, the record timestamp the bid's time. One event-time
-//!   timer is pending per auction: at the end of the earliest window not
-//!   yet emitted that holds one of its bids. When it fires (all bids of that
-//!   window have arrived: the watermark passed its end), the operator emits
-//!   the auction's count for the window, keyed by the window start (decimal)
-//!   with the window end as timestamp, drops the panes no later window
-//!   holds, and registers the next timer at the next window end that holds
-//!   a remaining pane (skipping windows without bids of this auction); with
-//!   no pane left it clears the state. So state is bounded by the auctions
-//!   with bids in an open window, and timers fire only for windows an
-//!   auction has bids in.
+//! - `"count"`, keyed by auction (the source's bid key). It needs no
+//!   payload decoding: the key is the auction, the record timestamp the
+//!   bid's time. Value state per auction: its bid counts per pane (the
+//!   `slide`-long slices windows are made of). A bid in a new pane registers
+//!   an event-time timer at the end of every window holding that pane
+//!   (`size / slide` of them; the host keeps one timer per key and time, and
+//!   ends an already counted pane covers are skipped), so an auction has
+//!   timers only for windows it has bids in. A timer at `end` fires once the
+//!   watermark passes it, when every bid of the window `[end + 1 - size,
+//!   end]` has arrived: the operator emits the auction's count for it, keyed
+//!   by the window start (decimal), with the window end as timestamp. It
+//!   reads the state but writes it only to clear it (after the newest pane's
+//!   last window: no timer is left) or to prune panes whose windows are all
+//!   emitted (once more than `STALE_PANES` are), so state is bounded by the
+//!   auctions with bids in an open window. Counts that cannot be their
+//!   window's maximum stay here: per window end, the subtask remembers in
+//!   memory the largest count it emitted and emits a count only if it is at
+//!   least that (ties go on). That memory is a filter, not a result: a
+//!   restore starts without it and only emits more.
 //! - `"max"`, keyed by window start. Value state per window: the largest
 //!   count so far and the auctions at it; a timer at the window end (the
 //!   count records' timestamp) emits the lines and clears the state. The
@@ -72,70 +76,83 @@ impl Hop {
     }
 }
 
-/// One auction's bids in open windows.
-#[derive(Serialize, Deserialize)]
-struct Panes {
-    /// End of the next window to emit; its timer is registered.
-    next: i64,
-    /// (pane start, bids), sorted by start; no pane is empty.
-    panes: Vec<(i64, u32)>,
-}
+/// One auction's bids per pane, `(pane start, bids)` sorted by start, for
+/// the panes a window not yet emitted holds (and, until the next prune, a
+/// few whose windows are all emitted).
+type Panes = Vec<(i64, u32)>;
+
+/// Panes whose windows have all been emitted that a timer leaves in the
+/// state (pruning them costs a state write).
+const STALE_PANES: usize = 2;
 
 struct Count {
     hop: Hop,
     state: ValueState<Panes>,
+    /// (window end, largest count emitted for it by this subtask): a count
+    /// below it cannot be its window's maximum, so it need not travel. A
+    /// filter only: lost on restore, it lets more counts through.
+    emitted: (i64, u32),
 }
 
 impl Count {
     fn process(&mut self, ctx: &mut Context, input: Element<'_>) -> Result<()> {
         let t = input.timestamp.ok_or_else(|| Error::msg("a bid without a timestamp"))?;
-        let Hop { size: _, slide } = self.hop;
+        let Hop { size, slide } = self.hop;
         let pane = t - t.rem_euclid(slide);
-        // The earliest window holding this pane starts at pane - size +
-        // slide, so it ends at pane + slide - 1.
-        let first_end = pane + slide - 1;
-        let mut st = self.state.get()?.unwrap_or(Panes { next: i64::MAX, panes: Vec::new() });
-        match st.panes.binary_search_by_key(&pane, |p| p.0) {
-            Ok(i) => st.panes[i].1 += 1,
-            Err(i) => st.panes.insert(i, (pane, 1)),
+        let mut panes = self.state.get()?.unwrap_or_default();
+        match panes.binary_search_by_key(&pane, |p| p.0) {
+            Ok(i) => panes[i].1 += 1,
+            Err(i) => {
+                // A new pane: a timer at the end of every window holding it
+                // (pane + slide - 1 up to pane + size - 1), unless a pane
+                // already counted is in that window too (its timer is
+                // pending: the watermark is below this bid's time). Bids of
+                // one auction from several source subtasks interleave, so
+                // the new pane may be older than others.
+                let mut end = pane + slide - 1;
+                while end < pane + size {
+                    if !panes.iter().any(|p| p.0 > end - size && p.0 <= end) {
+                        ctx.register_event_time_timer(end)?;
+                    }
+                    end += slide;
+                }
+                panes.insert(i, (pane, 1));
+            }
         }
-        // A bid older than the pending window (bids of one auction from
-        // several source subtasks interleave) needs an earlier timer. The
-        // later one stays registered and is ignored when it fires unless it
-        // is `next` by then.
-        if first_end < st.next {
-            ctx.register_event_time_timer(first_end)?;
-            st.next = first_end;
-        }
-        self.state.set(&st)
+        self.state.set(&panes)
     }
 
     fn on_timer(&mut self, ctx: &mut Context, timer: Timer) -> Result<()> {
-        let Some(mut st) = self.state.get()? else { return Ok(()) };
+        let Some(mut panes) = self.state.get()? else { return Ok(()) };
+        let Hop { size, .. } = self.hop;
         let end = timer.time;
-        if st.next != end {
-            return Ok(()); // superseded by an earlier timer, see process
-        }
-        let Hop { size, slide } = self.hop;
         let start = end + 1 - size;
-        let num: u64 = st.panes.iter().filter(|p| p.0 >= start && p.0 <= end).map(|p| u64::from(p.1)).sum();
-        if num > 0 {
+        let num: u64 = panes.iter().filter(|p| p.0 >= start && p.0 <= end).map(|p| u64::from(p.1)).sum();
+        if self.emitted.0 != end {
+            self.emitted = (end, 0);
+        }
+        // Each (auction, window end) timer fires once (the host keeps one
+        // per key and time), so each count is emitted at most once.
+        if num > 0 && num >= u64::from(self.emitted.1) {
+            let num = u32::try_from(num).unwrap_or(u32::MAX);
+            self.emitted.1 = num;
             let auction = parse(&timer.key)?;
             let mut n = itoa::Buffer::new();
             ctx.emit_with(Some(n.format(start).as_bytes()), Some(end), |out| {
                 out.extend_from_slice(&auction.to_le_bytes());
-                out.extend_from_slice(&(num as u32).to_le_bytes());
+                out.extend_from_slice(&num.to_le_bytes());
             });
         }
-        // The next window starts at start + slide: older panes are done.
-        st.panes.retain(|p| p.0 >= start + slide);
-        match st.panes.first() {
-            None => self.state.clear(),
-            Some(&(oldest, _)) => {
-                st.next = (end + slide).max(oldest + slide - 1);
-                ctx.register_event_time_timer(st.next)?;
-                self.state.set(&st)
-            }
+        // Panes whose last window ends by now are done. The last window of
+        // the newest pane: nothing is left (and no timer is pending).
+        let done = panes.iter().take_while(|p| p.0 + size - 1 <= end).count();
+        if done == panes.len() {
+            self.state.clear()
+        } else if done > STALE_PANES {
+            panes.drain(..done);
+            self.state.set(&panes)
+        } else {
+            Ok(())
         }
     }
 }
@@ -209,7 +226,9 @@ enum Q5 {
 impl Operator for Q5 {
     fn open(ctx: &mut OpenContext) -> Result<Self> {
         match ctx.param("stage") {
-            Some("count") => Ok(Q5::Count(Count { hop: Hop::read(ctx)?, state: ctx.value_state("panes")? })),
+            Some("count") => {
+                Ok(Q5::Count(Count { hop: Hop::read(ctx)?, state: ctx.value_state("panes")?, emitted: (i64::MIN, 0) }))
+            }
             Some("max") => Ok(Q5::Max(Max { state: ctx.value_state("hot")? })),
             _ => Err(Error::msg("params.stage must be \"count\" or \"max\"")),
         }
