@@ -7,9 +7,12 @@ use super::example_copy::ExampleCopy;
 
 mod q0_q2;
 mod q3;
+mod q4;
+mod q5;
+mod q7;
 mod q8;
 mod recovery;
-mod q4;
+
 
 /// The events each correctness test runs over.
 pub const EVENTS: u64 = 200_000;

@@ -9,8 +9,11 @@ use nexmark::event::Event;
 
 pub mod q0_q2;
 pub mod q3;
-pub mod q8;
 pub mod q4;
+pub mod q5;
+pub mod q7;
+pub mod q8;
+
 
 /// The source's default `base_time`: event time starts here (ms).
 pub const BASE_TIME: u64 = 1_735_689_600_000;
