@@ -13,7 +13,6 @@ mod q7;
 mod q8;
 mod recovery;
 
-
 /// The events each correctness test runs over.
 pub const EVENTS: u64 = 200_000;
 

@@ -14,7 +14,6 @@ pub mod q5;
 pub mod q7;
 pub mod q8;
 
-
 /// The source's default `base_time`: event time starts here (ms).
 pub const BASE_TIME: u64 = 1_735_689_600_000;
 
