@@ -106,7 +106,8 @@ impl<'a> Event<'a> {
         if payload.first() == Some(&b'{') {
             serde_json::from_slice(payload).map_err(|e| crate::Error::msg(format!("not a Nexmark event in JSON: {e}")))
         } else {
-            postcard::from_bytes(payload).map_err(|e| crate::Error::msg(format!("not a Nexmark event in postcard: {e}")))
+            postcard::from_bytes(payload)
+                .map_err(|e| crate::Error::msg(format!("not a Nexmark event in postcard: {e}")))
         }
     }
 

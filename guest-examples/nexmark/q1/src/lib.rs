@@ -26,7 +26,11 @@ impl Operator for Convert {
                 out.extend_from_slice(n.format(milli / 1000).as_bytes());
                 out.push(b'.');
                 let frac = (milli % 1000) as u16;
-                out.extend_from_slice(&[b'0' + (frac / 100) as u8, b'0' + (frac / 10 % 10) as u8, b'0' + (frac % 10) as u8]);
+                out.extend_from_slice(&[
+                    b'0' + (frac / 100) as u8,
+                    b'0' + (frac / 10 % 10) as u8,
+                    b'0' + (frac % 10) as u8,
+                ]);
                 out.push(b',');
                 out.extend_from_slice(n.format(b.date_time).as_bytes());
                 out.push(b',');
