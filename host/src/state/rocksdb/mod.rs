@@ -11,7 +11,7 @@
 //! - map states: `kg(2) len(key) as u32 BE, key, user key`, so one key's
 //!   map is contiguous and ordered by user key;
 //! - timers: `domain(1) time(8, sign-flipped BE) kg(2) key`, ordered as they
-//!   fire;
+//!   fire; the first of each domain are cached in memory too (`timers.rs`);
 //! - operator lists: one value under the empty key; broadcast maps: user
 //!   key to value.
 //!
@@ -49,6 +49,7 @@ mod frozen;
 mod keys;
 mod layers;
 mod options;
+mod timers;
 mod values;
 
 pub use frozen::open_checkpoint;
@@ -56,12 +57,10 @@ pub use options::RocksDbMemory;
 
 use cache::ValueCache;
 use frozen::FrozenRocksDb;
-use keys::{
-    TIMERS, cf_name, decode_list, domain_byte, encode_list, keyed_key, map_prefix, prefix_end, split_map_key,
-    split_timer_key, timer_key,
-};
+use keys::{TIMERS, cf_name, decode_list, encode_list, keyed_key, map_prefix, prefix_end, split_map_key, timer_key};
 use layers::Layer;
 use options::{ExpiryClock, cf_options, remove_orphans, state_cf_options};
+use timers::Timers;
 use values::Wait;
 
 use super::key_group::KeyGroupRange;
@@ -94,7 +93,7 @@ pub struct RocksDbBackend {
     descriptors: Vec<StateDescriptor>,
     options: Options,
     write: WriteOptions,
-    timer_counts: [usize; 2],
+    timers: Timers,
     /// Where `scan_keys` continues, per state (keys are the cursor).
     scan_after: BTreeMap<StateId, Vec<u8>>,
     /// Freezes taken, for unique checkpoint directory names.
@@ -134,7 +133,7 @@ impl RocksDbBackend {
             descriptors: Vec::new(),
             options,
             write,
-            timer_counts: [0, 0],
+            timers: Timers::empty(),
             scan_after: BTreeMap::new(),
             freezes: 0,
             cache: ValueCache::new(range),
@@ -173,11 +172,8 @@ impl RocksDbBackend {
         b.descriptors = descriptors;
         // The layers the checkpoint listed beside the database's files.
         layers::ingest_dir(b.db(), &db_dir)?;
-        for (k, _) in b.scan(b.timers(), b"", b"", usize::MAX)? {
-            if let Some((d, ..)) = split_timer_key(&k) {
-                b.timer_counts[usize::from(domain_byte(d))] += 1;
-            }
-        }
+        let (db, cf) = with_timers(&b.db);
+        b.timers = Timers::restored(db, cf)?;
         Ok(b)
     }
 
@@ -192,10 +188,6 @@ impl RocksDbBackend {
 
     fn cf(&self, s: StateId) -> &::rocksdb::ColumnFamily {
         self.db().cf_handle(&cf_name(s)).expect("registered state has a column family")
-    }
-
-    fn timers(&self) -> &::rocksdb::ColumnFamily {
-        self.db().cf_handle(TIMERS).expect("timers column family")
     }
 
     fn check(&self, k: &KeyRef<'_>) -> Result<(), StateError> {
@@ -251,6 +243,13 @@ impl RocksDbBackend {
         self.check(k)?;
         self.get(s, &keyed_key(k.key_group, k.key))
     }
+}
+
+/// The database and its timers column family, borrowed apart from the
+/// backend's other fields (the timer queues update beside them).
+fn with_timers(db: &Option<DB>) -> (&DB, &::rocksdb::ColumnFamily) {
+    let db = db.as_ref().expect("open until dropped");
+    (db, db.cf_handle(TIMERS).expect("timers column family"))
 }
 
 impl Drop for RocksDbBackend {
@@ -474,47 +473,28 @@ impl StateBackend for RocksDbBackend {
 
     fn timer_register(&mut self, d: TimeDomain, k: KeyRef<'_>, time: i64) -> Result<(), StateError> {
         self.check(&k)?;
-        let key = timer_key(d, time, k.key_group, k.key);
-        let timers = self.timers();
-        if self.db().get_pinned_cf(timers, &key).map_err(storage_error)?.is_none() {
-            self.db().put_cf_opt(timers, &key, b"", &self.write).map_err(storage_error)?;
-            self.timer_counts[usize::from(domain_byte(d))] += 1;
-        }
-        Ok(())
+        let (db, cf) = with_timers(&self.db);
+        self.timers.register(db, cf, &self.write, d, timer_key(d, time, k.key_group, k.key))
     }
 
     fn timer_delete(&mut self, d: TimeDomain, k: KeyRef<'_>, time: i64) -> Result<(), StateError> {
         self.check(&k)?;
-        let key = timer_key(d, time, k.key_group, k.key);
-        let timers = self.timers();
-        if self.db().get_pinned_cf(timers, &key).map_err(storage_error)?.is_some() {
-            self.db().delete_cf_opt(timers, &key, &self.write).map_err(storage_error)?;
-            self.timer_counts[usize::from(domain_byte(d))] -= 1;
-        }
-        Ok(())
+        let (db, cf) = with_timers(&self.db);
+        self.timers.delete(db, cf, &self.write, d, &timer_key(d, time, k.key_group, k.key))
     }
 
     fn timer_pop_due(&mut self, d: TimeDomain, up_to: i64) -> Option<(i64, Vec<u8>)> {
-        let prefix = [domain_byte(d)];
-        let (key, _) = self.scan(self.timers(), &prefix, &prefix, 1).ok()?.into_iter().next()?;
-        let (_, time, _, k) = split_timer_key(&key)?;
-        if time > up_to {
-            return None;
-        }
-        let k = k.to_vec();
-        self.db().delete_cf_opt(self.timers(), &key, &self.write).ok()?;
-        self.timer_counts[usize::from(domain_byte(d))] -= 1;
-        Some((time, k))
+        let (db, cf) = with_timers(&self.db);
+        self.timers.pop_due(db, cf, &self.write, d, up_to)
     }
 
     fn timer_next(&self, d: TimeDomain) -> Option<i64> {
-        let prefix = [domain_byte(d)];
-        let (key, _) = self.scan(self.timers(), &prefix, &prefix, 1).ok()?.into_iter().next()?;
-        split_timer_key(&key).map(|(_, t, _, _)| t)
+        let (db, cf) = with_timers(&self.db);
+        self.timers.next(db, cf, d)
     }
 
     fn timer_count(&self, d: TimeDomain) -> usize {
-        self.timer_counts[usize::from(domain_byte(d))]
+        self.timers.count(d)
     }
 
     fn scan_keys(&mut self, s: StateId, cursor: u64, max: u32) -> (Vec<(u16, Vec<u8>)>, Option<u64>) {

@@ -1,6 +1,7 @@
 //! Tests of the RocksDB backend: the conformance suite, the write-back
 //! cache, TTL in compaction, directories, and the key layout.
 
+use super::keys::split_timer_key;
 use super::*;
 use std::collections::BTreeMap;
 use std::sync::Arc;
