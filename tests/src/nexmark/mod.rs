@@ -28,6 +28,12 @@ pub fn events(n: usize) -> Vec<Event> {
     nexmark::EventGenerator::new(config()).take(n).collect()
 }
 
+/// The first `n` events of a `nexmark` source with `seed = <seed>`: ids,
+/// which seed each event's data, start `seed` rounds of 50 events later.
+pub fn seeded_events(n: usize, seed: usize) -> Vec<Event> {
+    nexmark::EventGenerator::new(NexmarkConfig { first_event_id: seed * 50, ..config() }).take(n).collect()
+}
+
 /// The bids among `events`.
 pub fn bids(events: &[Event]) -> impl Iterator<Item = &nexmark::event::Bid> {
     events.iter().filter_map(|e| match e {
