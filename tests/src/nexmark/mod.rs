@@ -8,6 +8,7 @@ use nexmark::config::NexmarkConfig;
 use nexmark::event::Event;
 
 pub mod q0_q2;
+pub mod q11;
 pub mod q3;
 pub mod q4;
 pub mod q5;
