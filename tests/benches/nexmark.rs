@@ -354,7 +354,7 @@ fn q11(events: impl Iterator<Item = Event>, sink: &mut Blackhole) {
     const GAP: u64 = 10_000;
     // bidder -> (start, last, bids)
     let mut open: HashMap<usize, (u64, u64, u64)> = HashMap::new();
-    let mut write = |bidder: usize, (start, last, n): (u64, u64, u64), sink: &mut Blackhole| {
+    let write = |bidder: usize, (start, last, n): (u64, u64, u64), sink: &mut Blackhole| {
         sink.emit(|l| write!(l, "{bidder},{n},{start},{}", last + GAP).unwrap())
     };
     for e in events {
