@@ -3,6 +3,7 @@
 
 mod bad_input;
 mod broadcast;
+mod c_sdk;
 mod checkpoints;
 mod control_auth;
 mod crash_points;
