@@ -1,12 +1,12 @@
 //! The word-count counter per language: the generator into the counter at
 //! parallelism 1, discard sink, run by the real `host` binary with the Rust,
-//! Python and JavaScript components in the same run. Throughput is given as a ratio
+//! Python, JavaScript and C components in the same run. Throughput is given as a ratio
 //! of the Rust counter's; cold start is the first run's startup (compiling
 //! the component, then instantiating), warm start a later run's (the
 //! component from the module cache).
 //!
 //! Run: `cargo bench -p weir-tests --bench languages` (after `scripts/test`
-//! built the Python and JavaScript operators). `WEIR_BENCH_RECORDS` (default 1 M),
+//! built the Python, JavaScript and C operators). `WEIR_BENCH_RECORDS` (default 1 M),
 //! `WEIR_BENCH_KEYS` (default 100 k). The markdown table goes to stdout,
 //! and to `WEIR_BENCH_OUT` if set.
 
@@ -40,6 +40,7 @@ fn main() {
     let keys: u64 = std::env::var("WEIR_BENCH_KEYS").ok().and_then(|v| v.parse().ok()).unwrap_or(100_000);
     let python = script_guest("word_count_py_counter");
     let javascript = script_guest("word_count_js_counter");
+    let c = script_guest("word_count_c_counter");
     let mut table = String::from(
         "| language | component | throughput | **ratio to Rust** | cold start (compile + instantiate) | warm start (cached) |\n|---|---|---|---|---|---|\n",
     );
@@ -48,6 +49,7 @@ fn main() {
         ("Rust", artifacts::WORD_COUNT_COUNTER.to_string(), rust),
         ("Python", python.clone(), measure(&python, records, keys)),
         ("JavaScript", javascript.clone(), measure(&javascript, records, keys)),
+        ("C", c.clone(), measure(&c, records, keys)),
     ] {
         let size = std::fs::metadata(&module).unwrap().len() as f64 / (1 << 20) as f64;
         eprintln!("{name}: {:.3} M records/s, cold {:.0} ms, warm {:.0} ms", m.0 / 1e6, m.1, m.2);
