@@ -196,7 +196,9 @@ pub fn load_job(
     Ok(LoadedJob { path: job_path.to_path_buf(), spec, settings })
 }
 
-#[cfg(test)]
+// The one test here reads RocksDB settings, which exist only with the
+// feature.
+#[cfg(all(test, feature = "rocksdb"))]
 mod tests {
     use super::*;
 
@@ -204,7 +206,6 @@ mod tests {
         toml::from_str(text).unwrap()
     }
 
-    #[cfg(feature = "rocksdb")]
     #[test]
     fn job_settings_lay_over_the_host_file_key_by_key() {
         let mut host = table(
