@@ -23,6 +23,8 @@ kind                                   Rust type (postcard bytes)
 a ``@dataclass`` or ``NamedTuple``     a struct (the fields in order)
 an ``enum.Enum``                       a fieldless enum (varint variant index,
                                        members in definition order)
+``Json``                               ``String`` holding compact JSON text
+                                       (the JavaScript SDK's ``json`` type)
 =====================================  ===============================
 
 ``U64`` and the other markers are ``typing.Annotated`` aliases of ``int`` or
@@ -36,6 +38,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import json
 import struct
 import sys
 import types
@@ -62,6 +65,7 @@ __all__ = [
     "I128",
     "F32",
     "F64",
+    "Json",
 ]
 
 T = TypeVar("T")
@@ -93,6 +97,20 @@ I64 = Annotated[int, _Width("i64", True, 64)]
 I128 = Annotated[int, _Width("i128", True, 128)]
 F32 = Annotated[float, _Width("f32", True, 32)]
 F64 = Annotated[float, _Width("f64", True, 64)]
+
+
+class _JsonText:
+    """The marker inside ``Annotated[Any, ...]`` for a value stored as JSON text."""
+
+    def __repr__(self) -> str:
+        return "json"
+
+
+Json = Annotated[Any, _JsonText()]
+"""Any JSON-like value (None, bool, int, float, str, lists, dicts with str
+keys) stored as a ``String`` of compact JSON text: the JavaScript SDK's
+``weir.types.json``, for values whose shape is not fixed. Typed kinds
+(``dict[str, int]``, a dataclass) are smaller and checked; prefer them."""
 
 # One part of a codec: writes a value at the end of a buffer, or reads one
 # at an offset and returns it with the offset after it.
@@ -244,6 +262,22 @@ def _get_unit(data: bytes, at: int) -> tuple[None, int]:
     return None, at
 
 
+def _put_json(buf: bytearray, v: Any) -> None:
+    try:
+        text = json.dumps(v, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    except (TypeError, ValueError) as e:
+        raise CodecError(f"not a JSON value: {e}") from None
+    _put_str(buf, text)
+
+
+def _get_json(data: bytes, at: int) -> tuple[Any, int]:
+    text, at = _get_str(data, at)
+    try:
+        return json.loads(text), at
+    except ValueError as e:
+        raise CodecError(f"stored text is not JSON: {e}") from None
+
+
 def _option_parts(inner: tuple[_Put, _Get]) -> tuple[_Put, _Get]:
     put_inner, get_inner = inner
 
@@ -380,6 +414,8 @@ def _parts(kind: Any, seen: tuple[Any, ...] = ()) -> tuple[_Put, _Get]:
     origin = typing.get_origin(kind)
     args = typing.get_args(kind)
     if origin is Annotated:
+        if any(isinstance(a, _JsonText) for a in args[1:]):
+            return _put_json, _get_json
         width = next((a for a in args[1:] if isinstance(a, _Width)), None)
         if width is None:
             return _parts(args[0], seen)

@@ -36,6 +36,15 @@ class Color(enum.Enum):
     BLUE = "b"
 
 
+@dataclass
+class Counted:
+    """Rust: `struct Counted { count: u64, name: String, ratio: Option<f64> }`."""
+
+    count: weir.U64
+    name: str
+    ratio: float | None
+
+
 @dataclass(frozen=True)
 class Nested:
     rules: list[Rule]
@@ -92,6 +101,16 @@ VECTORS: list[tuple[Any, Any, bytes]] = [
         [(0, Rule(10, 500, 60000)), (200000, None)],
         bytes([2, 0, 1, 0x0A, 0xF4, 0x03, 0xC0, 0xA9, 0x07, 0x80, 0xB5, 0x18, 0]),
     ),
+    # The JavaScript SDK's vectors (sdk/src/codec.rs pins both sets): the
+    # same Rust types give the same bytes in either language.
+    (int, -300, bytes([0xD7, 0x04])),
+    (weir.I32, -(2**31), bytes([0xFF, 0xFF, 0xFF, 0xFF, 0x0F])),
+    (weir.I8, -2, bytes([0xFE])),
+    (weir.F32, -2.0, bytes([0, 0, 0, 0xC0])),
+    (list[int], [1, -1], bytes([2, 2, 1])),
+    (Counted, Counted(7, "a", None), bytes([7, 1, ord("a"), 0])),
+    # Json: a String of compact JSON text, as JSON.stringify writes it.
+    (weir.Json, {"a": [1, None, "é"]}, bytes([19]) + '{"a":[1,null,"é"]}'.encode()),
 ]
 
 
