@@ -166,7 +166,10 @@ fn job_for(module: &str, checkpointed: Option<&std::path::Path>) -> String {
     let Some(root) = checkpointed else { return job };
     let root = root.display();
     let job = job
-        .replace("kind = \"file\"\ninput = \"detector\"\npath = \"alerts.txt\"", "kind = \"transactional-file\"\ninput = \"detector\"\ndir = \"out\"")
+        .replace(
+            "kind = \"file\"\ninput = \"detector\"\npath = \"alerts.txt\"",
+            "kind = \"transactional-file\"\ninput = \"detector\"\ndir = \"out\"",
+        )
         .replace("max_out_of_orderness = \"1s\"", "max_out_of_orderness = \"1s\"\nrecords_per_second = 1000")
         .replace("path = \"rules.jsonl\"", "path = \"rules.jsonl\"\nrecords_per_second = 5");
     assert!(job.contains("transactional-file") && job.matches("records_per_second").count() == 2, "{job}");
@@ -303,7 +306,12 @@ fn a_savepoint_of_the_rust_detector_restores_into_the_python_detector() {
     // The rules (broadcast), the waiting transactions and each account's
     // last small transaction (keyed maps), and the pending timers, read by
     // the Python detector at parallelism 3.
-    dir.write("job.toml", job_for(&python, Some(dir.path())).replace("records_per_second = 1000", "").replace("records_per_second = 5", ""));
+    dir.write(
+        "job.toml",
+        job_for(&python, Some(dir.path()))
+            .replace("records_per_second = 1000", "")
+            .replace("records_per_second = 5", ""),
+    );
     dir.succeeds(&["--from-savepoint", &location, "--parallelism", "3"]);
     assert_eq!(published(&dir), expected, "the alerts before and after the savepoint, each once");
 }

@@ -1,12 +1,12 @@
 //! The word-count counter per language: the generator into the counter at
 //! parallelism 1, discard sink, run by the real `host` binary with the Rust,
-//! Python and JavaScript components in the same run. Throughput is given as a ratio
+//! Python, JavaScript and C components in the same run. Throughput is given as a ratio
 //! of the Rust counter's; cold start is the first run's startup (compiling
 //! the component, then instantiating), warm start a later run's (the
 //! component from the module cache).
 //!
 //! Run: `cargo bench -p weir-tests --bench languages` (after `scripts/test`
-//! built the Python and JavaScript operators). `WEIR_BENCH_RECORDS` (default 1 M),
+//! built the Python, JavaScript and C operators). `WEIR_BENCH_RECORDS` (default 1 M),
 //! `WEIR_BENCH_KEYS` (default 100 k). `WEIR_BENCH_EXTRA` adds rows for more
 //! components, as `label=path.wasm,label=path.wasm` (`scripts/profile-python`
 //! adds the steps of the Python counter's profile this way). The markdown
@@ -42,6 +42,7 @@ fn main() {
     let keys: u64 = std::env::var("WEIR_BENCH_KEYS").ok().and_then(|v| v.parse().ok()).unwrap_or(100_000);
     let python = script_guest("word_count_py_counter");
     let javascript = script_guest("word_count_js_counter");
+    let c = script_guest("word_count_c_counter");
     let extra: Vec<(String, String)> = std::env::var("WEIR_BENCH_EXTRA")
         .unwrap_or_default()
         .split(',')
@@ -59,6 +60,7 @@ fn main() {
         ("Rust".to_string(), artifacts::WORD_COUNT_COUNTER.to_string()),
         ("Python".to_string(), python),
         ("JavaScript".to_string(), javascript),
+        ("C".to_string(), c),
     ];
     rows.extend(extra);
     for (name, module) in rows {
