@@ -173,9 +173,11 @@ fn job_for(module: &str, checkpointed: Option<&std::path::Path>) -> String {
         .replace("max_out_of_orderness = \"1s\"", "max_out_of_orderness = \"1s\"\nrecords_per_second = 1000")
         .replace("path = \"rules.jsonl\"", "path = \"rules.jsonl\"\nrecords_per_second = 5");
     assert!(job.contains("transactional-file") && job.matches("records_per_second").count() == 2, "{job}");
-    format!(
-        "[checkpointing]\ninterval = \"200ms\"\n\n[state.checkpoints]\ndir = \"file://{root}/ck\"\n\n[state.savepoints]\ndir = \"file://{root}/sp\"\n\n{job}"
-    )
+    // The tables go after the job's top-level keys (name, parallelism).
+    let tables = format!(
+        "[checkpointing]\ninterval = \"200ms\"\n\n[state.checkpoints]\ndir = \"file://{root}/ck\"\n\n[state.savepoints]\ndir = \"file://{root}/sp\"\n\n[[sources]]"
+    );
+    job.replacen("[[sources]]", &tables, 1)
 }
 
 /// A directory with the many transactions and rules and the job for `module`.
