@@ -117,11 +117,57 @@ ensure_componentize_py() {
 }
 
 # Builds every Python operator, guest-examples/<example>-py/<operator>/app.py,
-# with the Python SDK (sdk/python) into target/wasm/<example>_<operator>.wasm
-# (dashes as underscores).
+# with the Python SDK (the package sdk/python/weir) into
+# target/wasm/<example>_<operator>.wasm (dashes as underscores).
 build_python_guests() {
     ensure_componentize_py
     build_script_guests py sdk/python componentize_py
+}
+
+# mypy (PyPI, pinned), which type-checks the Python SDK and operators, in
+# the same virtualenv; installed once.
+ensure_mypy() {
+    local venv="${XDG_CACHE_HOME:-$HOME/.cache}/weir/venv"
+    if [ ! -x "$venv/bin/mypy" ]; then
+        echo "==> installing mypy (the Python SDK's type check) into $venv" >&2
+        [ -x "$venv/bin/pip" ] || python3 -m venv "$venv"
+        "$venv/bin/pip" install --quiet 'mypy==2.4.1'
+    fi
+    export WEIR_MYPY="$venv/bin/mypy"
+}
+
+# mypy --strict over the Python SDK and every Python operator, against the
+# bindings componentize-py generates from the WIT (so a call the host does
+# not offer, or with the wrong types, is an error). Operators are checked
+# one by one: each is a module named `app`.
+check_python_types() {
+    ensure_componentize_py
+    ensure_mypy
+    local bindings="$CARGO_TARGET_DIR/python-bindings" app
+    rm -rf "$bindings"
+    "$WEIR_COMPONENTIZE_PY" -d wit -w operator bindings "$bindings" >/dev/null
+    local mypy=("$WEIR_MYPY" --config-file sdk/python/pyproject.toml --cache-dir "$CARGO_TARGET_DIR/mypy-cache")
+    MYPYPATH="$bindings" "${mypy[@]}" sdk/python/weir
+    for app in guest-examples/*-py/*/app.py tests/benches/python_profile/*/app.py host/templates/python/app.py; do
+        MYPYPATH="$bindings:sdk/python" "${mypy[@]}" "$app"
+    done
+}
+
+# `pip install ./sdk/python` into a fresh virtualenv, then componentize-py
+# builds an operator from the installed package alone (without
+# `-p sdk/python`): the package is complete and installable.
+check_python_package() {
+    ensure_componentize_py
+    local tmp
+    tmp="$(mktemp -d)"
+    python3 -m venv "$tmp/venv"
+    "$tmp/venv/bin/pip" install --quiet ./sdk/python
+    local site
+    site="$("$tmp/venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
+    [ -f "$site/weir/py.typed" ] || { echo "error: the installed package has no weir/py.typed" >&2; exit 1; }
+    "$WEIR_COMPONENTIZE_PY" -d wit -w operator componentize -p "$site" -p guest-examples/word-count-py/counter app \
+        -o "$tmp/counter.wasm" >/dev/null
+    rm -rf "$tmp"
 }
 
 componentize_py() { # app dir, output
@@ -154,23 +200,28 @@ componentize_js() { # app dir, output
 
 # Builds each guest-examples/*-<ext>/<operator>/app.<ext> with command
 # <build> (given the operator's directory and the output) into
-# target/wasm/<example>_<operator>.wasm, unless the component is newer than
-# the operator's files, the SDK in <sdk> and the WIT.
+# target/wasm/<example>_<operator>.wasm (see build_script_guest).
 build_script_guests() {
-    local ext="$1" sdk="$2" build="$3" app dir example op out
+    local ext="$1" sdk="$2" build="$3" app dir op example
     mkdir -p target/wasm
     for app in guest-examples/*-"$ext"/*/app."$ext"; do
         dir="$(dirname "$app")"
         op="$(basename "$dir")"
         example="$(basename "$(dirname "$dir")")"
-        out="target/wasm/${example//-/_}_${op//-/_}.wasm"
-        if [ -f "$out" ] && [ -z "$(find "$dir" "$sdk" wit -newer "$out" -type f -not -path '*/__pycache__/*' | head -1)" ]; then
-            continue
-        fi
-        echo "==> $build: $app -> $out" >&2
-        "$build" "$dir" "$out.tmp"
-        mv "$out.tmp" "$out"
+        build_script_guest "$dir" "target/wasm/${example//-/_}_${op//-/_}.wasm" "$sdk" "$build"
     done
+}
+
+# Builds the operator in <dir> with command <build> into <out>, unless
+# <out> is newer than the operator's files, the SDK in <sdk> and the WIT.
+build_script_guest() {
+    local dir="$1" out="$2" sdk="$3" build="$4"
+    if [ -f "$out" ] && [ -z "$(find "$dir" "$sdk" wit -newer "$out" -type f -not -path '*/__pycache__/*' | head -1)" ]; then
+        return
+    fi
+    echo "==> $build: $dir -> $out" >&2
+    "$build" "$dir" "$out.tmp"
+    mv "$out.tmp" "$out"
 }
 
 # The C operators' toolchain: Debian's clang, which has the wasm32 target,

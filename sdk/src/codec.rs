@@ -168,6 +168,59 @@ mod tests {
     }
 
     #[test]
+    fn python_kinds_have_the_rust_types_bytes() {
+        // The Python SDK's mapping (sdk/python/weir/codec.py); the same
+        // vectors are pinned in sdk/tests/python/test_codec.py.
+        #[derive(Serialize)]
+        struct Rule {
+            small: u64,
+            large: u64,
+            window_ms: i64,
+        }
+        #[derive(Serialize)]
+        struct Point {
+            x: i64,
+            label: Option<String>,
+        }
+        #[derive(Serialize)]
+        enum Color {
+            _Red,
+            _Green,
+            Blue,
+        }
+        // int: i64, zigzag.
+        assert_eq!(bytes(&-1i64), [0x01]);
+        assert_eq!(bytes(&63i64), [0x7e]);
+        assert_eq!(bytes(&-64i64), [0x7f]);
+        assert_eq!(bytes(&64i64), [0x80, 0x01]);
+        assert_eq!(bytes(&60000i64), [0xc0, 0xa9, 0x07]);
+        assert_eq!(bytes(&i64::MIN), [[0xff; 9].as_slice(), &[0x01]].concat());
+        assert_eq!(bytes(&i64::MAX), [[0xfe].as_slice(), &[0xff; 8], &[0x01]].concat());
+        // Fixed widths: u8 and i8 are one byte.
+        assert_eq!(bytes(&200u8), [0xc8]);
+        assert_eq!(bytes(&-1i8), [0xff]);
+        assert_eq!(bytes(&300u16), [0xac, 0x02]);
+        assert_eq!(bytes(&-3i32), [0x05]);
+        assert_eq!(bytes(&(1u128 << 64)), [[0x80; 9].as_slice(), &[0x02]].concat());
+        assert_eq!(bytes(&1.5f64), [0, 0, 0, 0, 0, 0, 0xf8, 0x3f]);
+        assert_eq!(bytes(&1.5f32), [0, 0, 0xc0, 0x3f]);
+        assert_eq!(bytes(&()), [0u8; 0]);
+        assert_eq!(bytes(&None::<u64>), [0]);
+        assert_eq!(bytes(&Some(5u64)), [1, 5]);
+        assert_eq!(bytes(&vec![1i64, -2]), [2, 2, 3]);
+        assert_eq!(bytes(&vec![5i64, 6]), [2, 10, 12]);
+        let map: std::collections::BTreeMap<String, u64> = [("a".into(), 1), ("b".into(), 300)].into();
+        assert_eq!(bytes(&map), [2, 1, b'a', 1, 1, b'b', 0xac, 0x02]);
+        let rule = Rule { small: 10, large: 500, window_ms: 60000 };
+        assert_eq!(bytes(&rule), [0x0a, 0xf4, 0x03, 0xc0, 0xa9, 0x07]);
+        assert_eq!(bytes(&Point { x: -2, label: None }), [3, 0]);
+        assert_eq!(bytes(&Color::Blue), [2]);
+        // The fraud-detection rules' versions.
+        let versions: Vec<(i64, Option<Rule>)> = vec![(0, Some(rule)), (200_000, None)];
+        assert_eq!(bytes(&versions), [2, 0, 1, 0x0a, 0xf4, 0x03, 0xc0, 0xa9, 0x07, 0x80, 0xb5, 0x18, 0]);
+    }
+
+    #[test]
     fn values_round_trip_and_the_scratch_buffer_never_leaks_an_earlier_value() {
         let long = "x".repeat(1000);
         let first = with_encoded("s", &long, <[u8]>::to_vec).unwrap();

@@ -120,9 +120,34 @@ struct Shape {
     max_parallelism: u32,
     /// "hashmap", "rocksdb" or "rocksdb-incremental".
     backend: &'static str,
+    guest: Guest,
 }
 
-const P2_HASHMAP: Shape = Shape { parallelism: 2, max_parallelism: 128, backend: "hashmap" };
+/// Which `every-state` operator runs: the Rust one or its Python twin
+/// (guest-examples/every-state-py), which keeps the same states with the
+/// same types and emits the same lines.
+#[derive(Clone, Copy, Debug)]
+enum Guest {
+    Rust,
+    Python,
+}
+
+impl Guest {
+    fn module(self) -> String {
+        match self {
+            Guest::Rust => artifacts::EVERY_STATE.to_string(),
+            Guest::Python => weir_tests::script_guest("every_state_py_every"),
+        }
+    }
+}
+
+impl Shape {
+    fn in_python(self) -> Shape {
+        Shape { guest: Guest::Python, ..self }
+    }
+}
+
+const P2_HASHMAP: Shape = Shape { parallelism: 2, max_parallelism: 128, backend: "hashmap", guest: Guest::Rust };
 
 /// Where a run was cut: main records and broadcast commands before the
 /// barrier, from the source positions in `_metadata`.
@@ -195,7 +220,7 @@ dir = "out"
 "#,
             p = shape.parallelism,
             maxp = shape.max_parallelism,
-            module = artifacts::EVERY_STATE,
+            module = shape.guest.module(),
         ),
     );
 }
@@ -636,29 +661,32 @@ fn every_state_kind_survives_a_savepoint_into_another_parallelism_backend_and_ma
         &[
             // Scale out onto RocksDB: lists dealt out, union lists to all,
             // broadcast state copied to the new subtask.
-            Shape { parallelism: 3, max_parallelism: 128, backend: "rocksdb" },
+            Shape { parallelism: 3, max_parallelism: 128, backend: "rocksdb", ..P2_HASHMAP },
             // Fewer key groups at the same parallelism: keys re-hashed,
             // operator lists kept per subtask.
-            Shape { parallelism: 2, max_parallelism: 64, backend: "hashmap" },
+            Shape { parallelism: 2, max_parallelism: 64, backend: "hashmap", ..P2_HASHMAP },
             // More key groups and scaled in.
-            Shape { parallelism: 1, max_parallelism: 256, backend: "rocksdb" },
+            Shape { parallelism: 1, max_parallelism: 256, backend: "rocksdb", ..P2_HASHMAP },
         ],
     );
 }
 
 #[test]
 fn every_state_kind_survives_incremental_rocksdb_checkpoints_and_savepoints() {
-    let incremental = Shape { parallelism: 2, max_parallelism: 128, backend: "rocksdb-incremental" };
+    let incremental = Shape { parallelism: 2, max_parallelism: 128, backend: "rocksdb-incremental", ..P2_HASHMAP };
     // Resumed in place (the RocksDB files taken over as they are), and
     // converted from RocksDB files into another parallelism and backend.
     killed_and_resumed(
         incremental,
         &[
-            Shape { parallelism: 3, max_parallelism: 128, backend: "rocksdb" },
-            Shape { parallelism: 2, max_parallelism: 64, backend: "hashmap" },
+            Shape { parallelism: 3, max_parallelism: 128, backend: "rocksdb", ..P2_HASHMAP },
+            Shape { parallelism: 2, max_parallelism: 64, backend: "hashmap", ..P2_HASHMAP },
         ],
     );
-    savepoint_restored_into(incremental, &[Shape { parallelism: 3, max_parallelism: 128, backend: "hashmap" }]);
+    savepoint_restored_into(
+        incremental,
+        &[Shape { parallelism: 3, max_parallelism: 128, backend: "hashmap", ..P2_HASHMAP }],
+    );
 }
 
 #[test]
@@ -667,8 +695,8 @@ fn every_state_kind_survives_two_rescales_in_a_row() {
     // twice, keys re-hashed on the way: 2 -> 3 -> 1 subtasks.
     let shapes = [
         P2_HASHMAP,
-        Shape { parallelism: 3, max_parallelism: 128, backend: "rocksdb" },
-        Shape { parallelism: 1, max_parallelism: 64, backend: "hashmap" },
+        Shape { parallelism: 3, max_parallelism: 128, backend: "rocksdb", ..P2_HASHMAP },
+        Shape { parallelism: 1, max_parallelism: 64, backend: "hashmap", ..P2_HASHMAP },
     ];
     let first = JobDir::new();
     let (location, cut1, seen, mut all) = stop_with_savepoint(&first, shapes[0], &[], CUT_AFTER);
@@ -689,4 +717,20 @@ fn every_state_kind_survives_two_rescales_in_a_row() {
     assert!(published.lines().any(|l| l.starts_with("et ")), "event-time timers fired after the restore:\n{published}");
     all += &published;
     assert_matches(&all, expected(&shapes, &[cut1, cut2]), &format!("{shapes:?} cut at {cut1:?} and {cut2:?}"));
+}
+
+#[test]
+fn every_state_kind_in_python_matches_the_model_across_a_kill_and_resume() {
+    // The Python SDK's state handles, batch path, timers, TTL, operator
+    // and broadcast state: the same lines as the Rust operator's model.
+    killed_and_resumed(P2_HASHMAP.in_python(), &[]);
+}
+
+#[test]
+fn every_state_kind_restores_from_rust_into_python_and_back() {
+    // A savepoint of the Rust operator read by the Python one at another
+    // parallelism and backend, and the reverse: the same state layout.
+    let p3_rocksdb = Shape { parallelism: 3, max_parallelism: 128, backend: "rocksdb", ..P2_HASHMAP };
+    savepoint_restored_into(P2_HASHMAP, &[p3_rocksdb.in_python()]);
+    savepoint_restored_into(P2_HASHMAP.in_python(), &[p3_rocksdb]);
 }

@@ -539,6 +539,11 @@ path = "sessions.txt"
 /// `i` ms), computed directly: per key, sorted `key start end clicks`,
 /// split where two clicks are more than 60 s apart.
 fn expected_sessions(records: u64) -> Vec<String> {
+    expected_sessions_with_gap(records, 60_000)
+}
+
+/// The same, split where two clicks are more than `gap` ms apart.
+fn expected_sessions_with_gap(records: u64, gap: u64) -> Vec<String> {
     let mut by_key: BTreeMap<u64, Vec<u64>> = BTreeMap::new();
     for i in 0..records {
         by_key.entry(key_of(1, i, 50)).or_default().push(i);
@@ -547,7 +552,7 @@ fn expected_sessions(records: u64) -> Vec<String> {
     for (k, ts) in by_key {
         let (mut start, mut end, mut n) = (ts[0], ts[0], 0);
         for t in ts {
-            if t - end > 60_000 {
+            if t - end > gap {
                 out.push(format!("{k} {start} {end} {n}"));
                 (start, n) = (t, 0);
             }
@@ -655,4 +660,104 @@ fn a_killed_javascript_counter_resumes_exactly() {
 #[test]
 fn a_killed_c_counter_resumes_exactly() {
     killed_and_resumed_with(&weir_tests::script_guest("word_count_c_counter"));
+}
+
+/// Clicks in the sessions job: 100 000 generated clicks over 50 users, one
+/// per ms of event time, so a 150 ms gap closes thousands of sessions while
+/// the job runs.
+const SESSION_CLICKS: u64 = 100_000;
+const SESSION_GAP_MS: u64 = 150;
+
+/// The sessions job with the sessionizer `module`: checkpoints every 200 ms,
+/// a transactional sink, paced to run for a few seconds.
+fn write_sessions_job(dir: &JobDir, module: &str, p: u32) {
+    let root = dir.path().display();
+    dir.write(
+        "job.toml",
+        format!(
+            r#"name = "sp"
+parallelism = {p}
+
+[checkpointing]
+interval = "200ms"
+
+[state.checkpoints]
+dir = "file://{root}/ck"
+
+[state.savepoints]
+dir = "file://{root}/sp"
+
+[[sources]]
+id = "gen"
+kind = "generator"
+count = {SESSION_CLICKS}
+keys = 50
+seed = 1
+event_time_step = "1ms"
+records_per_second = 25000
+
+[[operators]]
+uid = "sessions"
+module = "{module}"
+input = "gen"
+partition = "key"
+params = {{ gap_ms = {SESSION_GAP_MS} }}
+
+[[sinks]]
+id = "out"
+kind = "transactional-file"
+input = "sessions"
+dir = "out"
+"#
+        ),
+    );
+}
+
+fn sorted_published(dir: &JobDir) -> Vec<String> {
+    let mut got: Vec<String> = published(dir).lines().map(str::to_string).collect();
+    got.sort();
+    got
+}
+
+#[test]
+fn a_killed_python_sessionizer_resumes_with_exactly_the_expected_sessions() {
+    // Open sessions (map state) and their event-time timers come back from
+    // the checkpoint: no session lost, split or repeated.
+    let dir = JobDir::new();
+    write_sessions_job(&dir, &weir_tests::script_guest("session_windows_py_sessionizer"), 2);
+    let mut child = start(&dir, &[]);
+    wait_running(&dir);
+    std::thread::sleep(Duration::from_millis(1500));
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+    let before = published(&dir).lines().count();
+    let expected = expected_sessions_with_gap(SESSION_CLICKS, SESSION_GAP_MS);
+    assert!(expected.len() > 1000, "many sessions: {}", expected.len());
+    assert!(before < expected.len(), "killed mid-run: {before} sessions published");
+    dir.succeeds(&["--resume"]);
+    assert_eq!(sorted_published(&dir), expected);
+}
+
+#[test]
+fn a_sessionizer_savepoint_restores_from_rust_into_python_and_back() {
+    // The open sessions, `map<i64, (i64, u64)>`, and the timers written by
+    // one language's sessionizer, finished by the other's: exact sessions.
+    let rust = artifacts::SESSION_WINDOWS.to_string();
+    let python = weir_tests::script_guest("session_windows_py_sessionizer");
+    for (first, second) in [(&rust, &python), (&python, &rust)] {
+        let dir = JobDir::new();
+        write_sessions_job(&dir, first, 2);
+        let child = start(&dir, &[]);
+        wait_running(&dir);
+        let out = host(&dir, &["savepoint", "sp", "--stop"]);
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        let location = text(&out.stdout).trim().to_string();
+        assert!(finish(child).0);
+        let before = published(&dir).lines().count();
+        let expected = expected_sessions_with_gap(SESSION_CLICKS, SESSION_GAP_MS);
+        assert!(before < expected.len(), "stopped mid-run: {before} sessions published");
+        write_sessions_job(&dir, second, 3);
+        dir.succeeds(&["--from-savepoint", &location]);
+        assert_eq!(sorted_published(&dir), expected, "{first} into {second}");
+    }
 }

@@ -7,8 +7,10 @@
 //!
 //! Run: `cargo bench -p weir-tests --bench languages` (after `scripts/test`
 //! built the Python, JavaScript and C operators). `WEIR_BENCH_RECORDS` (default 1 M),
-//! `WEIR_BENCH_KEYS` (default 100 k). The markdown table goes to stdout,
-//! and to `WEIR_BENCH_OUT` if set.
+//! `WEIR_BENCH_KEYS` (default 100 k). `WEIR_BENCH_EXTRA` adds rows for more
+//! components, as `label=path.wasm,label=path.wasm` (`scripts/profile-python`
+//! adds the steps of the Python counter's profile this way). The markdown
+//! table goes to stdout, and to `WEIR_BENCH_OUT` if set.
 
 use weir_tests::{artifacts, counter_job, elapsed_secs, run_quiet, script_guest};
 
@@ -41,21 +43,34 @@ fn main() {
     let python = script_guest("word_count_py_counter");
     let javascript = script_guest("word_count_js_counter");
     let c = script_guest("word_count_c_counter");
+    let extra: Vec<(String, String)> = std::env::var("WEIR_BENCH_EXTRA")
+        .unwrap_or_default()
+        .split(',')
+        .filter(|s| !s.is_empty())
+        .map(|s| {
+            let (label, path) = s.split_once('=').expect("WEIR_BENCH_EXTRA is label=path,label=path");
+            (label.to_string(), path.to_string())
+        })
+        .collect();
     let mut table = String::from(
-        "| language | component | throughput | **ratio to Rust** | cold start (compile + instantiate) | warm start (cached) |\n|---|---|---|---|---|---|\n",
+        "| language | component | throughput | µs per record | **ratio to Rust** | cold start (compile + instantiate) | warm start (cached) |\n|---|---|---|---|---|---|---|\n",
     );
     let rust = measure(artifacts::WORD_COUNT_COUNTER, records, keys);
-    for (name, module, m) in [
-        ("Rust", artifacts::WORD_COUNT_COUNTER.to_string(), rust),
-        ("Python", python.clone(), measure(&python, records, keys)),
-        ("JavaScript", javascript.clone(), measure(&javascript, records, keys)),
-        ("C", c.clone(), measure(&c, records, keys)),
-    ] {
+    let mut rows = vec![
+        ("Rust".to_string(), artifacts::WORD_COUNT_COUNTER.to_string()),
+        ("Python".to_string(), python),
+        ("JavaScript".to_string(), javascript),
+        ("C".to_string(), c),
+    ];
+    rows.extend(extra);
+    for (name, module) in rows {
+        let m = if name == "Rust" { rust } else { measure(&module, records, keys) };
         let size = std::fs::metadata(&module).unwrap().len() as f64 / (1 << 20) as f64;
         eprintln!("{name}: {:.3} M records/s, cold {:.0} ms, warm {:.0} ms", m.0 / 1e6, m.1, m.2);
         table.push_str(&format!(
-            "| {name} | {size:.1} MiB | {:.3} M rec/s | **{:.3}** | {:.0} ms | {:.0} ms |\n",
+            "| {name} | {size:.1} MiB | {:.3} M rec/s | {:.2} | **{:.3}** | {:.0} ms | {:.0} ms |\n",
             m.0 / 1e6,
+            1e6 / m.0,
             m.0 / rust.0,
             m.1,
             m.2

@@ -5,18 +5,20 @@ event-time timer at `end + gap` closes a session and emits
 `user start end clicks`. A click that falls between sessions merges them;
 a click later than the watermark allows is dropped."""
 
+from __future__ import annotations
+
 import weir
 
 
 class Sessions:
     @staticmethod
-    def open(ctx):
-        return Sessions(ctx.map_state("sessions", int, (int, int)), int(ctx.param("gap_ms", "30000")))
+    def open(ctx: weir.OpenContext) -> Sessions:
+        return Sessions(ctx.map_state("sessions", int, tuple[int, weir.U64]), ctx.param("gap_ms", 30000, int))
 
-    def __init__(self, sessions, gap):
+    def __init__(self, sessions: weir.MapState[int, tuple[int, int]], gap: int) -> None:
         self.sessions, self.gap = sessions, gap
 
-    def process(self, ctx, element):
+    def process(self, ctx: weir.Context, element: weir.Element) -> None:
         t = element.timestamp
         if t is None:
             raise ValueError("clicks need an event time (timestamp_field)")
@@ -31,12 +33,11 @@ class Sessions:
         self.sessions.put(start, (end, clicks))
         ctx.register_event_time_timer(end + self.gap)
 
-    def on_timer(self, ctx, timer):
-        user = timer.key.decode("utf-8", "replace")
+    def on_timer(self, ctx: weir.Context, timer: weir.Timer) -> None:
         closing = [(s, e, n) for s, (e, n) in self.sessions.items() if e + self.gap == timer.time]
         for s, e, n in closing:
             self.sessions.remove(s)
-            ctx.emit(f"{user} {s} {e} {n}")
+            ctx.emit(f"{timer.key_str} {s} {e} {n}")
 
 
 Handler = weir.export(Sessions)

@@ -3,16 +3,18 @@
 digits and apostrophes), lowercases them, and emits each word keyed by
 itself so the counter downstream is partitioned by word."""
 
+from __future__ import annotations
+
 import weir
 
 
 class Tokenizer:
     @staticmethod
-    def open(ctx):
+    def open(ctx: weir.OpenContext) -> Tokenizer:
         return Tokenizer()
 
-    def process(self, ctx, element):
-        word = []
+    def process(self, ctx: weir.Context, element: weir.Element) -> None:
+        word: list[str] = []
         for c in element.payload_str + " ":
             if c.isalnum() or c == "'":
                 word.append(c)

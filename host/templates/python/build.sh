@@ -1,6 +1,7 @@
 #!/bin/sh
 # Builds app.py with the Weir Python SDK into {{name}}.wasm, with
-# componentize-py (pip install componentize-py==0.25.1).
+# componentize-py (pip install "$WEIR/sdk/python[build]" installs both; the
+# SDK is taken from the checkout here, so only componentize-py is needed).
 set -eu
 cd "$(dirname "$0")"
 WEIR=${WEIR:-{{weir}}}
