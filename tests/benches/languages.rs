@@ -3,7 +3,9 @@
 //! Python and JavaScript components in the same run. Throughput is given as a ratio
 //! of the Rust counter's; cold start is the first run's startup (compiling
 //! the component, then instantiating), warm start a later run's (the
-//! component from the module cache).
+//! component from the module cache). One more JavaScript row runs the
+//! counter's logic with no host calls (`guest-examples/bench-js/counter-bound`):
+//! the interpreter's bound on a JavaScript counter.
 //!
 //! Run: `cargo bench -p weir-tests --bench languages` (after `scripts/test`
 //! built the Python and JavaScript operators). `WEIR_BENCH_RECORDS` (default 1 M),
@@ -40,6 +42,7 @@ fn main() {
     let keys: u64 = std::env::var("WEIR_BENCH_KEYS").ok().and_then(|v| v.parse().ok()).unwrap_or(100_000);
     let python = script_guest("word_count_py_counter");
     let javascript = script_guest("word_count_js_counter");
+    let bound = script_guest("bench_js_counter_bound");
     let mut table = String::from(
         "| language | component | throughput | **ratio to Rust** | cold start (compile + instantiate) | warm start (cached) |\n|---|---|---|---|---|---|\n",
     );
@@ -48,6 +51,7 @@ fn main() {
         ("Rust", artifacts::WORD_COUNT_COUNTER.to_string(), rust),
         ("Python", python.clone(), measure(&python, records, keys)),
         ("JavaScript", javascript.clone(), measure(&javascript, records, keys)),
+        ("JavaScript logic, no host calls", bound.clone(), measure(&bound, records, keys)),
     ] {
         let size = std::fs::metadata(&module).unwrap().len() as f64 / (1 << 20) as f64;
         eprintln!("{name}: {:.3} M records/s, cold {:.0} ms, warm {:.0} ms", m.0 / 1e6, m.1, m.2);
