@@ -198,7 +198,8 @@ const weir = (() => {
     return type(
       name,
       (w, v) => {
-        if (typeof v === 'number' && Number.isSafeInteger(v) && v >= 0 && v <= max) writeVarint(w, v);
+        // Plain comparisons, no built-in calls: this runs for every write.
+        if (typeof v === 'number' && v >= 0 && v <= max && v <= MAX_SAFE && v % 1 === 0) writeVarint(w, v);
         else if (typeof v === 'bigint' && v >= 0n && v <= bigMax) writeBigVarint(w, v);
         else throw bad(`an integer from 0 to ${bits === 64 ? '2^64 - 1' : max} (${name})`, v);
       },
@@ -316,7 +317,7 @@ const weir = (() => {
       const max = v.length * 3;
       w.room(5 + max);
       if (max < 128) {
-        const { written } = utf8.encodeInto(v, w.buf.subarray(w.at + 1));
+        const { written } = utf8.encodeInto(v, new Uint8Array(w.buf.buffer, w.at + 1));
         w.buf[w.at] = written;
         w.at += 1 + written;
       } else writeBytes(w, utf8.encode(v));
@@ -589,8 +590,12 @@ const weir = (() => {
   // from the first batch, objects until then.
   let packedBindings = false;
 
-  const WRITTEN_NONE = -1;
-  const WRITTEN_CLEAR = -2;
+  // `start[slot]` of a CachedValue: 0 when the slot was not written in this
+  // batch, WRITTEN_CLEAR when it was cleared, else 1 + the value's offset in
+  // the arena. A new batch gets a new, zeroed array: the engine's
+  // TypedArray.fill is interpreted, a new array is not.
+  const WRITTEN_NONE = 0;
+  const WRITTEN_CLEAR = -1;
 
   /** A value-shaped state (value, reducing, aggregating) with its batch
    * cache: the batch's values as the host had them (`data`, `spans`), and
@@ -616,11 +621,8 @@ const weir = (() => {
       this.data = data;
       this.spans = packedSpans(spans);
       const n = this.spans.length / 3;
-      if (this.start.length < n) {
-        this.start = new Int32Array(n);
-        this.len = new Int32Array(n);
-      }
-      this.start.fill(WRITTEN_NONE, 0, n);
+      this.start = new Int32Array(n);
+      if (this.len.length < n) this.len = new Int32Array(n);
       this.arena.at = 0;
       this.dirtySlots.length = 0;
       this.generation = batch.generation;
@@ -645,10 +647,10 @@ const weir = (() => {
       const slot = this.slot();
       const w = this.start[slot];
       const r = reader;
-      if (w >= 0) {
+      if (w > 0) {
         r.buf = this.arena.buf;
-        r.at = w;
-        r.end = w + this.len[slot];
+        r.at = w - 1;
+        r.end = w - 1 + this.len[slot];
       } else {
         const spans = this.spans;
         const at = slot * 3;
@@ -682,7 +684,7 @@ const weir = (() => {
         a.at = start;
         throw new WeirError(`${this.what}: cannot encode value: ${e.message}`);
       }
-      this.start[slot] = start;
+      this.start[slot] = start + 1;
       this.len[slot] = a.at - start;
     }
 
@@ -705,17 +707,21 @@ const weir = (() => {
     }
 
     flush() {
-      const slots = Uint32Array.from(this.dirtySlots);
-      const spans = new Int32Array(slots.length * 3);
-      for (let i = 0; i < slots.length; i++) {
-        const w = this.start[slots[i]];
-        if (w >= 0) {
-          spans[i * 3] = w;
-          spans[i * 3 + 1] = this.len[slots[i]];
+      const dirtySlots = this.dirtySlots;
+      const n = dirtySlots.length;
+      const slots = new Uint32Array(n);
+      const spans = new Int32Array(n * 3);
+      for (let i = 0; i < n; i++) {
+        const slot = dirtySlots[i];
+        const w = this.start[slot];
+        slots[i] = slot;
+        if (w > 0) {
+          spans[i * 3] = w - 1;
+          spans[i * 3 + 1] = this.len[slot];
           spans[i * 3 + 2] = 1;
         }
       }
-      const data = this.arena.buf.subarray(0, this.arena.at);
+      const data = new Uint8Array(this.arena.buf.buffer, 0, this.arena.at);
       this.dirtySlots.length = 0;
       // The host now holds these values: the next batch reads them again.
       this.generation = -1;
@@ -849,11 +855,9 @@ const weir = (() => {
     out.bytes.at = 0;
     out.n = 0;
     const refs = r.subarray(0, n * 10);
-    try {
-      emitBatch({ data, elements: packedBindings ? refs : unpackElements(refs) });
-    } finally {
-      refs.fill(0);
-    }
+    // The next call's records start from zeros (see `out`).
+    out.refs = new Int32Array(r.length);
+    emitBatch({ data, elements: packedBindings ? refs : unpackElements(refs) });
   }
 
   // Element records as a packed Int32Array (see `out`), and back.
