@@ -8,8 +8,9 @@
 //
 // componentize-js is the pinned dependency of this package, or the one
 // WEIR_COMPONENTIZE_JS names (its src/componentize.js). The WIT is
-// --wit, else WEIR_WIT, else the package's own copy (wit/, made when it is
-// packed), else the repository's (../../wit).
+// --wit, else WEIR_WIT, else in the repository its wit/, else the
+// package's own copy (wit/, made by its `prepare` script when it is packed
+// or installed from a directory).
 //
 // The bindings componentize-js generates lift and lower every record of a
 // list in interpreted JavaScript, field by field: for the batch calls that
@@ -39,7 +40,11 @@ if (files.length !== 2) {
 }
 const [app, out] = files;
 const here = dirname(fileURLToPath(import.meta.url));
-wit = resolve(wit ?? [join(here, 'wit'), join(here, '..', '..', 'wit')].find((d) => existsSync(join(d, 'world.wit'))) ?? '');
+// In the repository (this is its sdk/js) its wit/ is the truth; the
+// package's copy may be older.
+const repo = resolve(here, '..', '..');
+const inRepo = resolve(repo, 'sdk', 'js') === resolve(here) && existsSync(join(repo, 'wit', 'world.wit'));
+wit = resolve(wit ?? (inRepo ? join(repo, 'wit') : join(here, 'wit')));
 if (!existsSync(join(wit, 'world.wit'))) {
   console.error(`weir-build: no WIT at ${wit} (give --wit <dir>, the directory with world.wit)`);
   process.exit(2);

@@ -192,6 +192,9 @@ declare namespace Weir {
       valueType?: VK,
       options?: number | { version?: number },
     ): MapState<ValueOf<KK>, ValueOf<VK>>;
+    /** Emits as `Context.emit` does, before any input (e.g. the operator or
+     * broadcast state this subtask was restored with). */
+    emit(payload: string | Uint8Array, key?: string | Uint8Array, timestamp?: number | bigint): void;
   }
 
   /** Passed to every call after `open`. */

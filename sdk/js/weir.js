@@ -1227,6 +1227,11 @@ const weir = (() => {
       const h = register(name, options, registerBroadcastMap);
       return new BroadcastMapState(name, h, typeOf(keyType), typeOf(valueType), false);
     }
+    /** Emits as `Context.emit` does, before any input: e.g. what operator
+     * or broadcast state this subtask was restored with. */
+    emit(payload, key, timestamp) {
+      Context.prototype.emit.call(this, payload, key, timestamp);
+    }
   }
 
   const timer = (f, t) => {

@@ -589,11 +589,23 @@ fn a_savepoint_of_the_rust_counter_restores_into_the_javascript_counter() {
     rust_savepoint_restores_into(&weir_tests::script_guest("word_count_js_counter"));
 }
 
+#[test]
+fn a_savepoint_of_the_javascript_counter_restores_into_the_rust_counter() {
+    savepoint_restores_across(&weir_tests::script_guest("word_count_js_counter"), artifacts::WORD_COUNT_COUNTER);
+}
+
 /// A stop savepoint of the Rust counter at p=2 on hashmap, restored into
 /// `module` (a counter in another language) at p=3 on RocksDB: exact.
 fn rust_savepoint_restores_into(module: &str) {
+    savepoint_restores_across(artifacts::WORD_COUNT_COUNTER, module);
+}
+
+/// A stop savepoint of the counter `from` at p=2 on hashmap, restored into
+/// the counter `into` (another language's) at p=3 on RocksDB: exact.
+fn savepoint_restores_across(from: &str, into: &str) {
     let dir = JobDir::new();
     write_job(&dir, 2, "hashmap", 15_000);
+    dir.write("job.toml", dir.read("job.toml").replace(artifacts::WORD_COUNT_COUNTER, from));
     let child = start(&dir, &[]);
     wait_running(&dir);
     let out = host(&dir, &["savepoint", "sp", "--stop"]);
@@ -603,7 +615,7 @@ fn rust_savepoint_restores_into(module: &str) {
     // The same state, `count` as a postcard u64, read by the other
     // language at p=3.
     write_job(&dir, 3, "rocksdb", 1_000_000);
-    dir.write("job.toml", dir.read("job.toml").replace(artifacts::WORD_COUNT_COUNTER, module));
+    dir.write("job.toml", dir.read("job.toml").replace(artifacts::WORD_COUNT_COUNTER, into));
     dir.succeeds(&["--from-savepoint", &location]);
     let all = published(&dir);
     assert_eq!(all.lines().count() as u64, RECORDS, "one output line per record");

@@ -327,6 +327,21 @@ test('output keeps text, bytes, keys and signed timestamps, ASCII or not', () =>
   ]);
 });
 
+test('open may emit, before any input; its output goes out when open returns', () => {
+  weir.export({
+    open: (ctx) => {
+      ctx.emit('restored with nothing');
+      ctx.emit('keyed', 'k', 7);
+      assert.deepEqual(host.emitted, [], 'nothing is sent before open returns');
+      return {};
+    },
+  }).open(info());
+  assert.deepEqual(host.emitted, [
+    ['restored with nothing', undefined, undefined],
+    ['keyed', 'k', 7n],
+  ]);
+});
+
 test('elements read their fields from the batch, unkeyed and keyed', () => {
   const seen = [];
   const handler = weir.export({

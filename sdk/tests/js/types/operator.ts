@@ -9,6 +9,7 @@ class Everything implements Weir.Operator {
   static open(ctx: Weir.OpenContext): Everything {
     const window: number = ctx.paramNumber('window_ms', 1000);
     const uid: string = ctx.info.uid;
+    ctx.emit(`open ${ctx.info.subtaskIndex}`);
     return new Everything(
       ctx.valueState('count', Number),
       ctx.valueState('tally', Tally, { version: 2, ttl: { ms: window, renewOnRead: true } }),
