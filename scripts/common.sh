@@ -186,3 +186,44 @@ build_script_guests() {
         mv "$out.tmp" "$out"
     done
 }
+
+# The C operators' toolchain: Debian's clang, which has the wasm32 target,
+# with wasi-libc and the wasm32 compiler-rt builtins. The linker that turns
+# the core module into a component (wasm-component-ld, with the WASI
+# preview1 adapter built in) comes with the Rust toolchain; see
+# sdk/c/build.sh.
+ensure_wasi_clang() {
+    if ! command -v clang >/dev/null 2>&1 || [ ! -f /usr/lib/wasm32-wasi/libc.a ] \
+        || ! ls /usr/lib/llvm-*/lib/clang/*/lib/wasi/libclang_rt.builtins-wasm32.a >/dev/null 2>&1; then
+        echo "==> installing clang, wasi-libc and the wasm32 builtins (C operators)" >&2
+        local sudo=""
+        [ "$(id -u)" -ne 0 ] && sudo="sudo"
+        $sudo apt-get update -qq
+        DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq clang wasi-libc libclang-rt-dev-wasm32 >/dev/null
+    fi
+}
+
+# Builds every C operator, guest-examples/<example>-c/<operator>/app.c, with
+# the C SDK (sdk/c) into target/wasm/<example>_<operator>.wasm.
+build_c_guests() {
+    ensure_wasi_clang
+    build_script_guests c sdk/c componentize_c
+}
+
+componentize_c() { # app dir, output
+    sdk/c/build.sh "$2" "$1/app.c"
+}
+
+# wit-bindgen's CLI (crates.io, pinned, its C generator only), which
+# scripts/c-bindings regenerates sdk/c/bindings/ with after a WIT change.
+# Not needed to build or test: the bindings are committed. About 3 minutes
+# to build, once.
+ensure_wit_bindgen() {
+    local root="${XDG_CACHE_HOME:-$HOME/.cache}/weir/wit-bindgen"
+    if [ ! -x "$root/bin/wit-bindgen" ]; then
+        echo "==> building wit-bindgen 0.61.1 (C generator) into $root" >&2
+        env -u CARGO_TARGET_DIR cargo install --quiet --locked wit-bindgen-cli --version 0.61.1 \
+            --no-default-features --features c --root "$root"
+    fi
+    export WEIR_WIT_BINDGEN="$root/bin/wit-bindgen"
+}

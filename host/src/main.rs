@@ -134,6 +134,21 @@ enum Command {
         #[arg(long, value_name = "FILE")]
         config: Option<PathBuf>,
     },
+    /// Create an operator project in ./<name>: the operator's source, its
+    /// build script (Cargo.toml for Rust), a job.toml that runs it on a
+    /// sample input, and a README. Prints the commands that build and run it.
+    New {
+        /// The project's name: its directory, job name and operator uid
+        /// (lowercase letters, digits, '-' and '_').
+        name: String,
+        /// The operator's language.
+        #[arg(long, value_enum)]
+        lang: cli::new::Lang,
+        /// The Weir checkout whose SDK and wit/ the project builds with
+        /// [default: the one this host was built from].
+        #[arg(long, value_name = "DIR")]
+        weir: Option<PathBuf>,
+    },
     /// Cancel a running job (no savepoint; its checkpoints stay).
     Cancel {
         /// The job's name, or its job file.
@@ -180,6 +195,7 @@ fn main() -> ExitCode {
             .map(|d| cli::location(&d))
             .transpose()
             .and_then(|dir| cli::control::savepoint(&job, SavepointRequest { dir, stop, drain })),
+        Command::New { name, lang, weir } => cli::new::new(&name, lang, weir.as_deref()),
         Command::Cancel { job } => cli::control::cancel(&job),
         Command::Swap { job, operator, module, dir } => {
             dir.map(|d| cli::location(&d)).transpose().and_then(|dir| cli::control::swap(&job, operator, &module, dir))

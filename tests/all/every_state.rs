@@ -685,7 +685,10 @@ fn every_state_kind_survives_incremental_rocksdb_checkpoints_and_savepoints() {
             Shape { parallelism: 2, max_parallelism: 64, backend: "hashmap", lang: Lang::Rust },
         ],
     );
-    savepoint_restored_into(incremental, &[Shape { parallelism: 3, max_parallelism: 128, backend: "hashmap", lang: Lang::Rust }]);
+    savepoint_restored_into(
+        incremental,
+        &[Shape { parallelism: 3, max_parallelism: 128, backend: "hashmap", lang: Lang::Rust }],
+    );
 }
 
 #[test]

@@ -1,20 +1,22 @@
 //! The same jobs with operators in different languages give the same
-//! results: the word-count example in Rust, in Python, in JavaScript, and
-//! mixed (the Python tokenizer feeding the Rust counter).
+//! results: the word-count example in Rust, in Python, in JavaScript, with
+//! the counter in C, and mixed (the Python tokenizer feeding the Rust
+//! counter).
 
 use super::example_copy::ExampleCopy;
 use super::support::final_counts;
 
 #[test]
-fn word_count_gives_the_same_counts_in_rust_python_javascript_and_mixed() {
+fn word_count_gives_the_same_counts_in_rust_python_javascript_c_and_mixed() {
     let mut results = Vec::new();
-    // Each in a temporary copy of its example (the Python and JavaScript
+    // Each in a temporary copy of its example (the Python, JavaScript and C
     // jobs read the word-count example's input beside them).
     for (example, job, output) in [
         ("word-count", "job.toml", "counts.txt"),
         ("word-count-py", "job.toml", "counts.txt"),
         ("word-count-py", "mixed.toml", "mixed-counts.txt"),
         ("word-count-js", "job.toml", "counts.txt"),
+        ("word-count-c", "job.toml", "counts.txt"),
     ] {
         let copy = ExampleCopy::with_siblings(example, &["word-count"]);
         copy.run(job, &[]);

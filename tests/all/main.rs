@@ -3,6 +3,7 @@
 
 mod bad_input;
 mod broadcast;
+mod c_sdk;
 mod checkpoints;
 mod control_auth;
 mod crash_points;
@@ -14,6 +15,7 @@ mod fraud_detection;
 mod fuzz_regressions;
 mod guest_failures;
 mod hardening;
+mod host_new;
 mod idle_timeout;
 mod incremental_savepoints;
 #[cfg(feature = "kafka")]

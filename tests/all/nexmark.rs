@@ -6,6 +6,7 @@
 use super::example_copy::ExampleCopy;
 
 mod q0_q2;
+mod q11;
 mod q3;
 mod q4;
 mod q5;

@@ -594,6 +594,11 @@ fn a_savepoint_of_the_javascript_counter_restores_into_the_rust_counter() {
     savepoint_restores_across(&weir_tests::script_guest("word_count_js_counter"), artifacts::WORD_COUNT_COUNTER);
 }
 
+#[test]
+fn a_savepoint_of_the_rust_counter_restores_into_the_c_counter() {
+    rust_savepoint_restores_into(&weir_tests::script_guest("word_count_c_counter"));
+}
+
 /// A stop savepoint of the Rust counter at p=2 on hashmap, restored into
 /// `module` (a counter in another language) at p=3 on RocksDB: exact.
 fn rust_savepoint_restores_into(module: &str) {
@@ -657,4 +662,9 @@ fn a_killed_python_counter_resumes_exactly() {
 #[test]
 fn a_killed_javascript_counter_resumes_exactly() {
     killed_and_resumed_with(&weir_tests::script_guest("word_count_js_counter"));
+}
+
+#[test]
+fn a_killed_c_counter_resumes_exactly() {
+    killed_and_resumed_with(&weir_tests::script_guest("word_count_c_counter"));
 }

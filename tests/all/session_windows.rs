@@ -211,8 +211,10 @@ const PACED_CLICKS: usize = 3_000;
 /// (`out/`); savepoints under `sp/`.
 fn write_paced_sessions_job(dir: &JobDir, module: &str, p: u32) {
     let root = dir.path().display();
-    let input: String =
-        generated_clicks(PACED_CLICKS, 2_000).iter().map(|(u, t)| format!("{{\"user\": \"{u}\", \"ts\": {t}}}\n")).collect();
+    let input: String = generated_clicks(PACED_CLICKS, 2_000)
+        .iter()
+        .map(|(u, t)| format!("{{\"user\": \"{u}\", \"ts\": {t}}}\n"))
+        .collect();
     dir.write("clicks.jsonl", input);
     dir.write(
         "job.toml",

@@ -1,6 +1,6 @@
 //! The word-count counter per language: the generator into the counter at
 //! parallelism 1, discard sink, run by the real `host` binary with the Rust,
-//! Python and JavaScript components in the same run. Throughput is given as a ratio
+//! Python, JavaScript and C components in the same run. Throughput is given as a ratio
 //! of the Rust counter's; cold start is the first run's startup (compiling
 //! the component, then instantiating), warm start a later run's (the
 //! component from the module cache). One more JavaScript row runs the
@@ -8,7 +8,7 @@
 //! the interpreter's bound on a JavaScript counter.
 //!
 //! Run: `cargo bench -p weir-tests --bench languages` (after `scripts/test`
-//! built the Python and JavaScript operators). `WEIR_BENCH_RECORDS` (default 1 M),
+//! built the Python, JavaScript and C operators). `WEIR_BENCH_RECORDS` (default 1 M),
 //! `WEIR_BENCH_KEYS` (default 100 k). The markdown table goes to stdout,
 //! and to `WEIR_BENCH_OUT` if set.
 
@@ -43,6 +43,7 @@ fn main() {
     let python = script_guest("word_count_py_counter");
     let javascript = script_guest("word_count_js_counter");
     let bound = script_guest("bench_js_counter_bound");
+    let c = script_guest("word_count_c_counter");
     let mut table = String::from(
         "| language | component | throughput | **ratio to Rust** | cold start (compile + instantiate) | warm start (cached) |\n|---|---|---|---|---|---|\n",
     );
@@ -51,6 +52,7 @@ fn main() {
         ("Rust", artifacts::WORD_COUNT_COUNTER.to_string(), rust),
         ("Python", python.clone(), measure(&python, records, keys)),
         ("JavaScript", javascript.clone(), measure(&javascript, records, keys)),
+        ("C", c.clone(), measure(&c, records, keys)),
         ("JavaScript logic, no host calls", bound.clone(), measure(&bound, records, keys)),
     ] {
         let size = std::fs::metadata(&module).unwrap().len() as f64 / (1 << 20) as f64;

@@ -58,13 +58,14 @@ pub fn host_command(dir: &Path, args: &[&str]) -> Command {
     c
 }
 
-/// A Python or JavaScript operator's component, built by `scripts/test`
-/// (componentize-py, componentize-js) into `target/wasm/<name>.wasm`.
+/// A Python, JavaScript or C operator's component, built by `scripts/test`
+/// (componentize-py, componentize-js, sdk/c/build.sh) into
+/// `target/wasm/<name>.wasm`.
 pub fn script_guest(name: &str) -> String {
     let path = repo_root().join("target").join("wasm").join(format!("{name}.wasm"));
     assert!(
         path.is_file(),
-        "{} is missing: scripts/test builds the Python and JavaScript operators (or: source scripts/common.sh; build_python_guests; build_js_guests)",
+        "{} is missing: scripts/test builds the Python, JavaScript and C operators (or: source scripts/common.sh; build_python_guests; build_js_guests; build_c_guests)",
         path.display()
     );
     path.display().to_string()

@@ -6,6 +6,7 @@
 pub mod checkpoints;
 pub mod control;
 pub mod inspect;
+pub mod new;
 pub mod run;
 
 use anyhow::Context;

@@ -69,6 +69,9 @@ struct Options {
     splits: u32,
     /// Event time of the first event, ms since the epoch.
     base_time: Option<i64>,
+    /// Picks another stream of the same shape and timing (0: the
+    /// reference stream).
+    seed: Option<u64>,
     /// Watermarks trail the largest timestamp by this much; unset, by what
     /// `out_of_order_group_size` can reorder.
     max_out_of_orderness: Option<HumanDuration>,
@@ -260,6 +263,16 @@ fn generator_config(g: &Options, base_time: i64, node: &str) -> Result<NexmarkCo
         }
         c.rate_period = secs as usize;
     }
+    // The generator seeds each event's data with the event's id, and ids
+    // count from `first_event_id`: starting them a whole number of rounds
+    // of kinds later makes other people, auctions and bids (ids included)
+    // in the same pattern of kinds and event times.
+    const MAX_SEED: u64 = 1 << 32;
+    let seed = g.seed.unwrap_or(0);
+    if seed > MAX_SEED {
+        return Err(bad(format!("seed = {seed}: at most {MAX_SEED}")));
+    }
+    c.first_event_id = seed as usize * (c.person_proportion + c.auction_proportion + c.bid_proportion);
     Ok(c)
 }
 
@@ -526,6 +539,7 @@ mod tests {
         assert!(error("avg_bid_byte_size = 100000000", 1).contains("at most 65536"));
         assert!(error("first_event_rate = 10\nnext_event_rate = 20", 1).contains("a sine starts"));
         assert!(error("base_time = -1", 1).contains("base_time"));
+        assert!(error("seed = 4294967297", 1).contains("seed = 4294967297: at most 4294967296"));
         assert!(error("colour = 1", 1).contains("unknown field"));
     }
 

@@ -8,6 +8,7 @@ use nexmark::config::NexmarkConfig;
 use nexmark::event::Event;
 
 pub mod q0_q2;
+pub mod q11;
 pub mod q3;
 pub mod q4;
 pub mod q5;
@@ -26,6 +27,12 @@ pub fn config() -> NexmarkConfig {
 /// the order of their index.
 pub fn events(n: usize) -> Vec<Event> {
     nexmark::EventGenerator::new(config()).take(n).collect()
+}
+
+/// The first `n` events of a `nexmark` source with `seed = <seed>`: ids,
+/// which seed each event's data, start `seed` rounds of 50 events later.
+pub fn seeded_events(n: usize, seed: usize) -> Vec<Event> {
+    nexmark::EventGenerator::new(NexmarkConfig { first_event_id: seed * 50, ..config() }).take(n).collect()
 }
 
 /// The bids among `events`.

@@ -19,11 +19,12 @@
 //! One crate, two stages, picked by `params.stage`:
 //!
 //! - `"max"`, keyed by auction id (the source's default keys: auctions by
-//!   `id`, bids by `auction`). One value state per auction. Before the
-//!   auction is known it holds the bids that came first (a bid can overtake
-//!   its auction when they come from different source subtasks), to be
-//!   checked against the auction's interval when it arrives; once known it
-//!   holds `(category, date_time, expires, max)`. When `max` changes it
+//!   `id`, bids by `auction`). One value state per auction: once the
+//!   auction is known, `(category, date_time, expires, max)`. Bids can come
+//!   before it (a bid overtakes its auction when they come from different
+//!   source subtasks); they wait in a list state, appended to without
+//!   reading it, to be checked against the auction's interval when it
+//!   arrives. When `max` changes it
 //!   emits, keyed by the category in decimal, the old maximum (if any) and
 //!   the new one: 8 bytes little-endian new, then 8 more for the old when
 //!   there was one.
@@ -47,14 +48,14 @@
 
 use serde::{Deserialize, Serialize};
 use weir_sdk::nexmark::Event;
-use weir_sdk::{Context, Element, Error, OpenContext, Operator, Result, Timer, ValueState, export_operator};
+use weir_sdk::{Context, Element, Error, ListState, OpenContext, Operator, Result, Timer, ValueState, export_operator};
 
 /// What stage 1 knows about one auction id.
 #[derive(Serialize, Deserialize)]
 enum Slot {
-    /// Bids seen before the auction, as `(date_time, price)`, and the time
-    /// of the clean-up timer registered for them.
-    Pending { bids: Vec<(i64, u64)>, timer: i64 },
+    /// Bids came before the auction (they are in `MaxStage::pending`);
+    /// the time of the clean-up timer registered for them.
+    Pending { timer: i64 },
     /// The auction and the highest price so far among its bids in
     /// `[start, expires]`, if any.
     Open { category: u64, start: i64, expires: i64, max: Option<u64> },
@@ -63,6 +64,8 @@ enum Slot {
 /// Stage `"max"`: the highest valid bid per auction.
 struct MaxStage {
     slot: ValueState<Slot>,
+    /// Bids seen before their auction, as `(date_time, price)`.
+    pending: ListState<(i64, u64)>,
     /// An auction's entry lives at least this long after its `date_time`,
     /// even past `expires`, so the bids still coming for it (the generator
     /// bids on the last 100 auctions) are dropped at once instead of
@@ -92,21 +95,14 @@ impl MaxStage {
                 emit_max(ctx, category, max, price);
                 self.slot.set(&Slot::Open { category, start, expires, max: Some(price) })
             }
-            Some(Slot::Pending { mut bids, timer }) => {
-                // Bids at the same time are interchangeable but for price.
-                match bids.iter_mut().find(|(bt, _)| *bt == t) {
-                    Some(b) if b.1 >= price => return Ok(()),
-                    Some(b) => b.1 = price,
-                    None => bids.push((t, price)),
-                }
-                // The timer already registered drops what it covers and
-                // re-arms for the rest (see `on_timer`).
-                self.slot.set(&Slot::Pending { bids, timer })
-            }
+            // The timer already registered drops what it covers and
+            // re-arms for the rest (see `on_timer`).
+            Some(Slot::Pending { .. }) => self.pending.add(&(t, price)),
             None => {
                 let timer = t.saturating_add(self.wait_ms);
                 ctx.register_event_time_timer(timer)?;
-                self.slot.set(&Slot::Pending { bids: vec![(t, price)], timer })
+                self.slot.set(&Slot::Pending { timer })?;
+                self.pending.add(&(t, price))
             }
         }
     }
@@ -114,9 +110,11 @@ impl MaxStage {
     fn auction(&mut self, ctx: &mut Context, id: u64, category: u64, start: i64, expires: i64) -> Result<()> {
         let max = match self.slot.get()? {
             None => None,
-            Some(Slot::Pending { bids, timer }) => {
+            Some(Slot::Pending { timer }) => {
                 // The auction's own timer replaces the pending bids' one.
                 ctx.delete_event_time_timer(timer)?;
+                let bids = self.pending.get()?;
+                self.pending.clear()?;
                 bids.iter().filter(|(t, _)| start <= *t && *t <= expires).map(|&(_, p)| p).max()
             }
             Some(Slot::Open { .. }) => return Err(Error::msg(format!("auction {id} seen twice"))),
@@ -133,10 +131,12 @@ impl MaxStage {
             // The watermark passed `expires`: no bid in the interval is to come.
             Some(Slot::Open { expires, .. }) if timer.time >= expires => self.slot.clear(),
             Some(Slot::Open { .. }) | None => Ok(()),
-            Some(Slot::Pending { mut bids, timer: armed }) => {
+            Some(Slot::Pending { timer: armed }) => {
                 // An auction still to come has date_time > watermark >= timer.time.
+                let mut bids = self.pending.get()?;
                 bids.retain(|(t, _)| *t > timer.time);
                 if bids.is_empty() {
+                    self.pending.clear()?;
                     return self.slot.clear();
                 }
                 let mut armed = armed;
@@ -145,7 +145,8 @@ impl MaxStage {
                     armed = bids.iter().map(|(t, _)| *t).max().unwrap_or(timer.time).saturating_add(self.wait_ms);
                     ctx.register_event_time_timer(armed)?;
                 }
-                self.slot.set(&Slot::Pending { bids, timer: armed })
+                self.pending.update(&bids)?;
+                self.slot.set(&Slot::Pending { timer: armed })
             }
         }
     }
@@ -219,6 +220,7 @@ impl Operator for Q4 {
         match ctx.param("stage") {
             Some("max") => Ok(Q4::Max(MaxStage {
                 slot: ctx.value_state("auction")?,
+                pending: ctx.list_state("pending-bids")?,
                 keep_ms: ctx.param_or("keep_ms", 250)?,
                 wait_ms: ctx.param_or("wait_ms", 50)?,
             })),

@@ -1,0 +1,789 @@
+/*
+ * weir.c: the C SDK's implementation (see weir.h for the API). It owns the
+ * component's exports (the generated `exports_weir_operator_handler_*`
+ * functions), turns them into the operator's callbacks, and keeps the
+ * batch fast path out of the operator's sight:
+ *  - inside process-batch, each value state is read with one get-batch
+ *    call when first used in the batch, updated in guest memory, and
+ *    written back with one set-batch call when the batch ends; elements
+ *    with equal keys share a key slot, so a later element sees an earlier
+ *    one's write, as with per-element calls;
+ *  - other keyed calls (list and map state, timers, the current key) first
+ *    tell the host which element is current, only when they are used;
+ *  - output is buffered and sent with one emit-batch call per export call.
+ * It must not hold input bytes past the callback that received them.
+ */
+#include "weir.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bindings/operator.h"
+
+/* ---- Memory --------------------------------------------------------------- */
+
+/* Grows `*ptr` to hold at least `need` items of `size` bytes; out of memory
+ * traps (there is nothing sensible an operator could do instead). */
+static void reserve(void **ptr, size_t *cap, size_t need, size_t size) {
+    if (need <= *cap) return;
+    size_t cap2 = *cap ? *cap * 2 : 64;
+    while (cap2 < need) cap2 *= 2;
+    void *p = realloc(*ptr, cap2 * size);
+    if (!p) abort();
+    *ptr = p;
+    *cap = cap2;
+}
+
+typedef struct buffer {
+    uint8_t *ptr;
+    size_t len, cap;
+} buffer;
+
+static void append(buffer *b, const void *data, size_t len) {
+    reserve((void **)&b->ptr, &b->cap, b->len + len, 1);
+    if (len) memcpy(b->ptr + b->len, data, len);
+    b->len += len;
+}
+
+/* A NUL-terminated copy of `len` bytes. */
+static char *copy_string(const uint8_t *s, size_t len) {
+    char *c = malloc(len + 1);
+    if (!c) abort();
+    memcpy(c, s, len);
+    c[len] = 0;
+    return c;
+}
+
+static weir_bytes bytes_of(operator_list_u8_t l) {
+    return (weir_bytes){l.ptr, l.len};
+}
+
+/* ---- Errors --------------------------------------------------------------- */
+
+static char error_message[1024];
+
+bool weir_fail(const char *format, ...) {
+    va_list args;
+    va_start(args, format);
+    vsnprintf(error_message, sizeof error_message, format, args);
+    va_end(args);
+    return false;
+}
+
+const char *weir_error(void) {
+    return error_message;
+}
+
+/* Records the host's refusal `code` for state (or "timer") `what`, and
+ * frees the code's message. */
+static bool host_error(const char *what, weir_operator_types_error_code_t *code) {
+    const operator_string_t *s = &code->val.backend;
+    int n = (int)s->len;
+    const char *text = (const char *)s->ptr;
+    switch (code->tag) {
+    case WEIR_OPERATOR_TYPES_ERROR_CODE_NOT_IN_OPEN:
+        weir_fail("%s: states are registered only in open (%.*s)", what, n, text);
+        break;
+    case WEIR_OPERATOR_TYPES_ERROR_CODE_KIND_MISMATCH:
+        weir_fail("%s: kind mismatch: %.*s", what, n, text);
+        break;
+    case WEIR_OPERATOR_TYPES_ERROR_CODE_INVALID_NAME:
+        weir_fail("%s: invalid state name: %.*s", what, n, text);
+        break;
+    case WEIR_OPERATOR_TYPES_ERROR_CODE_NO_CURRENT_KEY:
+        weir_fail("%s: no current key (keyed state and timers need a keyed input)", what);
+        break;
+    case WEIR_OPERATOR_TYPES_ERROR_CODE_READ_ONLY:
+        weir_fail("%s: read-only here: %.*s", what, n, text);
+        break;
+    case WEIR_OPERATOR_TYPES_ERROR_CODE_OUT_OF_RANGE:
+        weir_fail("%s: element index %u is past the batch", what, (unsigned)code->val.out_of_range);
+        break;
+    case WEIR_OPERATOR_TYPES_ERROR_CODE_BACKEND:
+        weir_fail("%s: state backend failed: %.*s", what, n, text);
+        break;
+    default:
+        weir_fail("%s: error code %u", what, (unsigned)code->tag);
+    }
+    weir_operator_types_error_code_free(code);
+    return false;
+}
+
+/* "state 'name'", for messages. */
+static const char *state_label(const char *name) {
+    static char label[160];
+    snprintf(label, sizeof label, "state '%s'", name);
+    return label;
+}
+
+/* ---- Where user code is inside a batch ------------------------------------ */
+
+typedef struct batch_position {
+    bool active;         /* inside process-batch */
+    uint64_t generation; /* one per batch */
+    uint32_t index;      /* the element user code is on */
+    uint32_t host_index; /* the element the host has current */
+} batch_position;
+
+static batch_position position;
+
+static struct {
+    uint64_t generation;
+    operator_list_u32_t list;
+} slots;
+
+/* Makes the host's current element match user code's, before a
+ * per-element keyed call. */
+static bool sync_host(void) {
+    if (position.active && position.host_index != position.index) {
+        weir_operator_context_error_code_t err;
+        if (!weir_operator_context_set_current_element(position.index, &err)) return host_error("context", &err);
+        position.host_index = position.index;
+    }
+    return true;
+}
+
+/* The key slot of the current element, asking the host once per batch. */
+static bool current_slot(uint32_t *slot) {
+    if (slots.generation != position.generation) {
+        operator_list_u32_free(&slots.list);
+        slots.list = (operator_list_u32_t){0};
+        weir_operator_context_error_code_t err;
+        if (!weir_operator_context_batch_slots(&slots.list, &err)) return host_error("context", &err);
+        slots.generation = position.generation;
+    }
+    if (position.index >= slots.list.len) return weir_fail("no key slot for element %u", (unsigned)position.index);
+    *slot = slots.list.ptr[position.index];
+    return true;
+}
+
+/* ---- Output --------------------------------------------------------------- */
+
+static buffer out_data;
+static struct {
+    weir_operator_types_element_ref_t *ptr;
+    size_t len, cap;
+} out_refs;
+
+void weir_emit_parts(const weir_bytes *key, const int64_t *timestamp, const weir_bytes *parts, size_t count) {
+    size_t payload_start = out_data.len;
+    for (size_t i = 0; i < count; i++) append(&out_data, parts[i].ptr, parts[i].len);
+    size_t key_start = out_data.len;
+    if (key) append(&out_data, key->ptr, key->len);
+    reserve((void **)&out_refs.ptr, &out_refs.cap, out_refs.len + 1, sizeof *out_refs.ptr);
+    out_refs.ptr[out_refs.len++] = (weir_operator_types_element_ref_t){
+        .payload_start = (uint32_t)payload_start,
+        .payload_len = (uint32_t)(key_start - payload_start),
+        .key_start = (uint32_t)key_start,
+        .key_len = key ? (uint32_t)key->len : 0,
+        .has_key = key != NULL,
+        .timestamp = {.is_some = timestamp != NULL, .val = timestamp ? *timestamp : 0},
+    };
+}
+
+void weir_emit(const void *payload, size_t len) {
+    weir_bytes part = {payload, len};
+    weir_emit_parts(NULL, NULL, &part, 1);
+}
+
+void weir_emit_keyed(const void *key, size_t key_len, const void *payload, size_t len) {
+    weir_bytes k = {key, key_len}, part = {payload, len};
+    weir_emit_parts(&k, NULL, &part, 1);
+}
+
+void weir_emit_element(const weir_element *e) {
+    weir_emit_parts(e->has_key ? &e->key : NULL, e->has_timestamp ? &e->timestamp : NULL, &e->payload, 1);
+}
+
+/* Sends the buffered output; after every export call. */
+static void flush_output(void) {
+    if (!out_refs.len) return;
+    weir_operator_collector_element_batch_t batch = {
+        .data = {out_data.ptr, out_data.len},
+        .elements = {out_refs.ptr, out_refs.len},
+    };
+    weir_operator_collector_emit_batch(&batch);
+    out_data.len = 0;
+    out_refs.len = 0;
+}
+
+/* ---- Params, time, key ---------------------------------------------------- */
+
+static weir_info info;
+static struct {
+    char **names, **values;
+    size_t len;
+} params;
+
+const char *weir_param(const char *name) {
+    for (size_t i = 0; i < params.len; i++)
+        if (!strcmp(params.names[i], name)) return params.values[i];
+    return NULL;
+}
+
+int64_t weir_watermark(void) {
+    return weir_operator_context_current_watermark();
+}
+
+int64_t weir_processing_time(void) {
+    return weir_operator_context_current_processing_time();
+}
+
+bool weir_current_key(weir_bytes *key) {
+    static operator_list_u8_t owned;
+    if (!sync_host()) return false;
+    operator_list_u8_free(&owned);
+    if (!weir_operator_context_current_key(&owned)) {
+        owned = (operator_list_u8_t){0};
+        return weir_fail("no current key (keyed state and timers need a keyed input)");
+    }
+    *key = bytes_of(owned);
+    return true;
+}
+
+/* ---- Registration --------------------------------------------------------- */
+
+static weir_operator_types_state_descriptor_t descriptor(const char *name, const weir_state_options *o) {
+    static const weir_state_options defaults = {0};
+    if (!o) o = &defaults;
+    weir_operator_types_state_descriptor_t d = {.version = o->version ? o->version : 1};
+    operator_string_set(&d.name, name);
+    operator_string_set(&d.encoding, o->encoding ? o->encoding : "raw");
+    if (o->ttl_ms) {
+        d.ttl.is_some = true;
+        d.ttl.val.ttl_ms = o->ttl_ms;
+        d.ttl.val.update = o->ttl_renew_on_read ? WEIR_OPERATOR_TYPES_TTL_UPDATE_ON_READ_AND_WRITE
+                                                : WEIR_OPERATOR_TYPES_TTL_UPDATE_ON_CREATE_AND_WRITE;
+        d.ttl.val.visibility = o->ttl_return_expired
+                                   ? WEIR_OPERATOR_TYPES_TTL_VISIBILITY_RETURN_EXPIRED_IF_NOT_CLEANED_UP
+                                   : WEIR_OPERATOR_TYPES_TTL_VISIBILITY_NEVER_RETURN_EXPIRED;
+    }
+    return d;
+}
+
+/* ---- Value state ---------------------------------------------------------- */
+
+/* A key slot's value as written during the batch. */
+typedef struct written {
+    uint32_t start, len;
+    uint8_t state; /* UNWRITTEN, WRITTEN or CLEARED */
+} written;
+enum { UNWRITTEN, WRITTEN, CLEARED };
+
+struct weir_value_state {
+    char *name;
+    weir_operator_keyed_state_borrow_value_state_t handle;
+    /* The last single (non-batch) read, owned. */
+    operator_option_list_u8_t single;
+    /* The batch cache: the values of every key slot as the host had them
+     * at the batch's start (from get-batch), the values written since in
+     * `arena`, and the written slots in first-write order. */
+    uint64_t generation;
+    bool loaded, queued;
+    weir_operator_keyed_state_tuple2_list_u8_list_value_span_t host;
+    written *written;
+    size_t written_cap;
+    buffer arena;
+    uint32_t *dirty;
+    size_t dirty_len, dirty_cap;
+    weir_operator_types_value_span_t *spans;
+    size_t spans_cap;
+    /* The next state to write back when the batch ends. */
+    weir_value_state *next_queued;
+};
+
+static weir_value_state *queued;
+
+weir_value_state *weir_register_value(const char *name, const weir_state_options *options) {
+    weir_operator_types_state_descriptor_t d = descriptor(name, options);
+    weir_operator_keyed_state_own_value_state_t own;
+    weir_operator_types_error_code_t err;
+    if (!weir_operator_keyed_state_register_value(&d, &own, &err)) return host_error(state_label(name), &err), NULL;
+    weir_value_state *s = calloc(1, sizeof *s);
+    if (!s) abort();
+    s->name = copy_string((const uint8_t *)name, strlen(name));
+    s->handle = weir_operator_keyed_state_borrow_value_state(own);
+    return s;
+}
+
+/* Loads the batch's values on the state's first use in this batch. */
+static bool prepare(weir_value_state *s) {
+    if (s->generation != position.generation) {
+        s->generation = position.generation;
+        s->loaded = false;
+        s->dirty_len = 0;
+        s->arena.len = 0;
+    }
+    if (s->loaded) return true;
+    weir_operator_keyed_state_tuple2_list_u8_list_value_span_free(&s->host);
+    weir_operator_types_error_code_t err;
+    if (!weir_operator_keyed_state_method_value_state_get_batch(s->handle, &s->host, &err)) {
+        s->host = (weir_operator_keyed_state_tuple2_list_u8_list_value_span_t){0};
+        return host_error(state_label(s->name), &err);
+    }
+    reserve((void **)&s->written, &s->written_cap, s->host.f1.len, sizeof *s->written);
+    memset(s->written, 0, s->host.f1.len * sizeof *s->written);
+    s->loaded = true;
+    return true;
+}
+
+bool weir_value_get(weir_value_state *s, weir_bytes *value, bool *present) {
+    bool dummy;
+    if (!present) present = &dummy;
+    *value = (weir_bytes){0};
+    if (!position.active) {
+        weir_operator_types_error_code_t err;
+        operator_option_list_u8_free(&s->single);
+        if (!weir_operator_keyed_state_method_value_state_get(s->handle, &s->single, &err)) {
+            s->single = (operator_option_list_u8_t){0};
+            return host_error(state_label(s->name), &err);
+        }
+        *present = s->single.is_some;
+        if (*present) *value = bytes_of(s->single.val);
+        return true;
+    }
+    uint32_t slot;
+    if (!current_slot(&slot) || !prepare(s)) return false;
+    if (slot >= s->host.f1.len) return weir_fail("state '%s': bad slot %u", s->name, (unsigned)slot);
+    const written *w = &s->written[slot];
+    if (w->state != UNWRITTEN) {
+        *present = w->state == WRITTEN;
+        if (*present) *value = (weir_bytes){s->arena.ptr + w->start, w->len};
+        return true;
+    }
+    const weir_operator_types_value_span_t *span = &s->host.f1.ptr[slot];
+    *present = span->present;
+    if (*present) *value = (weir_bytes){s->host.f0.ptr + span->start, span->len};
+    return true;
+}
+
+/* Records the current key's new value (or its clearing) in the cache. */
+static bool put_cached(weir_value_state *s, const void *value, size_t len, bool present) {
+    uint32_t slot;
+    if (!current_slot(&slot) || !prepare(s)) return false;
+    if (slot >= s->host.f1.len) return weir_fail("state '%s': bad slot %u", s->name, (unsigned)slot);
+    written *w = &s->written[slot];
+    if (w->state == UNWRITTEN) {
+        reserve((void **)&s->dirty, &s->dirty_cap, s->dirty_len + 1, sizeof *s->dirty);
+        s->dirty[s->dirty_len++] = slot;
+    }
+    if (present) {
+        *w = (written){(uint32_t)s->arena.len, (uint32_t)len, WRITTEN};
+        append(&s->arena, value, len);
+    } else {
+        *w = (written){0, 0, CLEARED};
+    }
+    if (!s->queued) {
+        s->queued = true;
+        s->next_queued = queued;
+        queued = s;
+    }
+    return true;
+}
+
+bool weir_value_set(weir_value_state *s, const void *value, size_t len) {
+    if (position.active) return put_cached(s, value, len, true);
+    operator_list_u8_t v = {(uint8_t *)value, len};
+    weir_operator_types_error_code_t err;
+    if (!weir_operator_keyed_state_method_value_state_set(s->handle, &v, &err)) return host_error(state_label(s->name), &err);
+    return true;
+}
+
+bool weir_value_clear(weir_value_state *s) {
+    if (position.active) return put_cached(s, NULL, 0, false);
+    weir_operator_types_error_code_t err;
+    if (!weir_operator_keyed_state_method_value_state_clear(s->handle, &err)) return host_error(state_label(s->name), &err);
+    return true;
+}
+
+/* Writes the batch's changes of `s` back with one set-batch call. */
+static bool flush_value(weir_value_state *s) {
+    if (!s->dirty_len) return true;
+    reserve((void **)&s->spans, &s->spans_cap, s->dirty_len, sizeof *s->spans);
+    for (size_t i = 0; i < s->dirty_len; i++) {
+        const written *w = &s->written[s->dirty[i]];
+        s->spans[i] = (weir_operator_types_value_span_t){w->start, w->len, w->state == WRITTEN};
+    }
+    operator_list_u32_t slot_list = {s->dirty, s->dirty_len};
+    operator_list_u8_t data = {s->arena.ptr, s->arena.len};
+    weir_operator_keyed_state_list_value_span_t spans = {s->spans, s->dirty_len};
+    weir_operator_types_error_code_t err;
+    bool ok = weir_operator_keyed_state_method_value_state_set_batch(s->handle, &slot_list, &data, &spans, &err);
+    s->dirty_len = 0;
+    s->arena.len = 0;
+    s->loaded = false;
+    return ok || host_error(state_label(s->name), &err);
+}
+
+bool weir_value_get_u64(weir_value_state *s, uint64_t *value, bool *present) {
+    weir_bytes b;
+    bool here;
+    if (!weir_value_get(s, &b, &here)) return false;
+    if (present) *present = here;
+    if (here && !weir_decode_u64(b, value))
+        return weir_fail("state '%s': cannot decode value as u64 (postcard varint)", s->name);
+    return true;
+}
+
+bool weir_value_set_u64(weir_value_state *s, uint64_t value) {
+    uint8_t buf[WEIR_VARINT_MAX];
+    return weir_value_set(s, buf, weir_encode_u64(buf, value));
+}
+
+bool weir_value_get_i64(weir_value_state *s, int64_t *value, bool *present) {
+    weir_bytes b;
+    bool here;
+    if (!weir_value_get(s, &b, &here)) return false;
+    if (present) *present = here;
+    if (here && !weir_decode_i64(b, value))
+        return weir_fail("state '%s': cannot decode value as i64 (postcard zigzag varint)", s->name);
+    return true;
+}
+
+bool weir_value_set_i64(weir_value_state *s, int64_t value) {
+    uint8_t buf[WEIR_VARINT_MAX];
+    return weir_value_set(s, buf, weir_encode_i64(buf, value));
+}
+
+/* ---- List and map state --------------------------------------------------- */
+
+struct weir_list_state {
+    char *name;
+    weir_operator_keyed_state_borrow_list_state_t handle;
+    operator_list_list_u8_t page;
+    weir_bytes *values;
+    size_t values_cap;
+};
+
+struct weir_map_state {
+    char *name;
+    weir_operator_keyed_state_borrow_map_state_t handle;
+    operator_option_list_u8_t value;
+};
+
+weir_list_state *weir_register_list(const char *name, const weir_state_options *options) {
+    weir_operator_types_state_descriptor_t d = descriptor(name, options);
+    weir_operator_keyed_state_own_list_state_t own;
+    weir_operator_types_error_code_t err;
+    if (!weir_operator_keyed_state_register_list(&d, &own, &err)) return host_error(state_label(name), &err), NULL;
+    weir_list_state *s = calloc(1, sizeof *s);
+    if (!s) abort();
+    s->name = copy_string((const uint8_t *)name, strlen(name));
+    s->handle = weir_operator_keyed_state_borrow_list_state(own);
+    return s;
+}
+
+weir_map_state *weir_register_map(const char *name, const weir_state_options *options) {
+    weir_operator_types_state_descriptor_t d = descriptor(name, options);
+    weir_operator_keyed_state_own_map_state_t own;
+    weir_operator_types_error_code_t err;
+    if (!weir_operator_keyed_state_register_map(&d, &own, &err)) return host_error(state_label(name), &err), NULL;
+    weir_map_state *s = calloc(1, sizeof *s);
+    if (!s) abort();
+    s->name = copy_string((const uint8_t *)name, strlen(name));
+    s->handle = weir_operator_keyed_state_borrow_map_state(own);
+    return s;
+}
+
+/* Runs host call `call` (which sets `err` on failure) after syncing the
+ * current element; on failure records the error for `label`, a string
+ * evaluated only then. */
+#define KEYED_CALL(label, call)                                               \
+    do {                                                                      \
+        weir_operator_types_error_code_t err;                                 \
+        if (!sync_host()) return false;                                       \
+        if (!(call)) return host_error((label), &err);                        \
+    } while (0)
+
+bool weir_list_add(weir_list_state *s, const void *value, size_t len) {
+    operator_list_u8_t v = {(uint8_t *)value, len};
+    KEYED_CALL(state_label(s->name), weir_operator_keyed_state_method_list_state_add(s->handle, &v, &err));
+    return true;
+}
+
+bool weir_list_len(weir_list_state *s, uint32_t *len) {
+    KEYED_CALL(state_label(s->name), weir_operator_keyed_state_method_list_state_len(s->handle, len, &err));
+    return true;
+}
+
+bool weir_list_read(weir_list_state *s, uint32_t start, uint32_t max, const weir_bytes **values, size_t *count) {
+    operator_list_list_u8_free(&s->page);
+    s->page = (operator_list_list_u8_t){0};
+    KEYED_CALL(state_label(s->name), weir_operator_keyed_state_method_list_state_read(s->handle, start, max, &s->page, &err));
+    reserve((void **)&s->values, &s->values_cap, s->page.len, sizeof *s->values);
+    for (size_t i = 0; i < s->page.len; i++) s->values[i] = bytes_of(s->page.ptr[i]);
+    *values = s->values;
+    *count = s->page.len;
+    return true;
+}
+
+bool weir_list_clear(weir_list_state *s) {
+    KEYED_CALL(state_label(s->name), weir_operator_keyed_state_method_list_state_clear(s->handle, &err));
+    return true;
+}
+
+bool weir_map_get(weir_map_state *s, const void *user_key, size_t key_len, weir_bytes *value, bool *present) {
+    operator_list_u8_t k = {(uint8_t *)user_key, key_len};
+    operator_option_list_u8_free(&s->value);
+    s->value = (operator_option_list_u8_t){0};
+    KEYED_CALL(state_label(s->name), weir_operator_keyed_state_method_map_state_get(s->handle, &k, &s->value, &err));
+    if (present) *present = s->value.is_some;
+    *value = s->value.is_some ? bytes_of(s->value.val) : (weir_bytes){0};
+    return true;
+}
+
+bool weir_map_put(weir_map_state *s, const void *user_key, size_t key_len, const void *value, size_t len) {
+    operator_list_u8_t k = {(uint8_t *)user_key, key_len}, v = {(uint8_t *)value, len};
+    KEYED_CALL(state_label(s->name), weir_operator_keyed_state_method_map_state_put(s->handle, &k, &v, &err));
+    return true;
+}
+
+bool weir_map_remove(weir_map_state *s, const void *user_key, size_t key_len) {
+    operator_list_u8_t k = {(uint8_t *)user_key, key_len};
+    KEYED_CALL(state_label(s->name), weir_operator_keyed_state_method_map_state_remove(s->handle, &k, &err));
+    return true;
+}
+
+bool weir_map_contains(weir_map_state *s, const void *user_key, size_t key_len, bool *contains) {
+    operator_list_u8_t k = {(uint8_t *)user_key, key_len};
+    KEYED_CALL(state_label(s->name), weir_operator_keyed_state_method_map_state_contains(s->handle, &k, contains, &err));
+    return true;
+}
+
+bool weir_map_clear(weir_map_state *s) {
+    KEYED_CALL(state_label(s->name), weir_operator_keyed_state_method_map_state_clear(s->handle, &err));
+    return true;
+}
+
+/* ---- Timers --------------------------------------------------------------- */
+
+bool weir_register_timer(weir_time_domain domain, int64_t time) {
+    KEYED_CALL("timer", domain == WEIR_EVENT_TIME ? weir_operator_timers_register_event_time_timer(time, &err)
+                                            : weir_operator_timers_register_processing_time_timer(time, &err));
+    return true;
+}
+
+bool weir_delete_timer(weir_time_domain domain, int64_t time) {
+    KEYED_CALL("timer", domain == WEIR_EVENT_TIME ? weir_operator_timers_delete_event_time_timer(time, &err)
+                                            : weir_operator_timers_delete_processing_time_timer(time, &err));
+    return true;
+}
+
+/* ---- Postcard integers ---------------------------------------------------- */
+
+size_t weir_encode_u64(uint8_t out[WEIR_VARINT_MAX], uint64_t value) {
+    size_t n = 0;
+    while (value >= 0x80) {
+        out[n++] = (uint8_t)(value | 0x80);
+        value >>= 7;
+    }
+    out[n++] = (uint8_t)value;
+    return n;
+}
+
+size_t weir_encode_i64(uint8_t out[WEIR_VARINT_MAX], int64_t value) {
+    return weir_encode_u64(out, ((uint64_t)value << 1) ^ (uint64_t)(value >> 63));
+}
+
+bool weir_decode_u64(weir_bytes b, uint64_t *value) {
+    uint64_t v = 0;
+    for (size_t i = 0; i < b.len && i < WEIR_VARINT_MAX; i++) {
+        uint64_t bits = b.ptr[i] & 0x7f;
+        /* The tenth byte holds only the top bit of a u64. */
+        if (i == WEIR_VARINT_MAX - 1 && bits > 1) return false;
+        v |= bits << (7 * i);
+        if (!(b.ptr[i] & 0x80)) {
+            if (i + 1 != b.len) return false;
+            *value = v;
+            return true;
+        }
+    }
+    return false;
+}
+
+bool weir_decode_i64(weir_bytes b, int64_t *value) {
+    uint64_t z;
+    if (!weir_decode_u64(b, &z)) return false;
+    *value = (int64_t)(z >> 1) ^ -(int64_t)(z & 1);
+    return true;
+}
+
+/* ---- Default callbacks ---------------------------------------------------- */
+
+__attribute__((weak)) bool weir_on_timer(const weir_timer *timer) {
+    (void)timer;
+    return true;
+}
+
+__attribute__((weak)) bool weir_end_of_input(void) {
+    return true;
+}
+
+__attribute__((weak)) bool weir_process_broadcast(const weir_element *input) {
+    (void)input;
+    return weir_fail("this operator does not take a broadcast input");
+}
+
+__attribute__((weak)) bool weir_migrate_value(const char *state, uint32_t from_version, weir_bytes value, weir_bytes *out) {
+    (void)value;
+    (void)out;
+    return weir_fail("state '%s': no migration from version %u (define weir_migrate_value)", state, (unsigned)from_version);
+}
+
+/* ---- The exports ---------------------------------------------------------- */
+
+static bool opened;
+
+/* Ends an export call: sends output, and turns a failure into the error
+ * string the host reports (freed by the generated post-return). */
+static bool finish(bool ok, operator_string_t *err) {
+    flush_output();
+    if (ok) return true;
+    operator_string_dup(err, error_message[0] ? error_message
+                                              : "the operator failed without a message (return weir_fail(...))");
+    return false;
+}
+
+static bool begin_call(void) {
+    error_message[0] = 0;
+    position.active = false;
+    return opened || weir_fail("operator called before open");
+}
+
+/* Tells the host which element user code is on, even if it has it current
+ * already, so that a failure report names the right record. */
+static void report_position(void) {
+    weir_operator_context_error_code_t err;
+    if (position.active) {
+        if (weir_operator_context_set_current_element(position.index, &err)) position.host_index = position.index;
+        else weir_operator_types_error_code_free(&err);
+    }
+}
+
+/* The batch ends: writes every changed value state back, or, after a
+ * failure, drops the changes (the task fails anyway). */
+static bool end_batch(bool write_back) {
+    bool ok = true;
+    position.active = false;
+    while (queued) {
+        weir_value_state *s = queued;
+        queued = s->next_queued;
+        s->queued = false;
+        s->next_queued = NULL;
+        if (write_back && ok) ok = flush_value(s);
+        s->dirty_len = 0;
+        s->arena.len = 0;
+        s->loaded = false;
+    }
+    return ok;
+}
+
+static weir_element element_of(const weir_operator_types_element_t *e) {
+    return (weir_element){
+        .payload = bytes_of(e->payload),
+        .has_key = e->key.is_some,
+        .key = e->key.is_some ? bytes_of(e->key.val) : (weir_bytes){0},
+        .has_timestamp = e->timestamp.is_some,
+        .timestamp = e->timestamp.val,
+    };
+}
+
+bool exports_weir_operator_handler_open(exports_weir_operator_handler_operator_info_t *in, operator_string_t *err) {
+    error_message[0] = 0;
+    info = (weir_info){
+        .uid = copy_string(in->uid.ptr, in->uid.len),
+        .subtask_index = in->subtask_index,
+        .parallelism = in->parallelism,
+        .max_parallelism = in->max_parallelism,
+        .attempt_number = in->attempt_number,
+    };
+    params.len = in->params.len;
+    params.names = calloc(params.len + 1, sizeof *params.names);
+    params.values = calloc(params.len + 1, sizeof *params.values);
+    if (!params.names || !params.values) abort();
+    for (size_t i = 0; i < params.len; i++) {
+        params.names[i] = copy_string(in->params.ptr[i].f0.ptr, in->params.ptr[i].f0.len);
+        params.values[i] = copy_string(in->params.ptr[i].f1.ptr, in->params.ptr[i].f1.len);
+    }
+    exports_weir_operator_handler_operator_info_free(in);
+    opened = weir_open(&info);
+    return finish(opened, err);
+}
+
+bool exports_weir_operator_handler_process(exports_weir_operator_handler_element_t *input, operator_string_t *err) {
+    bool ok = begin_call();
+    if (ok) {
+        weir_element e = element_of(input);
+        ok = weir_process(&e);
+    }
+    exports_weir_operator_handler_element_free(input);
+    return finish(ok, err);
+}
+
+bool exports_weir_operator_handler_process_batch(exports_weir_operator_handler_element_batch_t *batch, operator_string_t *err) {
+    bool ok = begin_call();
+    position = (batch_position){.active = true, .generation = position.generation + 1};
+    const uint8_t *data = batch->data.ptr;
+    for (size_t i = 0; ok && i < batch->elements.len; i++) {
+        const weir_operator_types_element_ref_t *r = &batch->elements.ptr[i];
+        weir_element e = {
+            .payload = {data + r->payload_start, r->payload_len},
+            .has_key = r->has_key,
+            .key = {data + r->key_start, r->has_key ? r->key_len : 0},
+            .has_timestamp = r->timestamp.is_some,
+            .timestamp = r->timestamp.val,
+        };
+        position.index = (uint32_t)i;
+        if (!weir_process(&e)) {
+            report_position();
+            ok = false;
+        }
+    }
+    bool written = end_batch(ok);
+    exports_weir_operator_handler_element_batch_free(batch);
+    return finish(ok && written, err);
+}
+
+bool exports_weir_operator_handler_process_broadcast(exports_weir_operator_handler_element_t *input, operator_string_t *err) {
+    bool ok = begin_call();
+    if (ok) {
+        weir_element e = element_of(input);
+        ok = weir_process_broadcast(&e);
+    }
+    exports_weir_operator_handler_element_free(input);
+    return finish(ok, err);
+}
+
+bool exports_weir_operator_handler_on_timer(exports_weir_operator_handler_timer_t *fired, operator_string_t *err) {
+    bool ok = begin_call();
+    if (ok) {
+        weir_timer t = {
+            .time = fired->time,
+            .domain = fired->domain == WEIR_OPERATOR_TYPES_TIME_DOMAIN_EVENT_TIME ? WEIR_EVENT_TIME : WEIR_PROCESSING_TIME,
+            .key = bytes_of(fired->key),
+        };
+        ok = weir_on_timer(&t);
+    }
+    exports_weir_operator_handler_timer_free(fired);
+    return finish(ok, err);
+}
+
+bool exports_weir_operator_handler_end_of_input(operator_string_t *err) {
+    bool ok = begin_call() && weir_end_of_input();
+    return finish(ok, err);
+}
+
+bool exports_weir_operator_handler_migrate_value(operator_string_t *state, uint32_t from_version, operator_list_u8_t *value,
+                                                 operator_list_u8_t *ret, operator_string_t *err) {
+    error_message[0] = 0;
+    char *name = copy_string(state->ptr, state->len);
+    weir_bytes out = {0};
+    bool ok = weir_migrate_value(name, from_version, bytes_of(*value), &out);
+    free(name);
+    operator_string_free(state);
+    operator_list_u8_free(value);
+    if (ok) *ret = (operator_list_u8_t){(uint8_t *)out.ptr, out.len};
+    return finish(ok, err);
+}
