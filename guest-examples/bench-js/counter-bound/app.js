@@ -12,8 +12,10 @@ const text = new TextDecoder();
 
 export const handler = {
   open() {},
-  process() {
-    throw 'the bound takes batches only';
+  // A batch of one element comes as a single call.
+  process(input) {
+    const key = text.decode(input.key);
+    counts.set(key, (counts.get(key) ?? 0) + 1);
   },
   processBatch(batch) {
     const data = text.decode(batch.data);
