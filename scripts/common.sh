@@ -187,8 +187,22 @@ ensure_componentize_js() {
     export WEIR_COMPONENTIZE_JS="$entry"
 }
 
+# TypeScript (npm, pinned) checks the JavaScript SDK's declarations
+# (sdk/js/weir.d.ts), beside componentize-js.
+ensure_typescript() {
+    local prefix="${XDG_CACHE_HOME:-$HOME/.cache}/weir/node"
+    if [ "$("$prefix/node_modules/.bin/tsc" --version 2>/dev/null)" != "Version 7.0.2" ]; then
+        command -v npm >/dev/null || { echo "error: npm (Node.js) is needed to check the JavaScript SDK" >&2; exit 1; }
+        echo "==> installing typescript (checks the JavaScript SDK's declarations) into $prefix" >&2
+        mkdir -p "$prefix"
+        npm install --silent --no-audit --no-fund --prefix "$prefix" 'typescript@7.0.2'
+    fi
+    export WEIR_TSC="$prefix/node_modules/.bin/tsc"
+}
+
 # Builds every JavaScript operator, guest-examples/<example>-js/<operator>/app.js,
-# with the JavaScript SDK (sdk/js) into target/wasm/<example>_<operator>.wasm.
+# with the JavaScript SDK (sdk/js, its weir-build command) into
+# target/wasm/<example>_<operator>.wasm.
 build_js_guests() {
     ensure_componentize_js
     build_script_guests js sdk/js componentize_js

@@ -1,17 +1,77 @@
-// Builds a JavaScript operator into a component: the SDK (weir.js) and the
-// operator module as one source, through componentize-js against wit/.
-// Usage: node sdk/js/build.mjs <app.js> <out.wasm>
-// WEIR_COMPONENTIZE_JS names componentize-js's src/componentize.js.
+#!/usr/bin/env node
+// weir-build: builds a JavaScript operator into a component. The SDK
+// (weir.js) and the operator module go in as one source (componentize-js
+// takes one), through componentize-js against the `weir:operator` WIT.
+//
+// Usage: weir-build <app.js> <out.wasm> [--wit <dir>]
+//   (in the repository: node sdk/js/build.mjs <app.js> <out.wasm>)
+//
+// componentize-js is the pinned dependency of this package, or the one
+// WEIR_COMPONENTIZE_JS names (its src/componentize.js). The WIT is
+// --wit, else WEIR_WIT, else in the repository its wit/, else the
+// package's own copy (wit/, made by its `prepare` script when it is packed
+// or installed from a directory).
+//
+// The bindings componentize-js generates lift and lower every record of a
+// list in interpreted JavaScript, field by field: for the batch calls that
+// is most of the time a record takes (4 µs per input element, as long
+// again per output element). packBindings (bindings.mjs) lets those lists
+// cross as one copy of packed records instead.
 import { readFile, writeFile } from 'node:fs/promises';
-import { dirname, join } from 'node:path';
+import { existsSync } from 'node:fs';
+import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
+import { packBindings } from './bindings.mjs';
 
-const [app, out] = process.argv.slice(2);
+const usage = 'usage: weir-build <app.js> <out.wasm> [--wit <dir>]';
+const args = process.argv.slice(2);
+let wit = process.env.WEIR_WIT;
+const files = [];
+for (let i = 0; i < args.length; i++) {
+  if (args[i] === '--wit') wit = args[++i];
+  else if (args[i] === '-h' || args[i] === '--help') {
+    console.log(usage);
+    process.exit(0);
+  } else files.push(args[i]);
+}
+if (files.length !== 2) {
+  console.error(usage);
+  process.exit(2);
+}
+const [app, out] = files;
 const here = dirname(fileURLToPath(import.meta.url));
-const { componentize } = await import(pathToFileURL(process.env.WEIR_COMPONENTIZE_JS).href);
-const source = (await readFile(join(here, 'weir.js'), 'utf8')) + '\n' + (await readFile(app, 'utf8'));
+// In the repository (this is its sdk/js) its wit/ is the truth; the
+// package's copy may be older.
+const repo = resolve(here, '..', '..');
+const inRepo = resolve(repo, 'sdk', 'js') === resolve(here) && existsSync(join(repo, 'wit', 'world.wit'));
+wit = resolve(wit ?? (inRepo ? join(repo, 'wit') : join(here, 'wit')));
+if (!existsSync(join(wit, 'world.wit'))) {
+  console.error(`weir-build: no WIT at ${wit} (give --wit <dir>, the directory with world.wit)`);
+  process.exit(2);
+}
+
+const entry = process.env.WEIR_COMPONENTIZE_JS
+  ? pathToFileURL(process.env.WEIR_COMPONENTIZE_JS).href
+  : import.meta.resolve('@bytecodealliance/componentize-js');
+// componentize.js calls the splicer object of this module; wrapping its
+// method is the one hook it offers into the generated bindings.
+const { splicer } = await import(new URL('../lib/spidermonkey-embedding-splicer.js', entry).href);
+const { componentize } = await import(entry);
+const splice = splicer.spliceBindings;
+splicer.spliceBindings = (...a) => {
+  const spliced = splice(...a);
+  return { ...spliced, jsBindings: packBindings(spliced.jsBindings) };
+};
+
+let source;
+try {
+  source = (await readFile(join(here, 'weir.js'), 'utf8')) + '\n' + (await readFile(app, 'utf8'));
+} catch (e) {
+  console.error(`weir-build: ${e.message}`);
+  process.exit(1);
+}
 const { component } = await componentize(source, {
-  witPath: join(here, '..', '..', 'wit'),
+  witPath: wit,
   worldName: 'operator',
   // The host gives operators no clocks, randomness, network or stdio beyond
   // logging; the engine needs none of them.

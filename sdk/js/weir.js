@@ -1,19 +1,41 @@
-// Weir's JavaScript SDK: idiomatic state handles over the `weir:operator`
-// WIT, for componentize-js. `build.mjs` puts this file in front of an
-// operator module (componentize-js takes one source), which ends with
-// `export const handler = weir.export(MyOperator);`.
+// Weir's JavaScript SDK: state handles, output and time over the
+// `weir:operator` WIT, for componentize-js. `weir-build` (build.mjs) puts
+// this file in front of an operator module (componentize-js takes one
+// source), which ends with `export const handler = weir.export(MyOperator);`.
 //
-// Values are encoded as postcard, the Rust SDK's encoding, for the types the
-// languages share: a non-negative integer `number` (an unsigned LEB128
-// varint, Rust's `u64`, exact up to 2^53), a `string` (varint length, then
-// UTF-8: Rust's `String`), a `Uint8Array` (Rust's `Vec<u8>`) and a
-// `boolean`, and arrays of them (Rust tuples: the kind is an array of kinds,
-// such as `[Number, Number]`). A state written by one language is read by
-// the others. Times (timestamps, watermarks, timers) are numbers of
-// milliseconds.
+// What it owns:
+// - The value mapping (`weir.u64`, `weir.i64`, `weir.f64`, `weir.string`,
+//   `weir.option(T)`, `weir.list(T)`, `weir.map(K, V)`, `weir.struct({...})`,
+//   ...): JavaScript values to and from postcard, the Rust SDK's encoding,
+//   so that a state written in one language is read in the others
+//   (docs/writing-operators.md has the table).
+// - The batch path. The host hands over batches (`process-batch`); inside
+//   one, value, reducing and aggregating state are read for the whole batch
+//   with one `get-batch` call per state and written back with one
+//   `set-batch` when it ends; output is buffered and sent with one
+//   `emit-batch` per call; other keyed calls (list and map state, timers)
+//   tell the host which element is current only when they are used. The
+//   operator still sees one `process(ctx, element)` call per record, with
+//   the semantics of per-record calls (a later record of a key sees an
+//   earlier one's write). This is the Rust SDK's design (sdk/src/batch.rs).
+// - Host errors (`error-code`s) thrown as `weir.WeirError`s carrying the
+//   host's message, and operator exceptions turned into the failing call's
+//   message.
+//
+// Records of the batch calls (elements, value spans) cross as packed
+// `Int32Array`s in the canonical ABI's layout when build.mjs has packed the
+// bindings, else as arrays of objects; both are accepted.
 
-import { registerValue, registerList, registerMap } from 'weir:operator/keyed-state@0.1.0';
-import { emit as hostEmit } from 'weir:operator/collector@0.1.0';
+import {
+  registerValue,
+  registerList,
+  registerMap,
+  registerReducing,
+  registerAggregating,
+} from 'weir:operator/keyed-state@0.1.0';
+import { registerList as registerOperatorList } from 'weir:operator/operator-state@0.1.0';
+import { registerMap as registerBroadcastMap } from 'weir:operator/broadcast-state@0.1.0';
+import { emitBatch } from 'weir:operator/collector@0.1.0';
 import {
   registerEventTimeTimer,
   registerProcessingTimeTimer,
@@ -22,199 +44,1361 @@ import {
 } from 'weir:operator/timers@0.1.0';
 import {
   setCurrentElement,
+  batchSlots,
+  currentKey,
   currentWatermark,
   currentProcessingTime,
 } from 'weir:operator/context@0.1.0';
 
 const weir = (() => {
   const utf8 = new TextEncoder();
-  const fromUtf8 = new TextDecoder();
+  const fromUtf8 = new TextDecoder('utf-8', { fatal: true });
+  const lossy = new TextDecoder();
+  const TWO32 = 4294967296;
+  const MAX_SAFE = Number.MAX_SAFE_INTEGER;
 
-  function varint(n) {
-    if (!Number.isInteger(n) || n < 0) throw new Error('only non-negative integers are encoded (Rust u64)');
-    const out = [];
-    for (;;) {
-      const b = n % 128;
-      n = Math.floor(n / 128);
-      if (n) out.push(b | 0x80);
-      else {
-        out.push(b);
-        return out;
-      }
+  // ---------------------------------------------------------------- errors
+
+  /** An error from the host (a refused state or timer call), or a value that
+   * cannot be encoded or decoded. `code` is the host's `error-code` tag. */
+  class WeirError extends Error {
+    constructor(message, code) {
+      super(message);
+      this.name = 'WeirError';
+      this.code = code;
     }
   }
 
-  function readVarint(b, at) {
+  const DESCRIBE = {
+    'not-in-open': (v) => `states are registered only in open (${v})`,
+    'kind-mismatch': (v) => `kind mismatch: ${v}`,
+    'invalid-name': (v) => `invalid state name: ${v}`,
+    'no-current-key': () => 'no current key (keyed state and timers need a keyed input)',
+    'read-only': (v) => `read-only here: ${v}`,
+    'out-of-range': (v) => `element index ${v} is past the batch`,
+    backend: (v) => `state backend failed: ${v}`,
+  };
+
+  // componentize-js throws an import's `err` as an error whose `payload` is
+  // the WIT `error-code` ({ tag, val }); `what` names the state or `timer`.
+  function hostError(what, e) {
+    const code = e !== null && typeof e === 'object' ? e.payload : undefined;
+    if (!code || typeof code.tag !== 'string') return e;
+    const describe = DESCRIBE[code.tag];
+    return new WeirError(`${what}: ${describe ? describe(code.val) : code.tag}`, code.tag);
+  }
+
+  function host(what, call) {
+    try {
+      return call();
+    } catch (e) {
+      throw hostError(what, e);
+    }
+  }
+
+  // --------------------------------------------------------------- buffers
+
+  /** A growable byte buffer that values are encoded into. */
+  class Writer {
+    constructor(size = 256) {
+      this.buf = new Uint8Array(size);
+      this.at = 0;
+    }
+    room(n) {
+      if (this.at + n > this.buf.length) {
+        const grown = new Uint8Array(Math.max(this.buf.length * 2, this.at + n));
+        grown.set(this.buf.subarray(0, this.at));
+        this.buf = grown;
+      }
+    }
+    bytes() {
+      return this.buf.slice(0, this.at);
+    }
+  }
+
+  // One reader serves every decode: decoding never calls user code.
+  const reader = { buf: new Uint8Array(0), at: 0, end: 0 };
+
+  function need(r, n) {
+    if (r.at + n > r.end) throw new WeirError('value ends early');
+  }
+
+  function writeVarint(w, n) {
+    w.room(10);
+    const b = w.buf;
+    let at = w.at;
+    if (n < 0x80000000) {
+      while (n >= 0x80) {
+        b[at++] = (n & 0x7f) | 0x80;
+        n >>>= 7;
+      }
+    } else {
+      while (n >= 0x80) {
+        b[at++] = (n % 128) | 0x80;
+        n = Math.floor(n / 128);
+      }
+    }
+    b[at++] = n;
+    w.at = at;
+  }
+
+  function writeBigVarint(w, n) {
+    w.room(10);
+    while (n >= 0x80n) {
+      w.buf[w.at++] = Number(n & 0x7fn) | 0x80;
+      n >>= 7n;
+    }
+    w.buf[w.at++] = Number(n);
+  }
+
+  // An unsigned LEB128 varint of at most `bytes` bytes: a number when it is
+  // at most 2^53 - 1, else a BigInt.
+  function readVarint(r, bytes) {
+    const b = r.buf;
+    let at = r.at;
+    if (at < r.end && b[at] < 0x80) {
+      r.at = at + 1;
+      return b[at];
+    }
     let n = 0;
     let mul = 1;
-    for (;;) {
+    for (let i = 0; i < bytes; i++) {
+      if (at >= r.end) throw new WeirError('value ends early');
       const byte = b[at++];
       n += (byte & 0x7f) * mul;
+      if (byte < 0x80) {
+        if (n > MAX_SAFE) {
+          let big = 0n;
+          for (let j = at - 1; j >= r.at; j--) big = (big << 7n) | BigInt(b[j] & 0x7f);
+          n = big;
+        }
+        r.at = at;
+        return n;
+      }
       mul *= 128;
-      if (!(byte & 0x80)) return [n, at];
+    }
+    throw new WeirError('varint too long');
+  }
+
+  // ------------------------------------------------------------ the types
+
+  // A type encodes a JavaScript value into postcard and decodes it back:
+  // { name, enc(writer, value), dec(reader) }.
+  const type = (name, enc, dec) => Object.freeze({ name, enc, dec });
+
+  function bad(t, v) {
+    const shown = typeof v === 'bigint' ? `${v}n` : typeof v === 'string' ? JSON.stringify(v) : String(v);
+    return new WeirError(`expected ${t}, got ${shown}`);
+  }
+
+  function unsigned(name, bits) {
+    const max = 2 ** bits - 1;
+    const bigMax = (1n << BigInt(bits)) - 1n;
+    const bytes = Math.ceil(bits / 7);
+    return type(
+      name,
+      (w, v) => {
+        // Plain comparisons, no built-in calls: this runs for every write.
+        if (typeof v === 'number' && v >= 0 && v <= max && v <= MAX_SAFE && v % 1 === 0) writeVarint(w, v);
+        else if (typeof v === 'bigint' && v >= 0n && v <= bigMax) writeBigVarint(w, v);
+        else throw bad(`an integer from 0 to ${bits === 64 ? '2^64 - 1' : max} (${name})`, v);
+      },
+      (r) => {
+        const n = readVarint(r, bytes);
+        if (typeof n === 'number' ? n > max : n > bigMax) throw new WeirError(`${name} out of range: ${n}`);
+        return n;
+      },
+    );
+  }
+
+  function signed(name, bits) {
+    const limit = 2 ** (bits - 1);
+    const bigLimit = 1n << BigInt(bits - 1);
+    const bytes = Math.ceil(bits / 7);
+    return type(
+      name,
+      (w, v) => {
+        if (typeof v === 'number' && Number.isInteger(v) && Math.abs(v) <= 2 ** 52 && v >= -limit && v < limit) {
+          writeVarint(w, v >= 0 ? v * 2 : -v * 2 - 1);
+        } else if ((typeof v === 'bigint' || Number.isSafeInteger(v)) && BigInt(v) >= -bigLimit && BigInt(v) < bigLimit) {
+          const n = BigInt(v);
+          writeBigVarint(w, n >= 0n ? n << 1n : ((-n) << 1n) - 1n);
+        } else throw bad(`an integer from -2^${bits - 1} to 2^${bits - 1} - 1 (${name})`, v);
+      },
+      (r) => {
+        const z = readVarint(r, bytes);
+        if (typeof z === 'number') return z % 2 === 0 ? z / 2 : -(z + 1) / 2;
+        const n = z & 1n ? -((z + 1n) >> 1n) : z >> 1n;
+        return n >= -BigInt(MAX_SAFE) && n <= BigInt(MAX_SAFE) ? Number(n) : n;
+      },
+    );
+  }
+
+  const scratch = new DataView(new ArrayBuffer(8));
+
+  function float(name, size) {
+    return type(
+      name,
+      (w, v) => {
+        if (typeof v !== 'number') throw bad(`a number (${name})`, v);
+        if (size === 8) scratch.setFloat64(0, v, true);
+        else scratch.setFloat32(0, v, true);
+        w.room(size);
+        for (let i = 0; i < size; i++) w.buf[w.at++] = scratch.getUint8(i);
+      },
+      (r) => {
+        need(r, size);
+        for (let i = 0; i < size; i++) scratch.setUint8(i, r.buf[r.at++]);
+        return size === 8 ? scratch.getFloat64(0, true) : scratch.getFloat32(0, true);
+      },
+    );
+  }
+
+  const u8 = type(
+    'u8',
+    (w, v) => {
+      if (!(Number.isInteger(v) && v >= 0 && v <= 255)) throw bad('an integer from 0 to 255 (u8)', v);
+      w.room(1);
+      w.buf[w.at++] = v;
+    },
+    (r) => {
+      need(r, 1);
+      return r.buf[r.at++];
+    },
+  );
+
+  const i8 = type(
+    'i8',
+    (w, v) => {
+      if (!(Number.isInteger(v) && v >= -128 && v <= 127)) throw bad('an integer from -128 to 127 (i8)', v);
+      w.room(1);
+      w.buf[w.at++] = v & 0xff;
+    },
+    (r) => {
+      need(r, 1);
+      return (r.buf[r.at++] << 24) >> 24;
+    },
+  );
+
+  const bool = type(
+    'bool',
+    (w, v) => {
+      if (typeof v !== 'boolean') throw bad('a boolean (bool)', v);
+      w.room(1);
+      w.buf[w.at++] = v ? 1 : 0;
+    },
+    (r) => {
+      need(r, 1);
+      const b = r.buf[r.at++];
+      if (b > 1) throw new WeirError(`bool out of range: ${b}`);
+      return b === 1;
+    },
+  );
+
+  function writeBytes(w, bytes) {
+    writeVarint(w, bytes.length);
+    w.room(bytes.length);
+    w.buf.set(bytes, w.at);
+    w.at += bytes.length;
+  }
+
+  function readLength(r) {
+    const n = readVarint(r, 5);
+    need(r, n);
+    return n;
+  }
+
+  const string = type(
+    'string',
+    (w, v) => {
+      if (typeof v !== 'string') throw bad('a string (string)', v);
+      // At most 3 bytes per UTF-16 unit; a string of fewer than 43 units
+      // has a one-byte length, so it is encoded in place.
+      const max = v.length * 3;
+      w.room(5 + max);
+      if (max < 128) {
+        const { written } = utf8.encodeInto(v, new Uint8Array(w.buf.buffer, w.at + 1));
+        w.buf[w.at] = written;
+        w.at += 1 + written;
+      } else writeBytes(w, utf8.encode(v));
+    },
+    (r) => {
+      const n = readLength(r);
+      const start = r.at;
+      r.at += n;
+      try {
+        return fromUtf8.decode(r.buf.subarray(start, start + n));
+      } catch {
+        throw new WeirError('string is not UTF-8');
+      }
+    },
+  );
+
+  const bytes = type(
+    'bytes',
+    (w, v) => {
+      if (!ArrayBuffer.isView(v)) throw bad('a Uint8Array (bytes)', v);
+      writeBytes(w, new Uint8Array(v.buffer, v.byteOffset, v.byteLength));
+    },
+    (r) => {
+      const n = readLength(r);
+      r.at += n;
+      return r.buf.slice(r.at - n, r.at);
+    },
+  );
+
+  const json = type(
+    'json',
+    (w, v) => string.enc(w, JSON.stringify(v)),
+    (r) => JSON.parse(string.dec(r)),
+  );
+
+  function option(t) {
+    t = typeOf(t);
+    return type(
+      `option(${t.name})`,
+      (w, v) => {
+        w.room(1);
+        if (v === null || v === undefined) w.buf[w.at++] = 0;
+        else {
+          w.buf[w.at++] = 1;
+          t.enc(w, v);
+        }
+      },
+      (r) => (bool.dec(r) ? t.dec(r) : null),
+    );
+  }
+
+  function list(t) {
+    t = typeOf(t);
+    return type(
+      `list(${t.name})`,
+      (w, v) => {
+        if (!Array.isArray(v)) throw bad(`an array (list(${t.name}))`, v);
+        writeVarint(w, v.length);
+        for (const item of v) t.enc(w, item);
+      },
+      (r) => {
+        const n = readVarint(r, 5);
+        const out = [];
+        for (let i = 0; i < n; i++) out.push(t.dec(r));
+        return out;
+      },
+    );
+  }
+
+  // A map's entries: a Map's, or a plain object's (keys converted to the
+  // key type when it is a number type).
+  function entriesOf(v, k) {
+    if (v instanceof Map) return [...v];
+    if (v !== null && typeof v === 'object' && !Array.isArray(v)) {
+      const numeric = k !== string && k !== json;
+      return Object.entries(v).map(([key, val]) => [numeric ? Number(key) : key, val]);
+    }
+    return undefined;
+  }
+
+  function map(k, v) {
+    k = typeOf(k);
+    v = typeOf(v);
+    const name = `map(${k.name}, ${v.name})`;
+    return type(
+      name,
+      (w, m) => {
+        const entries = entriesOf(m, k);
+        if (!entries) throw bad(`a Map or a plain object (${name})`, m);
+        writeVarint(w, entries.length);
+        for (const [key, val] of entries) {
+          k.enc(w, key);
+          v.enc(w, val);
+        }
+      },
+      (r) => {
+        const n = readVarint(r, 5);
+        const out = new Map();
+        for (let i = 0; i < n; i++) {
+          const key = k.dec(r);
+          out.set(key, v.dec(r));
+        }
+        return out;
+      },
+    );
+  }
+
+  // A map with string keys, read as a plain object.
+  function dict(v) {
+    const m = map(string, v);
+    return type(`dict(${m.name.slice(12, -1)})`, m.enc, (r) => Object.fromEntries(m.dec(r)));
+  }
+
+  function tuple(...items) {
+    const ts = items.map(typeOf);
+    const name = `tuple(${ts.map((t) => t.name).join(', ')})`;
+    return type(
+      name,
+      (w, v) => {
+        if (!Array.isArray(v) || v.length !== ts.length) throw bad(`an array of ${ts.length} (${name})`, v);
+        for (let i = 0; i < ts.length; i++) ts[i].enc(w, v[i]);
+      },
+      (r) => ts.map((t) => t.dec(r)),
+    );
+  }
+
+  // A Rust struct: its fields in declaration order, as a plain object.
+  function struct(fields) {
+    const names = Object.keys(fields);
+    const ts = names.map((n) => typeOf(fields[n]));
+    const name = `struct { ${names.map((n, i) => `${n}: ${ts[i].name}`).join(', ')} }`;
+    return type(
+      name,
+      (w, v) => {
+        if (v === null || typeof v !== 'object') throw bad(`an object (${name})`, v);
+        for (let i = 0; i < ts.length; i++) {
+          try {
+            ts[i].enc(w, v[names[i]]);
+          } catch (e) {
+            throw new WeirError(`field '${names[i]}': ${e.message}`);
+          }
+        }
+      },
+      (r) => {
+        const out = {};
+        for (let i = 0; i < ts.length; i++) out[names[i]] = ts[i].dec(r);
+        return out;
+      },
+    );
+  }
+
+  const types = {
+    u8,
+    u16: unsigned('u16', 16),
+    u32: unsigned('u32', 32),
+    u64: unsigned('u64', 64),
+    i8,
+    i16: signed('i16', 16),
+    i32: signed('i32', 32),
+    i64: signed('i64', 64),
+    f32: float('f32', 4),
+    f64: float('f64', 8),
+    bool,
+    string,
+    bytes,
+    json,
+    option,
+    list,
+    map,
+    dict,
+    tuple,
+    struct,
+  };
+
+  // A type, or one of the shorthands: Number (u64), String, Uint8Array
+  // (bytes), Boolean (bool), an array of types (a tuple).
+  function typeOf(t) {
+    if (t && typeof t.enc === 'function' && typeof t.dec === 'function') return t;
+    if (t === Number) return types.u64;
+    if (t === String) return string;
+    if (t === Uint8Array) return bytes;
+    if (t === Boolean) return bool;
+    if (Array.isArray(t)) return tuple(...t);
+    throw new TypeError(`not a value type: ${t && t.name ? t.name : t} (use weir.u64, weir.string, ...)`);
+  }
+
+  const shared = new Writer();
+
+  /** `value` as postcard bytes of type `t`. */
+  function encode(t, value) {
+    t = typeOf(t);
+    shared.at = 0;
+    t.enc(shared, value);
+    return shared.bytes();
+  }
+
+  function decodeAt(t, buf, start, len) {
+    reader.buf = buf;
+    reader.at = start;
+    reader.end = start + len;
+    const v = t.dec(reader);
+    if (reader.at !== reader.end) throw new WeirError(`${reader.end - reader.at} bytes left after the value`);
+    return v;
+  }
+
+  /** The value of type `t` that postcard bytes `b` hold. */
+  function decode(t, b) {
+    return decodeAt(typeOf(t), b, 0, b.length);
+  }
+
+  // The same, naming the state in the error.
+  function encodeFor(name, t, value) {
+    try {
+      return encode(t, value);
+    } catch (e) {
+      throw new WeirError(`state '${name}': cannot encode value: ${e.message}`);
     }
   }
 
-  function encode(value) {
-    if (Array.isArray(value)) {
-      const parts = value.map(encode);
-      const out = new Uint8Array(parts.reduce((n, p) => n + p.length, 0));
-      let at = 0;
-      for (const p of parts) {
-        out.set(p, at);
-        at += p.length;
-      }
-      return out;
+  function decodeFor(name, t, buf, start = 0, len = buf.length) {
+    try {
+      return decodeAt(t, buf, start, len);
+    } catch (e) {
+      throw new WeirError(`state '${name}': cannot decode value: ${e.message}`);
     }
-    if (typeof value === 'boolean') return new Uint8Array([value ? 1 : 0]);
-    if (typeof value === 'number') return new Uint8Array(varint(value));
-    const bytes = typeof value === 'string' ? utf8.encode(value) : value;
-    if (!(bytes instanceof Uint8Array)) throw new Error(`cannot encode ${typeof value}: use number, string, Uint8Array or boolean`);
-    const head = varint(bytes.length);
-    const out = new Uint8Array(head.length + bytes.length);
-    out.set(head, 0);
-    out.set(bytes, head.length);
+  }
+
+  /** A `migrateValue` body: stored `value` of type `from`, through `f`, as
+   * type `to`. */
+  const convertValue = (value, from, to, f) => encode(to, f(decode(from, value)));
+
+  // ------------------------------------------------------------- the batch
+
+  // The batch in progress: `index` is the element user code is on,
+  // `hostIndex` the one the host has current; `slots` (key slot per
+  // element) is fetched when a state first needs it.
+  const batch = { active: false, generation: 0, index: 0, hostIndex: 0, slots: null };
+  // Cached states written during the batch, in first-write order.
+  const dirty = [];
+
+  function syncHost() {
+    if (batch.active && batch.hostIndex !== batch.index) {
+      host('batch', () => setCurrentElement(batch.index));
+      batch.hostIndex = batch.index;
+    }
+  }
+
+  function fetchSlots() {
+    batch.slots = host('batch', () => batchSlots());
+    return batch.slots;
+  }
+
+  // Value spans ({ start, len, present }) as a packed Int32Array of
+  // (start, len, present) triples: the canonical ABI's 12-byte layout.
+  function packedSpans(spans) {
+    if (ArrayBuffer.isView(spans)) return spans;
+    const out = new Int32Array(spans.length * 3);
+    spans.forEach((s, i) => {
+      out[i * 3] = s.start;
+      out[i * 3 + 1] = s.len;
+      out[i * 3 + 2] = s.present ? 1 : 0;
+    });
     return out;
   }
 
-  function decodeAt(kind, b, at) {
-    if (Array.isArray(kind)) {
-      const items = [];
-      for (const k of kind) {
-        const [v, next] = decodeAt(k, b, at);
-        items.push(v);
-        at = next;
-      }
-      return [items, at];
+  const unpackSpans = (p) =>
+    Array.from({ length: p.length / 3 }, (_, i) => ({ start: p[i * 3], len: p[i * 3 + 1], present: (p[i * 3 + 2] & 0xff) !== 0 }));
+
+  // Whether the bindings take packed records (build.mjs packs them); learnt
+  // from the first batch, objects until then.
+  let packedBindings = false;
+
+  // `start[slot]` of a CachedValue: 0 when the slot was not written in this
+  // batch, WRITTEN_CLEAR when it was cleared, else 1 + the value's offset in
+  // the arena. A new batch gets a new, zeroed array: the engine's
+  // TypedArray.fill is interpreted, a new array is not.
+  const WRITTEN_NONE = 0;
+  const WRITTEN_CLEAR = -1;
+
+  /** A value-shaped state (value, reducing, aggregating) with its batch
+   * cache: the batch's values as the host had them (`data`, `spans`), and
+   * the values written since, per slot, in `arena`. */
+  class CachedValue {
+    constructor(name, handle, t) {
+      this.name = name;
+      this.what = `state '${name}'`;
+      this.h = handle;
+      this.t = t;
+      this.generation = -1;
+      this.data = null;
+      this.spans = null;
+      this.start = new Int32Array(0);
+      this.len = new Int32Array(0);
+      this.arena = new Writer();
+      this.dirtySlots = [];
     }
-    if (kind === Boolean) return [b[at] !== 0, at + 1];
-    if (kind === Number) return readVarint(b, at);
-    const [n, start] = readVarint(b, at);
-    const raw = b.subarray(start, start + n);
-    if (kind === String) return [fromUtf8.decode(raw), start + n];
-    if (kind === Uint8Array) return [raw.slice(), start + n];
-    throw new Error('decode: use Number, String, Uint8Array, Boolean or an array of them');
-  }
 
-  const decode = (kind, b) => decodeAt(kind, b, 0)[0];
+    load() {
+      if (this.generation === batch.generation) return;
+      const [data, spans] = host(this.what, () => this.h.getBatch());
+      this.data = data;
+      this.spans = packedSpans(spans);
+      const n = this.spans.length / 3;
+      this.start = new Int32Array(n);
+      if (this.len.length < n) this.len = new Int32Array(n);
+      this.arena.at = 0;
+      this.dirtySlots.length = 0;
+      this.generation = batch.generation;
+    }
 
-  const descriptor = (name, version) => ({ name, version, encoding: 'postcard', ttl: undefined });
+    // The current element's key slot, with this batch's values loaded.
+    slot() {
+      const slot = (batch.slots === null ? fetchSlots() : batch.slots)[batch.index];
+      if (slot === undefined) throw new WeirError(`no key slot for element ${batch.index}`);
+      if (this.generation !== batch.generation) this.load();
+      if (slot * 3 >= this.spans.length) throw new WeirError(`${this.what}: bad slot`);
+      return slot;
+    }
 
-  class ValueState {
-    constructor(handle, kind) { this.h = handle; this.kind = kind; }
-    get() { const v = this.h.get(); return v === undefined ? undefined : decode(this.kind, v); }
-    set(value) { this.h.set(encode(value)); }
-    clear() { this.h.clear(); }
-  }
-
-  class ListState {
-    constructor(handle, kind) { this.h = handle; this.kind = kind; }
-    add(value) { this.h.add(encode(value)); }
+    // The hot path of a batch: no host call, one decode from the batch's
+    // buffer or the arena.
     get() {
-      const out = [];
-      for (let start = 0; ; ) {
-        const page = this.h.read(start, 1024);
-        for (const v of page) out.push(decode(this.kind, v));
-        if (page.length < 1024) return out;
-        start += page.length;
+      if (!batch.active) {
+        const b = host(this.what, () => this.h.get());
+        return b === undefined ? undefined : decodeFor(this.name, this.t, b);
       }
+      const slot = this.slot();
+      const w = this.start[slot];
+      const r = reader;
+      if (w > 0) {
+        r.buf = this.arena.buf;
+        r.at = w - 1;
+        r.end = w - 1 + this.len[slot];
+      } else {
+        const spans = this.spans;
+        const at = slot * 3;
+        if (w === WRITTEN_CLEAR || !(spans[at + 2] & 0xff)) return undefined;
+        r.buf = this.data;
+        r.at = spans[at];
+        r.end = spans[at] + spans[at + 1];
+      }
+      let value;
+      try {
+        value = this.t.dec(r);
+        if (r.at !== r.end) throw new WeirError(`${r.end - r.at} bytes left after the value`);
+      } catch (e) {
+        throw new WeirError(`${this.what}: cannot decode value: ${e.message}`);
+      }
+      return value;
     }
-    clear() { this.h.clear(); }
+
+    set(value) {
+      if (!batch.active) {
+        const b = encodeFor(this.name, this.t, value);
+        host(this.what, () => this.h.set(b));
+        return;
+      }
+      const slot = this.written();
+      const a = this.arena;
+      const start = a.at;
+      try {
+        this.t.enc(a, value);
+      } catch (e) {
+        a.at = start;
+        throw new WeirError(`${this.what}: cannot encode value: ${e.message}`);
+      }
+      this.start[slot] = start + 1;
+      this.len[slot] = a.at - start;
+    }
+
+    clear() {
+      if (!batch.active) {
+        host(this.what, () => this.h.clear());
+        return;
+      }
+      this.start[this.written()] = WRITTEN_CLEAR;
+    }
+
+    // The current element's slot, marked written.
+    written() {
+      const slot = this.slot();
+      if (this.start[slot] === WRITTEN_NONE) {
+        if (this.dirtySlots.length === 0) dirty.push(this);
+        this.dirtySlots.push(slot);
+      }
+      return slot;
+    }
+
+    flush() {
+      const dirtySlots = this.dirtySlots;
+      const n = dirtySlots.length;
+      const slots = new Uint32Array(n);
+      const spans = new Int32Array(n * 3);
+      for (let i = 0; i < n; i++) {
+        const slot = dirtySlots[i];
+        const w = this.start[slot];
+        slots[i] = slot;
+        if (w > 0) {
+          spans[i * 3] = w - 1;
+          spans[i * 3 + 1] = this.len[slot];
+          spans[i * 3 + 2] = 1;
+        }
+      }
+      const data = new Uint8Array(this.arena.buf.buffer, 0, this.arena.at);
+      this.dirtySlots.length = 0;
+      // The host now holds these values: the next batch reads them again.
+      this.generation = -1;
+      host(this.what, () => this.h.setBatch(slots, data, packedBindings ? spans : unpackSpans(spans)));
+    }
   }
 
-  class MapState {
-    constructor(handle, keyKind, valueKind) { this.h = handle; this.keyKind = keyKind; this.valueKind = valueKind; }
-    get(key) { const v = this.h.get(encode(key)); return v === undefined ? undefined : decode(this.valueKind, v); }
-    put(key, value) { this.h.put(encode(key), encode(value)); }
-    remove(key) { this.h.remove(encode(key)); }
-    *entries() {
-      for (let after; ; ) {
-        const page = this.h.entries(after, 1024);
-        for (const [k, v] of page) yield [decode(this.keyKind, k), decode(this.valueKind, v)];
-        if (page.length < 1024) return;
-        after = page[page.length - 1][0];
-      }
-    }
-    clear() { this.h.clear(); }
+  function beginBatch() {
+    batch.active = true;
+    batch.generation++;
+    batch.index = 0;
+    batch.hostIndex = 0;
+    batch.slots = null;
   }
 
-  class OpenContext {
-    constructor(info) { this.info = info; this.params = new Map(info.params); }
-    param(name, fallback) { return this.params.has(name) ? this.params.get(name) : fallback; }
-    valueState(name, kind = Number, version = 1) { return new ValueState(registerValue(descriptor(name, version)), kind); }
-    listState(name, kind = Number, version = 1) { return new ListState(registerList(descriptor(name, version)), kind); }
-    mapState(name, keyKind = String, valueKind = Number, version = 1) {
-      return new MapState(registerMap(descriptor(name, version)), keyKind, valueKind);
+  // Ends the batch: writes every changed state back, or after a failure
+  // drops the changes (the task fails anyway).
+  function endBatch(writeBack) {
+    batch.active = false;
+    const states = dirty.splice(0);
+    if (!writeBack) {
+      for (const s of states) {
+        s.dirtySlots.length = 0;
+        s.generation = -1;
+      }
+      return;
     }
+    for (const s of states) s.flush();
   }
+
+  // ---------------------------------------------------------------- output
+
+  // Output of one export call, sent with one `emit-batch`. String payloads
+  // and keys are joined and encoded at once (one native call per batch);
+  // byte payloads and keys are copied to `bytes`. `refs` holds the element
+  // records in the canonical ABI's 40-byte layout (10 int32s: payload
+  // start, payload len, key start, key len, has-key, [5] 1 when the payload
+  // is in `bytes`, timestamp tag, [7] 1 when the key is in `bytes`,
+  // timestamp low and high 32 bits); [5] and [7] are padding to the host.
+  // Unused records are all zeros: a record sets only its non-zero fields.
+  const out = { strings: [], chars: 0, bytes: new Writer(), refs: new Int32Array(10 * 1024), n: 0 };
+
+  function place(value, r, at, inBytes) {
+    if (typeof value === 'string') {
+      r[at] = out.chars;
+      r[at + 1] = value.length;
+      r[inBytes] = 0;
+      out.strings.push(value);
+      out.chars += value.length;
+    } else if (ArrayBuffer.isView(value)) {
+      const b = out.bytes;
+      r[at] = b.at;
+      r[at + 1] = value.byteLength;
+      r[inBytes] = 1;
+      b.room(value.byteLength);
+      b.buf.set(new Uint8Array(value.buffer, value.byteOffset, value.byteLength), b.at);
+      b.at += value.byteLength;
+    } else place(String(value), r, at, inBytes);
+  }
+
+  function pushOutput(payload, key, timestamp) {
+    if (out.refs.length < (out.n + 1) * 10) {
+      const grown = new Int32Array(out.refs.length * 2);
+      grown.set(out.refs);
+      out.refs = grown;
+    }
+    const r = out.refs;
+    const b = out.n * 10;
+    place(payload, r, b, b + 5);
+    if (key !== undefined && key !== null) {
+      place(key, r, b + 2, b + 7);
+      r[b + 4] = 1;
+    }
+    if (timestamp !== undefined && timestamp !== null) {
+      const t = typeof timestamp === 'bigint' ? Number(BigInt.asIntN(64, timestamp)) : timestamp;
+      if (!Number.isSafeInteger(t)) throw new WeirError(`emit: timestamp ${timestamp} is not an integer number of ms`);
+      const high = Math.floor(t / TWO32);
+      r[b + 6] = 1;
+      r[b + 8] = t - high * TWO32;
+      r[b + 9] = high;
+    }
+    out.n++;
+  }
+
+  // The strings' bytes, with the refs into them moved from UTF-16 offsets
+  // to byte offsets when some string is not ASCII.
+  function encodeStrings(r, n) {
+    const joined = out.strings.join('');
+    const head = utf8.encode(joined);
+    if (head.length === joined.length) return head;
+    const byteAt = new Map();
+    let chars = 0;
+    let bytesSoFar = 0;
+    for (const s of out.strings) {
+      byteAt.set(chars, bytesSoFar);
+      chars += s.length;
+      bytesSoFar += utf8.encode(s).length;
+    }
+    byteAt.set(chars, bytesSoFar);
+    for (let i = 0; i < n; i++) {
+      for (const [at, inBytes] of [[i * 10, i * 10 + 5], [i * 10 + 2, i * 10 + 7]]) {
+        if (r[inBytes] === 0) {
+          const start = byteAt.get(r[at]);
+          r[at + 1] = byteAt.get(r[at] + r[at + 1]) - start;
+          r[at] = start;
+        }
+      }
+    }
+    return head;
+  }
+
+  function flushOutput() {
+    const n = out.n;
+    if (n === 0) return;
+    const r = out.refs;
+    const head = encodeStrings(r, n);
+    let data = head;
+    if (out.bytes.at > 0) {
+      data = new Uint8Array(head.length + out.bytes.at);
+      data.set(head);
+      data.set(out.bytes.buf.subarray(0, out.bytes.at), head.length);
+      if (head.length > 0) {
+        for (let i = 0; i < n; i++) {
+          if (r[i * 10 + 5] === 1) r[i * 10] += head.length;
+          if (r[i * 10 + 7] === 1 && r[i * 10 + 4]) r[i * 10 + 2] += head.length;
+        }
+      }
+    }
+    out.strings.length = 0;
+    out.chars = 0;
+    out.bytes.at = 0;
+    out.n = 0;
+    const refs = r.subarray(0, n * 10);
+    // The next call's records start from zeros (see `out`).
+    out.refs = new Int32Array(r.length);
+    emitBatch({ data, elements: packedBindings ? refs : unpackElements(refs) });
+  }
+
+  // Element records as a packed Int32Array (see `out`), and back.
+  function packedElements(elements) {
+    if (ArrayBuffer.isView(elements)) return elements;
+    const r = new Int32Array(elements.length * 10);
+    elements.forEach((e, i) => {
+      const b = i * 10;
+      r[b] = e.payloadStart;
+      r[b + 1] = e.payloadLen;
+      r[b + 2] = e.keyStart;
+      r[b + 3] = e.keyLen;
+      r[b + 4] = e.hasKey ? 1 : 0;
+      if (e.timestamp !== undefined && e.timestamp !== null) {
+        const t = BigInt.asIntN(64, BigInt(e.timestamp));
+        r[b + 6] = 1;
+        r[b + 8] = Number(BigInt.asIntN(32, t));
+        r[b + 9] = Number(t >> 32n);
+      }
+    });
+    return r;
+  }
+
+  function unpackElements(r) {
+    const out = [];
+    for (let b = 0; b < r.length; b += 10) {
+      out.push({
+        payloadStart: r[b],
+        payloadLen: r[b + 1],
+        keyStart: r[b + 2],
+        keyLen: r[b + 3],
+        hasKey: (r[b + 4] & 0xff) !== 0,
+        timestamp: r[b + 6] & 0xff ? (BigInt(r[b + 9]) << 32n) | BigInt(r[b + 8] >>> 0) : undefined,
+      });
+    }
+    return out;
+  }
+
+  // ------------------------------------------------------- the input view
 
   // A WIT s64 (time in ms) as a number. componentize-js hands some s64
   // values over as if unsigned (i64::MIN, "no watermark yet", arrives as
   // 2^63): reinterpret the 64 bits as signed.
   const time = (t) => (t === undefined ? undefined : Number(BigInt.asIntN(64, BigInt(t))));
 
-  const bytes = (v) => (v === undefined || v instanceof Uint8Array ? v : utf8.encode(String(v)));
-
-  class Context {
-    emit(payload, key, timestamp) {
-      hostEmit({ payload: bytes(payload), key: bytes(key), timestamp: timestamp === undefined ? undefined : BigInt(timestamp) });
+  // The elements of one call: their bytes, their packed records, and the
+  // bytes as text when first asked (one decode for the whole batch; keys
+  // and payloads are then substrings when the bytes are ASCII).
+  class Input {
+    constructor(data, refs) {
+      this.data = data;
+      this.refs = refs;
+      const text = lossy.decode(data);
+      this.text = text.length === data.length ? text : null;
     }
-    watermark() { return time(currentWatermark()); }
-    processingTime() { return time(currentProcessingTime()); }
-    registerEventTimeTimer(time) { registerEventTimeTimer(BigInt(time)); }
-    registerProcessingTimeTimer(time) { registerProcessingTimeTimer(BigInt(time)); }
-    deleteEventTimeTimer(time) { deleteEventTimeTimer(BigInt(time)); }
-    deleteProcessingTimeTimer(time) { deleteProcessingTimeTimer(BigInt(time)); }
+    str(start, len) {
+      return this.text === null ? lossy.decode(this.data.subarray(start, start + len)) : this.text.substring(start, start + len);
+    }
   }
 
+  /** One input record: `payload` and `key` bytes (`key` undefined on an
+   * unkeyed input), `timestamp` in ms (or undefined), and both as text. */
   class Element {
-    constructor(payload, key, timestamp) {
-      this.payload = payload;
-      this.key = key;
-      this.timestamp = time(timestamp);
+    constructor(input, i) {
+      this.input = input;
+      this.at = i * 10;
     }
-    get keyStr() { return this.key === undefined ? '' : fromUtf8.decode(this.key); }
-    get payloadStr() { return fromUtf8.decode(this.payload); }
+    get payload() {
+      const r = this.input.refs;
+      return this.input.data.subarray(r[this.at], r[this.at] + r[this.at + 1]);
+    }
+    get key() {
+      const r = this.input.refs;
+      if (!(r[this.at + 4] & 0xff)) return undefined;
+      return this.input.data.subarray(r[this.at + 2], r[this.at + 2] + r[this.at + 3]);
+    }
+    get timestamp() {
+      const r = this.input.refs;
+      return r[this.at + 6] & 0xff ? r[this.at + 9] * TWO32 + (r[this.at + 8] >>> 0) : undefined;
+    }
+    get payloadStr() {
+      const input = this.input;
+      const r = input.refs;
+      const at = this.at;
+      const start = r[at];
+      return input.text !== null ? input.text.substring(start, start + r[at + 1]) : input.str(start, r[at + 1]);
+    }
+    /** The key as text; '' without a key. */
+    get keyStr() {
+      const input = this.input;
+      const r = input.refs;
+      const at = this.at;
+      if (!(r[at + 4] & 0xff)) return '';
+      const start = r[at + 2];
+      return input.text !== null ? input.text.substring(start, start + r[at + 3]) : input.str(start, r[at + 3]);
+    }
   }
 
-  // A JavaScript exception fails the call with its message.
-  const guard = (f) => {
-    try {
-      return f();
-    } catch (e) {
-      throw typeof e === 'string' ? e : `${e && e.name ? e.name : 'Error'}: ${e && e.message ? e.message : e}`;
+  // A single element (`process`, `process-broadcast`) as a one-element input.
+  function single(e) {
+    const key = e.key;
+    const data = new Uint8Array(e.payload.length + (key ? key.length : 0));
+    data.set(e.payload);
+    const refs = packedElements([
+      {
+        payloadStart: 0,
+        payloadLen: e.payload.length,
+        keyStart: e.payload.length,
+        keyLen: key ? key.length : 0,
+        hasKey: key !== undefined,
+        timestamp: e.timestamp,
+      },
+    ]);
+    if (key) data.set(key, e.payload.length);
+    return new Element(new Input(data, refs), 0);
+  }
+
+  // ------------------------------------------------------- state handles
+
+  /** One value per key (get, set, clear). Inside a batch, reads and writes
+   * go through the batch cache: one host call per batch and state, not per
+   * record. */
+  class ValueState extends CachedValue {}
+
+  /** One accumulator per key, folded with `reduce(accumulator, value)`. */
+  class ReducingState extends CachedValue {
+    constructor(name, handle, t, reduce) {
+      super(name, handle, t);
+      this.reduce = reduce;
     }
+    /** Folds `value` in and returns the new accumulator. */
+    add(value) {
+      const acc = this.get();
+      const next = acc === undefined ? value : this.reduce(acc, value);
+      this.set(next);
+      return next;
+    }
+  }
+
+  /** One accumulator per key, folded with an aggregate function
+   * `{ create(), add(input, acc), result(acc) }`. */
+  class AggregatingState extends CachedValue {
+    constructor(name, handle, t, fn) {
+      super(name, handle, t);
+      this.fn = fn;
+    }
+    add(input) {
+      const acc = super.get();
+      this.set(this.fn.add(input, acc === undefined ? this.fn.create() : acc));
+    }
+    /** The current key's result, or undefined before the first input. */
+    get() {
+      const acc = super.get();
+      return acc === undefined ? undefined : this.fn.result(acc);
+    }
+  }
+
+  const PAGE = 256;
+
+  // A list or map handle: its host calls sync the host's current element
+  // first when the state is keyed (operator and broadcast state have no key).
+  class Handle {
+    constructor(name, handle, keyed) {
+      this.name = name;
+      this.what = `state '${name}'`;
+      this.h = handle;
+      this.keyed = keyed;
+    }
+    call(f) {
+      if (this.keyed) syncHost();
+      return host(this.what, f);
+    }
+  }
+
+  // The methods keyed and operator lists share.
+  class Listing extends Handle {
+    constructor(name, handle, t, keyed) {
+      super(name, handle, keyed);
+      this.t = t;
+    }
+    add(value) {
+      const b = encodeFor(this.name, this.t, value);
+      this.call(() => this.h.add(b));
+    }
+    addAll(values) {
+      const bs = values.map((v) => encodeFor(this.name, this.t, v));
+      this.call(() => this.h.addAll(bs));
+    }
+    /** Replaces the list (an empty array clears it). */
+    update(values) {
+      const bs = values.map((v) => encodeFor(this.name, this.t, v));
+      this.call(() => this.h.update(bs));
+    }
+    /** The whole list, read a page at a time. */
+    get() {
+      return [...this];
+    }
+    *[Symbol.iterator]() {
+      for (let start = 0; ; ) {
+        const page = this.call(() => this.h.read(start, PAGE));
+        for (const b of page) yield decodeFor(this.name, this.t, b);
+        if (page.length < PAGE) return;
+        start += page.length;
+      }
+    }
+    len() {
+      return this.call(() => this.h.len());
+    }
+    clear() {
+      this.call(() => this.h.clear());
+    }
+  }
+
+  /** An ordered list of values per key. */
+  class ListState extends Listing {}
+
+  /** A list per parallel subtask, redistributed on rescale (even-split or
+   * union). */
+  class OperatorListState extends Listing {}
+
+  // The methods keyed and broadcast maps share.
+  class Mapping extends Handle {
+    constructor(name, handle, k, v, keyed) {
+      super(name, handle, keyed);
+      this.k = k;
+      this.v = v;
+    }
+    get(key) {
+      const k = encodeFor(this.name, this.k, key);
+      const b = this.call(() => this.h.get(k));
+      return b === undefined ? undefined : decodeFor(this.name, this.v, b);
+    }
+    put(key, value) {
+      const k = encodeFor(this.name, this.k, key);
+      const v = encodeFor(this.name, this.v, value);
+      this.call(() => this.h.put(k, v));
+    }
+    remove(key) {
+      const k = encodeFor(this.name, this.k, key);
+      this.call(() => this.h.remove(k));
+    }
+    contains(key) {
+      const k = encodeFor(this.name, this.k, key);
+      return this.call(() => this.h.contains(k));
+    }
+    isEmpty() {
+      return this.call(() => this.h.isEmpty());
+    }
+    /** [key, value] pairs in the order of the encoded keys' bytes, read a
+     * page at a time. */
+    *entries() {
+      for (let after; ; ) {
+        const page = this.call(() => this.h.entries(after, PAGE));
+        for (const [k, v] of page) yield [decodeFor(this.name, this.k, k), decodeFor(this.name, this.v, v)];
+        if (page.length < PAGE) return;
+        after = page[page.length - 1][0];
+      }
+    }
+    *keys() {
+      for (let after; ; ) {
+        const page = this.call(() => this.h.keys(after, PAGE));
+        for (const k of page) yield decodeFor(this.name, this.k, k);
+        if (page.length < PAGE) return;
+        after = page[page.length - 1];
+      }
+    }
+    *values() {
+      for (const [, v] of this.entries()) yield v;
+    }
+    [Symbol.iterator]() {
+      return this.entries();
+    }
+    clear() {
+      this.call(() => this.h.clear());
+    }
+  }
+
+  /** A map per key; entries iterate in the order of their encoded keys. */
+  class MapState extends Mapping {}
+
+  /** A map replicated on every subtask, writable only in
+   * `processBroadcast`. */
+  class BroadcastMapState extends Mapping {}
+
+  // ------------------------------------------------------------- contexts
+
+  // A state's options: a version number, or { version, ttl }, where ttl is
+  // milliseconds or { ms, renewOnRead, returnExpired }.
+  function descriptor(name, options) {
+    const o = typeof options === 'number' ? { version: options } : options || {};
+    const version = o.version === undefined ? 1 : o.version;
+    if (!Number.isInteger(version) || version < 1) throw new WeirError(`state '${name}': version must be a positive integer`);
+    let ttl;
+    if (o.ttl !== undefined) {
+      const t = typeof o.ttl === 'number' ? { ms: o.ttl } : o.ttl;
+      if (!Number.isSafeInteger(t.ms) || t.ms < 1) throw new WeirError(`state '${name}': ttl must be a positive number of ms`);
+      ttl = {
+        ttlMs: BigInt(t.ms),
+        update: t.renewOnRead ? 'on-read-and-write' : 'on-create-and-write',
+        visibility: t.returnExpired ? 'return-expired-if-not-cleaned-up' : 'never-return-expired',
+      };
+    }
+    return { name, version, encoding: 'postcard', ttl };
+  }
+
+  function register(name, options, f) {
+    const d = descriptor(name, options);
+    return host(`state '${name}'`, () => f(d));
+  }
+
+  /** Passed to `open`: who the subtask is, its params, and the functions that
+   * register state. */
+  class OpenContext {
+    constructor(info) {
+      this.info = {
+        uid: info.uid,
+        subtaskIndex: info.subtaskIndex,
+        parallelism: info.parallelism,
+        maxParallelism: info.maxParallelism,
+        attemptNumber: info.attemptNumber,
+      };
+      this.params = new Map(info.params);
+    }
+    /** Param `name` from `job.toml` as a string, or `fallback`. */
+    param(name, fallback) {
+      return this.params.has(name) ? this.params.get(name) : fallback;
+    }
+    /** Param `name` as a number, or `fallback`; a value that is not a
+     * number is an error naming the param. */
+    paramNumber(name, fallback) {
+      if (!this.params.has(name)) return fallback;
+      const v = this.params.get(name);
+      const n = Number(v);
+      if (v.trim() === '' || Number.isNaN(n)) throw new WeirError(`param '${name}': cannot parse '${v}' as a number`);
+      return n;
+    }
+    valueState(name, t = Number, options) {
+      return new ValueState(name, register(name, options, registerValue), typeOf(t));
+    }
+    listState(name, t = Number, options) {
+      return new ListState(name, register(name, options, registerList), typeOf(t), true);
+    }
+    mapState(name, keyType = String, valueType = Number, options) {
+      return new MapState(name, register(name, options, registerMap), typeOf(keyType), typeOf(valueType), true);
+    }
+    reducingState(name, t, reduce, options) {
+      if (typeof reduce !== 'function') throw new TypeError(`state '${name}': reducingState needs a reduce function`);
+      return new ReducingState(name, register(name, options, registerReducing), typeOf(t), reduce);
+    }
+    aggregatingState(name, accumulatorType, fn, options) {
+      for (const m of ['create', 'add', 'result']) {
+        if (!fn || typeof fn[m] !== 'function') throw new TypeError(`state '${name}': the aggregate function needs ${m}()`);
+      }
+      return new AggregatingState(name, register(name, options, registerAggregating), typeOf(accumulatorType), fn);
+    }
+    /** Options: { redistribution: 'even-split' (default) or 'union',
+     * version }. */
+    operatorListState(name, t = Number, options = {}) {
+      const mode = options.redistribution || 'even-split';
+      if (mode !== 'even-split' && mode !== 'union') {
+        throw new WeirError(`state '${name}': redistribution must be 'even-split' or 'union', not '${mode}'`);
+      }
+      const h = register(name, { version: options.version }, (d) => registerOperatorList(d, mode));
+      return new OperatorListState(name, h, typeOf(t), false);
+    }
+    broadcastMapState(name, keyType = String, valueType = Number, options) {
+      const h = register(name, options, registerBroadcastMap);
+      return new BroadcastMapState(name, h, typeOf(keyType), typeOf(valueType), false);
+    }
+    /** Emits as `Context.emit` does, before any input: e.g. what operator
+     * or broadcast state this subtask was restored with. */
+    emit(payload, key, timestamp) {
+      Context.prototype.emit.call(this, payload, key, timestamp);
+    }
+  }
+
+  const timer = (f, t) => {
+    syncHost();
+    if (typeof t !== 'bigint' && !Number.isInteger(t)) throw new WeirError(`timer: ${t} is not an integer number of ms`);
+    host('timer', () => f(BigInt.asIntN(64, BigInt(t))));
   };
+
+  /** Passed to every call after `open`: output, time, timers. */
+  class Context {
+    /** Emits `payload` (a string or a Uint8Array), under `key` if given (a
+     * keyed downstream sees it as that key), with `timestamp` (ms) if given. */
+    emit(payload, key, timestamp) {
+      const o = out;
+      const b = o.n * 10;
+      // The common case inline: a string without key or timestamp.
+      if (typeof payload === 'string' && key === undefined && timestamp === undefined && b + 10 <= o.refs.length) {
+        const r = o.refs;
+        r[b] = o.chars;
+        r[b + 1] = payload.length;
+        o.strings.push(payload);
+        o.chars += payload.length;
+        o.n++;
+      } else pushOutput(payload, key, timestamp);
+    }
+    /** The current key's bytes, if any. */
+    currentKey() {
+      syncHost();
+      return currentKey();
+    }
+    /** The operator's event-time watermark in ms (-2^63 before the first). */
+    watermark() {
+      return time(currentWatermark());
+    }
+    /** The host's wall clock in ms since the Unix epoch. */
+    processingTime() {
+      return time(currentProcessingTime());
+    }
+    registerEventTimeTimer(t) {
+      timer(registerEventTimeTimer, t);
+    }
+    registerProcessingTimeTimer(t) {
+      timer(registerProcessingTimeTimer, t);
+    }
+    deleteEventTimeTimer(t) {
+      timer(deleteEventTimeTimer, t);
+    }
+    deleteProcessingTimeTimer(t) {
+      timer(deleteProcessingTimeTimer, t);
+    }
+  }
+
+  // -------------------------------------------------------------- exports
+
+  // A JavaScript exception fails the call with its message: a WeirError's
+  // message as it is (it names the state), any other error's with its name.
+  function message(e) {
+    if (typeof e === 'string') return e;
+    if (e instanceof WeirError) return e.message;
+    return `${e && e.name ? e.name : 'Error'}: ${e && e.message !== undefined ? e.message : e}`;
+  }
+
+  // Runs one export call; output is flushed whatever happens.
+  function call(f) {
+    let failure;
+    try {
+      f();
+    } catch (e) {
+      failure = message(e);
+    }
+    try {
+      flushOutput();
+    } catch (e) {
+      failure = failure || message(e);
+    }
+    if (failure !== undefined) throw failure;
+  }
 
   function exportOperator(Operator) {
     const ctx = new Context();
     let op;
+    const opened = () => {
+      if (op === undefined) throw 'operator called before open';
+      return op;
+    };
     return {
-      open(info) { op = guard(() => Operator.open(new OpenContext(info))); },
-      process(input) { guard(() => op.process(ctx, new Element(input.payload, input.key, input.timestamp))); },
-      processBatch(batch) {
-        const data = batch.data;
-        batch.elements.forEach((e, i) => {
-          setCurrentElement(i);
-          const key = e.hasKey ? data.subarray(e.keyStart, e.keyStart + e.keyLen) : undefined;
-          const payload = data.subarray(e.payloadStart, e.payloadStart + e.payloadLen);
-          guard(() => op.process(ctx, new Element(payload, key, e.timestamp)));
+      open(info) {
+        call(() => {
+          op = Operator.open(new OpenContext(info));
+          if (op === null || typeof op !== 'object') throw new TypeError(`${Operator.name}.open must return the operator`);
+        });
+      },
+      process(input) {
+        const o = opened();
+        call(() => o.process(ctx, single(input)));
+      },
+      processBatch(b) {
+        const o = opened();
+        packedBindings = ArrayBuffer.isView(b.elements);
+        const input = new Input(b.data, packedElements(b.elements));
+        const n = input.refs.length / 10;
+        call(() => {
+          beginBatch();
+          let ok = false;
+          try {
+            for (let i = 0; i < n; i++) {
+              batch.index = i;
+              o.process(ctx, new Element(input, i));
+            }
+            ok = true;
+          } finally {
+            // On failure, let the host name the record.
+            if (!ok) {
+              try {
+                setCurrentElement(batch.index);
+              } catch {
+                // The failure itself is what the host reports.
+              }
+            }
+            endBatch(ok);
+          }
         });
       },
       processBroadcast(input) {
-        if (!op.processBroadcast) throw 'this operator does not take a broadcast input';
-        guard(() => op.processBroadcast(ctx, new Element(input.payload, input.key, input.timestamp)));
+        const o = opened();
+        if (typeof o.processBroadcast !== 'function') throw 'this operator does not take a broadcast input';
+        call(() => o.processBroadcast(ctx, single(input)));
       },
-      onTimer(timer) {
-        if (op.onTimer) guard(() => op.onTimer(ctx, { time: time(timer.time), key: timer.key, domain: timer.domain }));
+      onTimer(fired) {
+        const o = opened();
+        if (typeof o.onTimer !== 'function') return;
+        const key = fired.key;
+        call(() =>
+          o.onTimer(ctx, {
+            time: time(fired.time),
+            domain: fired.domain,
+            key,
+            get keyStr() {
+              return lossy.decode(key);
+            },
+          }),
+        );
       },
-      endOfInput() { if (op.endOfInput) guard(() => op.endOfInput(ctx)); },
+      endOfInput() {
+        const o = opened();
+        if (typeof o.endOfInput === 'function') call(() => o.endOfInput(ctx));
+      },
       migrateValue(state, fromVersion, value) {
-        if (!Operator.migrateValue) throw `state '${state}': no migration from version ${fromVersion} (define migrateValue)`;
-        return guard(() => Operator.migrateValue(state, fromVersion, value));
+        if (typeof Operator.migrateValue !== 'function') {
+          throw `state '${state}': no migration from version ${fromVersion} (define static migrateValue)`;
+        }
+        let result;
+        call(() => {
+          result = Operator.migrateValue(state, fromVersion, value);
+          if (!ArrayBuffer.isView(result)) throw new WeirError(`state '${state}': migrateValue must return a Uint8Array`);
+        });
+        return result;
       },
     };
   }
 
-  return { export: exportOperator, encode, decode };
+  return {
+    export: exportOperator,
+    encode,
+    decode,
+    convertValue,
+    WeirError,
+    ...types,
+  };
 })();

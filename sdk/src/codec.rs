@@ -221,6 +221,34 @@ mod tests {
     }
 
     #[test]
+    fn the_javascript_sdks_value_mapping_is_postcards() {
+        // The vectors of sdk/tests/js/weir.test.mjs for the types beyond the
+        // shared few: signed integers (zigzag), floats, Option, Vec, maps and
+        // structs.
+        assert_eq!(bytes(&-1i64), [0x01]);
+        assert_eq!(bytes(&1i64), [0x02]);
+        assert_eq!(bytes(&-300i64), [0xd7, 0x04]);
+        assert_eq!(bytes(&i64::MIN), [0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01]);
+        assert_eq!(bytes(&i32::MIN), [0xff, 0xff, 0xff, 0xff, 0x0f]);
+        assert_eq!(bytes(&200u8), [200]);
+        assert_eq!(bytes(&-2i8), [0xfe]);
+        assert_eq!(bytes(&1.5f64), [0, 0, 0, 0, 0, 0, 0xf8, 0x3f]);
+        assert_eq!(bytes(&-2f32), [0, 0, 0, 0xc0]);
+        assert_eq!(bytes(&None::<u64>), [0]);
+        assert_eq!(bytes(&Some(5u64)), [1, 5]);
+        assert_eq!(bytes(&vec![1i64, -1]), [2, 2, 1]);
+        let map: std::collections::BTreeMap<String, u64> = [("a".into(), 1), ("b".into(), 2)].into();
+        assert_eq!(bytes(&map), [2, 1, b'a', 1, 1, b'b', 2]);
+        #[derive(Serialize)]
+        struct Counted {
+            count: u64,
+            name: String,
+            ratio: Option<f64>,
+        }
+        assert_eq!(bytes(&Counted { count: 7, name: "a".into(), ratio: None }), [7, 1, b'a', 0]);
+    }
+
+    #[test]
     fn values_round_trip_and_the_scratch_buffer_never_leaks_an_earlier_value() {
         let long = "x".repeat(1000);
         let first = with_encoded("s", &long, <[u8]>::to_vec).unwrap();

@@ -15,6 +15,10 @@
 //! of an uninterrupted run, plus the operator lists and rules every subtask
 //! must hold, derived from the source positions the checkpoint or
 //! savepoint recorded and the documented redistribution rules.
+//!
+//! The operator's JavaScript twin (`test-operators-js/every-state`) is held
+//! to the same model, and a checkpoint or savepoint of either twin restores
+//! into the other: the JavaScript SDK's whole state model, end to end.
 
 use crate::support::JobDir;
 use std::collections::{BTreeMap, HashMap};
@@ -120,34 +124,39 @@ struct Shape {
     max_parallelism: u32,
     /// "hashmap", "rocksdb" or "rocksdb-incremental".
     backend: &'static str,
-    guest: Guest,
+    lang: Lang,
 }
 
-/// Which `every-state` operator runs: the Rust one or its Python twin
-/// (guest-examples/every-state-py), which keeps the same states with the
-/// same types and emits the same lines.
+/// Which twin of the operator runs: the states are encoded alike, so a
+/// checkpoint or savepoint of one restores into the other.
 #[derive(Clone, Copy, Debug)]
-enum Guest {
+enum Lang {
     Rust,
+    /// guest-examples/every-state-py.
     Python,
+    /// guest-examples/test-operators-js/every-state.
+    JavaScript,
 }
 
-impl Guest {
+impl Shape {
+    const fn js(self) -> Shape {
+        Shape { lang: Lang::JavaScript, ..self }
+    }
+
+    const fn in_python(self) -> Shape {
+        Shape { lang: Lang::Python, ..self }
+    }
+
     fn module(self) -> String {
-        match self {
-            Guest::Rust => artifacts::EVERY_STATE.to_string(),
-            Guest::Python => weir_tests::script_guest("every_state_py_every"),
+        match self.lang {
+            Lang::Rust => artifacts::EVERY_STATE.to_string(),
+            Lang::Python => weir_tests::script_guest("every_state_py_every"),
+            Lang::JavaScript => weir_tests::script_guest("test_operators_js_every_state"),
         }
     }
 }
 
-impl Shape {
-    fn in_python(self) -> Shape {
-        Shape { guest: Guest::Python, ..self }
-    }
-}
-
-const P2_HASHMAP: Shape = Shape { parallelism: 2, max_parallelism: 128, backend: "hashmap", guest: Guest::Rust };
+const P2_HASHMAP: Shape = Shape { parallelism: 2, max_parallelism: 128, backend: "hashmap", lang: Lang::Rust };
 
 /// Where a run was cut: main records and broadcast commands before the
 /// barrier, from the source positions in `_metadata`.
@@ -220,7 +229,7 @@ dir = "out"
 "#,
             p = shape.parallelism,
             maxp = shape.max_parallelism,
-            module = shape.guest.module(),
+            module = shape.module(),
         ),
     );
 }
@@ -661,31 +670,31 @@ fn every_state_kind_survives_a_savepoint_into_another_parallelism_backend_and_ma
         &[
             // Scale out onto RocksDB: lists dealt out, union lists to all,
             // broadcast state copied to the new subtask.
-            Shape { parallelism: 3, max_parallelism: 128, backend: "rocksdb", ..P2_HASHMAP },
+            Shape { parallelism: 3, max_parallelism: 128, backend: "rocksdb", lang: Lang::Rust },
             // Fewer key groups at the same parallelism: keys re-hashed,
             // operator lists kept per subtask.
-            Shape { parallelism: 2, max_parallelism: 64, backend: "hashmap", ..P2_HASHMAP },
+            Shape { parallelism: 2, max_parallelism: 64, backend: "hashmap", lang: Lang::Rust },
             // More key groups and scaled in.
-            Shape { parallelism: 1, max_parallelism: 256, backend: "rocksdb", ..P2_HASHMAP },
+            Shape { parallelism: 1, max_parallelism: 256, backend: "rocksdb", lang: Lang::Rust },
         ],
     );
 }
 
 #[test]
 fn every_state_kind_survives_incremental_rocksdb_checkpoints_and_savepoints() {
-    let incremental = Shape { parallelism: 2, max_parallelism: 128, backend: "rocksdb-incremental", ..P2_HASHMAP };
+    let incremental = Shape { parallelism: 2, max_parallelism: 128, backend: "rocksdb-incremental", lang: Lang::Rust };
     // Resumed in place (the RocksDB files taken over as they are), and
     // converted from RocksDB files into another parallelism and backend.
     killed_and_resumed(
         incremental,
         &[
-            Shape { parallelism: 3, max_parallelism: 128, backend: "rocksdb", ..P2_HASHMAP },
-            Shape { parallelism: 2, max_parallelism: 64, backend: "hashmap", ..P2_HASHMAP },
+            Shape { parallelism: 3, max_parallelism: 128, backend: "rocksdb", lang: Lang::Rust },
+            Shape { parallelism: 2, max_parallelism: 64, backend: "hashmap", lang: Lang::Rust },
         ],
     );
     savepoint_restored_into(
         incremental,
-        &[Shape { parallelism: 3, max_parallelism: 128, backend: "hashmap", ..P2_HASHMAP }],
+        &[Shape { parallelism: 3, max_parallelism: 128, backend: "hashmap", lang: Lang::Rust }],
     );
 }
 
@@ -695,8 +704,8 @@ fn every_state_kind_survives_two_rescales_in_a_row() {
     // twice, keys re-hashed on the way: 2 -> 3 -> 1 subtasks.
     let shapes = [
         P2_HASHMAP,
-        Shape { parallelism: 3, max_parallelism: 128, backend: "rocksdb", ..P2_HASHMAP },
-        Shape { parallelism: 1, max_parallelism: 64, backend: "hashmap", ..P2_HASHMAP },
+        Shape { parallelism: 3, max_parallelism: 128, backend: "rocksdb", lang: Lang::Rust },
+        Shape { parallelism: 1, max_parallelism: 64, backend: "hashmap", lang: Lang::Rust },
     ];
     let first = JobDir::new();
     let (location, cut1, seen, mut all) = stop_with_savepoint(&first, shapes[0], &[], CUT_AFTER);
@@ -733,4 +742,35 @@ fn every_state_kind_restores_from_rust_into_python_and_back() {
     let p3_rocksdb = Shape { parallelism: 3, max_parallelism: 128, backend: "rocksdb", ..P2_HASHMAP };
     savepoint_restored_into(P2_HASHMAP, &[p3_rocksdb.in_python()]);
     savepoint_restored_into(P2_HASHMAP.in_python(), &[p3_rocksdb]);
+}
+
+#[test]
+fn an_uninterrupted_javascript_run_matches_the_model() {
+    let dir = JobDir::new();
+    write_job(&dir, P2_HASHMAP.js(), true);
+    dir.succeeds(&[]);
+    assert_matches(&committed(&dir), expected(&[P2_HASHMAP.js()], &[]), "uninterrupted, JavaScript");
+}
+
+#[test]
+fn every_state_kind_in_javascript_survives_a_kill_and_resume_and_its_checkpoint_restores_into_rust() {
+    killed_and_resumed(
+        P2_HASHMAP.js(),
+        &[Shape { parallelism: 3, max_parallelism: 128, backend: "rocksdb", lang: Lang::Rust }],
+    );
+}
+
+#[test]
+fn every_state_kind_restores_from_a_javascript_savepoint_into_rust_and_from_a_rust_one_into_javascript() {
+    savepoint_restored_into(
+        P2_HASHMAP.js(),
+        &[
+            Shape { parallelism: 3, max_parallelism: 128, backend: "rocksdb", lang: Lang::Rust },
+            Shape { parallelism: 1, max_parallelism: 256, backend: "rocksdb", lang: Lang::JavaScript },
+        ],
+    );
+    savepoint_restored_into(
+        P2_HASHMAP,
+        &[Shape { parallelism: 3, max_parallelism: 64, backend: "hashmap", lang: Lang::JavaScript }],
+    );
 }

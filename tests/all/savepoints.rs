@@ -461,6 +461,45 @@ fn a_new_module_version_migrates_the_restored_values_and_a_changed_kind_is_refus
     assert!(err.contains("migrate-value from version 2 failed") && err.contains("'count'"), "{err}");
 }
 
+/// Migration across languages: a savepoint of the Rust counter (version 1,
+/// u64 counts) restored into the JavaScript counter version 2
+/// (`word-count-js/counter-v2`, a Tally struct in state version 2), whose
+/// `migrateValue` converts every count; a savepoint of that run restored
+/// into the Rust counter version 2, which reads the structs JavaScript
+/// wrote. Each word counts on across the three runs.
+#[test]
+fn a_javascript_migrate_value_converts_a_rust_savepoint_and_its_structs_restore_into_rust() {
+    let js_v2 = weir_tests::script_guest("word_count_js_counter_v2");
+    let dir = JobDir::new();
+    write_job(&dir, 2, "hashmap", 15_000);
+    let stop = |dir: &JobDir, child: Child| {
+        wait_running(dir);
+        let out = host(dir, &["savepoint", "sp", "--stop"]);
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        assert!(finish(child).0);
+        text(&out.stdout).trim().to_string()
+    };
+    let v1 = stop(&dir, start(&dir, &[]));
+    let after_v1 = published(&dir).lines().count();
+
+    write_job(&dir, 2, "rocksdb", 15_000);
+    dir.write("job.toml", dir.read("job.toml").replace(artifacts::WORD_COUNT_COUNTER, &js_v2));
+    let js = stop(&dir, start(&dir, &["--from-savepoint", &v1]));
+    let all = published(&dir);
+    assert!(all.lines().count() > after_v1, "the JavaScript version 2 ran");
+    assert_eq!(all.lines().filter(|l| !l.contains('=')).count(), after_v1, "version 2 writes word=count");
+
+    write_job(&dir, 3, "hashmap", 1_000_000);
+    dir.write(
+        "job.toml",
+        dir.read("job.toml").replace(artifacts::WORD_COUNT_COUNTER, artifacts::WORD_COUNT_COUNTER_V2),
+    );
+    dir.succeeds(&["--from-savepoint", &js]);
+    let all = published(&dir);
+    assert_eq!(all.lines().count() as u64, RECORDS, "one output line per record");
+    assert_eq!(final_counts(&all.replace('=', " ")), expected());
+}
+
 /// Sessions (a 60 s gap, so none closes on its own) over generated clicks,
 /// stopped with a savepoint with or without `--drain`: returns the
 /// savepoint's `host inspect`, the sessions written and the generator's
@@ -595,6 +634,11 @@ fn a_savepoint_of_the_rust_counter_restores_into_the_javascript_counter() {
 }
 
 #[test]
+fn a_savepoint_of_the_javascript_counter_restores_into_the_rust_counter() {
+    savepoint_restores_across(&weir_tests::script_guest("word_count_js_counter"), artifacts::WORD_COUNT_COUNTER);
+}
+
+#[test]
 fn a_savepoint_of_the_rust_counter_restores_into_the_c_counter() {
     rust_savepoint_restores_into(&weir_tests::script_guest("word_count_c_counter"));
 }
@@ -602,8 +646,15 @@ fn a_savepoint_of_the_rust_counter_restores_into_the_c_counter() {
 /// A stop savepoint of the Rust counter at p=2 on hashmap, restored into
 /// `module` (a counter in another language) at p=3 on RocksDB: exact.
 fn rust_savepoint_restores_into(module: &str) {
+    savepoint_restores_across(artifacts::WORD_COUNT_COUNTER, module);
+}
+
+/// A stop savepoint of the counter `from` at p=2 on hashmap, restored into
+/// the counter `into` (another language's) at p=3 on RocksDB: exact.
+fn savepoint_restores_across(from: &str, into: &str) {
     let dir = JobDir::new();
     write_job(&dir, 2, "hashmap", 15_000);
+    dir.write("job.toml", dir.read("job.toml").replace(artifacts::WORD_COUNT_COUNTER, from));
     let child = start(&dir, &[]);
     wait_running(&dir);
     let out = host(&dir, &["savepoint", "sp", "--stop"]);
@@ -613,7 +664,7 @@ fn rust_savepoint_restores_into(module: &str) {
     // The same state, `count` as a postcard u64, read by the other
     // language at p=3.
     write_job(&dir, 3, "rocksdb", 1_000_000);
-    dir.write("job.toml", dir.read("job.toml").replace(artifacts::WORD_COUNT_COUNTER, module));
+    dir.write("job.toml", dir.read("job.toml").replace(artifacts::WORD_COUNT_COUNTER, into));
     dir.succeeds(&["--from-savepoint", &location]);
     let all = published(&dir);
     assert_eq!(all.lines().count() as u64, RECORDS, "one output line per record");

@@ -2,8 +2,10 @@
 //! watermarks and event-time timers, end to end and exact.
 
 use super::example_copy::ExampleCopy;
+use super::savepoints::{finish, host, published, start, wait_running};
 use super::support::JobDir;
 use std::collections::BTreeMap;
+use std::time::Duration;
 use weir_tests::artifacts::SESSION_WINDOWS;
 
 /// Sessions computed directly: per user, sorted clicks split where the next
@@ -199,4 +201,125 @@ input = "sessions"
     );
     let err = dir.fails();
     assert!(err.contains("operator 'sessions'") && err.contains("clicks need an event time"), "{err}");
+}
+
+/// Clicks for a paced run of about three seconds.
+const PACED_CLICKS: usize = 3_000;
+
+/// The sessionizer `module` at parallelism `p` over [`generated_clicks`],
+/// paced, checkpoints every 200 ms, into a transactional file sink
+/// (`out/`); savepoints under `sp/`.
+fn write_paced_sessions_job(dir: &JobDir, module: &str, p: u32) {
+    let root = dir.path().display();
+    let input: String = generated_clicks(PACED_CLICKS, 2_000)
+        .iter()
+        .map(|(u, t)| format!("{{\"user\": \"{u}\", \"ts\": {t}}}\n"))
+        .collect();
+    dir.write("clicks.jsonl", input);
+    dir.write(
+        "job.toml",
+        format!(
+            r#"name = "sp"
+parallelism = {p}
+
+[checkpointing]
+interval = "200ms"
+
+[state.checkpoints]
+dir = "file://{root}/ck"
+
+[state.savepoints]
+dir = "file://{root}/sp"
+
+[pipeline]
+batch_size = 64
+
+[[sources]]
+id = "clicks"
+kind = "file"
+path = "clicks.jsonl"
+format = "jsonl"
+key_field = "user"
+timestamp_field = "ts"
+max_out_of_orderness = "2s"
+records_per_second = 1000
+
+[[operators]]
+uid = "sessions"
+module = "{module}"
+input = "clicks"
+partition = "key"
+params = {{ gap_ms = 10000 }}
+
+[[sinks]]
+id = "out"
+kind = "transactional-file"
+input = "sessions"
+dir = "out"
+"#
+        ),
+    );
+}
+
+fn expected_paced_sessions() -> Vec<String> {
+    expected_sessions(&generated_clicks(PACED_CLICKS, 2_000), 10_000)
+}
+
+/// The sessionizer `module` killed with SIGKILL mid-run and resumed from its
+/// latest checkpoint: every session exactly once.
+fn killed_sessions_resume_exactly(module: &str) {
+    let dir = JobDir::new();
+    write_paced_sessions_job(&dir, module, 2);
+    let mut child = start(&dir, &[]);
+    wait_running(&dir);
+    std::thread::sleep(Duration::from_millis(1500));
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+    let expected = expected_paced_sessions();
+    let before = published(&dir).lines().count();
+    assert!(before < expected.len(), "killed mid-run: {before} sessions published");
+    dir.succeeds(&["--resume"]);
+    assert_eq!(sorted_lines(&published(&dir)), expected);
+}
+
+#[test]
+fn a_killed_rust_sessionizer_resumes_exactly() {
+    killed_sessions_resume_exactly(SESSION_WINDOWS);
+}
+
+#[test]
+fn a_killed_javascript_sessionizer_resumes_exactly() {
+    killed_sessions_resume_exactly(&weir_tests::script_guest("session_windows_js_sessionizer"));
+}
+
+/// A stop savepoint of the sessionizer `from` at parallelism 2, restored
+/// into `into` at 3: the open sessions (map state) and their timers, written
+/// by one language, are closed by the other, and every session comes out
+/// exactly once.
+fn sessions_savepoint_restores_across(from: &str, into: &str) {
+    let dir = JobDir::new();
+    write_paced_sessions_job(&dir, from, 2);
+    let child = start(&dir, &[]);
+    wait_running(&dir);
+    std::thread::sleep(Duration::from_millis(1000));
+    let out = host(&dir, &["savepoint", "sp", "--stop"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let location = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    assert!(finish(child).0);
+    let expected = expected_paced_sessions();
+    let before = published(&dir).lines().count();
+    assert!(before > 0 && before < expected.len(), "stopped mid-run: {before} sessions published");
+    write_paced_sessions_job(&dir, into, 3);
+    dir.succeeds(&["--from-savepoint", &location]);
+    assert_eq!(sorted_lines(&published(&dir)), expected);
+}
+
+#[test]
+fn a_savepoint_of_the_rust_sessionizer_restores_into_the_javascript_one() {
+    sessions_savepoint_restores_across(SESSION_WINDOWS, &weir_tests::script_guest("session_windows_js_sessionizer"));
+}
+
+#[test]
+fn a_savepoint_of_the_javascript_sessionizer_restores_into_the_rust_one() {
+    sessions_savepoint_restores_across(&weir_tests::script_guest("session_windows_js_sessionizer"), SESSION_WINDOWS);
 }

@@ -7,7 +7,7 @@
 
 class Sessions {
   static open(ctx) {
-    return new Sessions(ctx.mapState('sessions', Number, [Number, Number]), Number(ctx.param('gap_ms', '30000')));
+    return new Sessions(ctx.mapState('sessions', weir.i64, [weir.i64, Number]), Number(ctx.param('gap_ms', '30000')));
   }
 
   constructor(sessions, gap) {

@@ -59,6 +59,8 @@ const PYTHON: &[File] = &[
 
 const JS: &[File] = &[
     file("app.js", include_str!("../../templates/js/app.js")),
+    // The project's npm root: build.sh installs the SDK package into it.
+    file("package.json", include_str!("../../templates/js/package.json")),
     script("build.sh", include_str!("../../templates/js/build.sh")),
 ];
 

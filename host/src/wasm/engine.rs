@@ -21,6 +21,13 @@ pub fn new_engine() -> wasmtime::Result<Engine> {
     config.cranelift_opt_level(OptLevel::Speed);
     config.epoch_interruption(true);
     config.concurrency_support(false);
+    // Profiling a guest: `WEIR_PERFMAP=1` writes /tmp/perf-<pid>.map, with
+    // which `perf report` names the guests' compiled functions (e.g. the
+    // JavaScript engine's interpreter against its host calls) instead of
+    // showing anonymous addresses.
+    if std::env::var_os("WEIR_PERFMAP").is_some_and(|v| v == "1") {
+        config.profiler(wasmtime::ProfilingStrategy::PerfMap);
+    }
     Engine::new(&config)
 }
 

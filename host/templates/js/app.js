@@ -1,3 +1,4 @@
+/// <reference types="@weir/sdk" />
 // {{name}}: a Weir operator. Counts the events of each key (job.toml keys
 // the input by its `user` field) in value state, and emits `<key> <count>`
 // on every event, keyed by the key.

@@ -1,9 +1,12 @@
 #!/bin/sh
-# Builds app.js with the Weir JavaScript SDK into {{name}}.wasm, with
-# componentize-js (npm install @bytecodealliance/componentize-js@0.23.0;
-# WEIR_COMPONENTIZE_JS names its src/componentize.js).
+# Builds app.js into {{name}}.wasm with weir-build, the command of the Weir
+# JavaScript SDK (the npm package @weir/sdk in the Weir checkout, which
+# brings componentize-js); the first build installs it into ./node_modules.
 set -eu
 cd "$(dirname "$0")"
 WEIR=${WEIR:-{{weir}}}
-[ -n "${WEIR_COMPONENTIZE_JS:-}" ] || { echo "error: set WEIR_COMPONENTIZE_JS to componentize-js's src/componentize.js" >&2; exit 1; }
-node "$WEIR/sdk/js/build.mjs" app.js {{name}}.wasm
+command -v npm >/dev/null || { echo "error: npm (Node.js 20.6 or later) is needed to build a JavaScript operator" >&2; exit 1; }
+# --install-links: a copy of the package with its dependencies (a plain
+# directory install would only link it).
+[ -x node_modules/.bin/weir-build ] || npm install --silent --no-audit --no-fund --install-links "$WEIR/sdk/js"
+npx --no-install weir-build app.js {{name}}.wasm

@@ -1,31 +1,43 @@
 // Unit tests of the JavaScript SDK (sdk/js/weir.js) on Node, outside a
 // component: weir.js is evaluated as build.mjs bundles it, with the host's
 // WIT imports replaced by fakes that record what the SDK asks of them. The
-// encoding vectors are the Rust SDK's (sdk/src/codec.rs): a state written in
-// one language is read in the others.
+// encoding vectors are postcard's, pinned on the Rust side too
+// (sdk/src/codec.rs): a state written in one language is read in the others.
 //
-// Run: node --test sdk/tests/js/weir.test.mjs (scripts/test does).
+// Run: node --test sdk/tests/js/ (scripts/test does).
 import { test, beforeEach } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 
 const source = readFileSync(new URL('../../js/weir.js', import.meta.url), 'utf8');
 
-const host = { registered: [], emitted: [], current: [], timers: [], handles: {} };
-const register = (kind) => (descriptor) => {
-  host.registered.push([kind, descriptor]);
-  return host.handles[descriptor.name];
+// What the fake host holds and saw.
+const host = { registered: [], emitted: [], current: [], timers: [], calls: [], handles: {}, slots: [] };
+const register = (kind) => (descriptor, mode) => {
+  host.registered.push([kind, descriptor, mode]);
+  const h = host.handles[descriptor.name];
+  if (h instanceof Error) throw h;
+  return h;
 };
 const fakes = {
   registerValue: register('value'),
   registerList: register('list'),
   registerMap: register('map'),
-  hostEmit: (e) => host.emitted.push(e),
+  registerReducing: register('reducing'),
+  registerAggregating: register('aggregating'),
+  registerOperatorList: register('operator-list'),
+  registerBroadcastMap: register('broadcast-map'),
+  emitBatch: (b) => host.emitted.push(...decodeOutput(b)),
   registerEventTimeTimer: (t) => host.timers.push(['register', t]),
-  registerProcessingTimeTimer: () => {},
+  registerProcessingTimeTimer: (t) => host.timers.push(['register-processing', t]),
   deleteEventTimeTimer: (t) => host.timers.push(['delete', t]),
   deleteProcessingTimeTimer: () => {},
   setCurrentElement: (i) => host.current.push(i),
+  batchSlots: () => {
+    host.calls.push('batch-slots');
+    return Uint32Array.from(host.slots);
+  },
+  currentKey: () => new TextEncoder().encode('k'),
   // componentize-js hands i64::MIN over as 2^63.
   currentWatermark: () => 2n ** 63n,
   currentProcessingTime: () => 1700000000000n,
@@ -41,116 +53,469 @@ const body = source.replace(/import\s*\{([^}]*)\}\s*from\s*'[^']+';/g, (_, names
 for (const n of locals) assert.ok(n in fakes, `no fake for the import ${n}`);
 const weir = new Function(...locals, `${body}\nreturn weir;`)(...locals.map((n) => fakes[n]));
 
+const text = new TextDecoder();
+
+// An emit-batch's elements, packed (Int32Array) or objects, as
+// [payload, key, timestamp] with text payloads and keys.
+function decodeOutput({ data, elements }) {
+  const records = ArrayBuffer.isView(elements)
+    ? Array.from({ length: elements.length / 10 }, (_, i) => {
+        const r = elements.subarray(i * 10, i * 10 + 10);
+        return {
+          payloadStart: r[0],
+          payloadLen: r[1],
+          keyStart: r[2],
+          keyLen: r[3],
+          hasKey: (r[4] & 0xff) !== 0,
+          timestamp: r[6] & 0xff ? (BigInt(r[9]) << 32n) | BigInt(r[8] >>> 0) : undefined,
+        };
+      })
+    : elements;
+  return records.map((e) => [
+    text.decode(data.subarray(e.payloadStart, e.payloadStart + e.payloadLen)),
+    e.hasKey ? text.decode(data.subarray(e.keyStart, e.keyStart + e.keyLen)) : undefined,
+    e.timestamp === undefined ? undefined : BigInt.asIntN(64, BigInt(e.timestamp)),
+  ]);
+}
+
+// A batch of (key, payload, timestamp) records, packed as the built
+// bindings hand it over, or as objects as plain componentize-js does.
+function batchOf(records, packed = true) {
+  const enc = new TextEncoder();
+  const parts = [];
+  const elements = [];
+  let at = 0;
+  for (const [key, payload, timestamp] of records) {
+    const p = enc.encode(payload);
+    const k = key === undefined ? new Uint8Array(0) : enc.encode(key);
+    elements.push({ payloadStart: at, payloadLen: p.length, keyStart: at + p.length, keyLen: k.length, hasKey: key !== undefined, timestamp });
+    parts.push(p, k);
+    at += p.length + k.length;
+  }
+  const data = new Uint8Array(at);
+  let o = 0;
+  for (const p of parts) {
+    data.set(p, o);
+    o += p.length;
+  }
+  if (!packed) return { data, elements };
+  const r = new Int32Array(elements.length * 10);
+  elements.forEach((e, i) => {
+    r.set([e.payloadStart, e.payloadLen, e.keyStart, e.keyLen, e.hasKey ? 1 : 0], i * 10);
+    if (e.timestamp !== undefined) {
+      const t = BigInt.asIntN(64, e.timestamp);
+      r[i * 10 + 6] = 1;
+      r[i * 10 + 8] = Number(BigInt.asIntN(32, t));
+      r[i * 10 + 9] = Number(t >> 32n);
+    }
+  });
+  return { data, elements: r };
+}
+
+// A host value state: each key slot's value at the start of a batch, the
+// single-key value outside batches, and the calls made.
+function valueHandle(slots = []) {
+  const h = {
+    slots: slots.map((v) => (v === undefined ? undefined : Uint8Array.from(v))),
+    single: undefined,
+    get: () => {
+      host.calls.push('get');
+      return h.single;
+    },
+    set: (v) => {
+      host.calls.push(`set ${[...v]}`);
+      h.single = v.slice();
+    },
+    clear: () => {
+      host.calls.push('clear');
+      h.single = undefined;
+    },
+    getBatch: () => {
+      host.calls.push('get-batch');
+      const spans = new Int32Array(h.slots.length * 3);
+      const bytes = [];
+      h.slots.forEach((v, i) => {
+        if (v !== undefined) spans.set([bytes.length, v.length, 1], i * 3);
+        if (v !== undefined) bytes.push(...v);
+      });
+      return [Uint8Array.from(bytes), spans];
+    },
+    setBatch: (slots, data, spans) => {
+      const p = ArrayBuffer.isView(spans) ? spans : spans.flatMap((s) => [s.start, s.len, s.present ? 1 : 0]);
+      const values = [...slots].map((s, i) => (p[i * 3 + 2] ? [...data.subarray(p[i * 3], p[i * 3] + p[i * 3 + 1])] : null));
+      host.calls.push(`set-batch ${JSON.stringify([...slots])} ${JSON.stringify(values)}`);
+      [...slots].forEach((s, i) => {
+        h.slots[s] = values[i] === null ? undefined : Uint8Array.from(values[i]);
+      });
+    },
+  };
+  return h;
+}
+
+// The error componentize-js throws for an import's `err`.
+const hostErr = (tag, val) => Object.assign(new Error('(see error.payload)'), { payload: { tag, val } });
+
 beforeEach(() => {
-  host.registered.length = 0;
-  host.emitted.length = 0;
-  host.current.length = 0;
-  host.timers.length = 0;
+  for (const k of ['registered', 'emitted', 'current', 'timers', 'calls']) host[k].length = 0;
   host.handles = {};
+  host.slots = [];
 });
 
 const bytes = (...b) => new Uint8Array(b.flat());
+const info = (params = []) => ({ uid: 'op', subtaskIndex: 0, parallelism: 1, maxParallelism: 128, attemptNumber: 0, params });
 
-// The Rust SDK's vectors (sdk/src/codec.rs, the_shared_types_encode_as_the_other_sdks_expect).
+// Postcard's bytes for the shared types (the same vectors as sdk/src/codec.rs).
 const vectors = [
-  [0, Number, bytes(0x00)],
-  [127, Number, bytes(0x7f)],
-  [300, Number, bytes(0xac, 0x02)],
-  [2 ** 53, Number, bytes(0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x10)],
-  ['hé', String, bytes(3, 0x68, 0xc3, 0xa9)],
-  [new Uint8Array(200).fill(9), Uint8Array, bytes(0xc8, 0x01, new Array(200).fill(9))],
-  [[true, false], [Boolean, Boolean], bytes(1, 0)],
-  [[1, 'a', 300], [Number, String, Number], bytes(1, 1, 0x61, 0xac, 0x02)],
+  [weir.u64, 0, bytes(0x00)],
+  [Number, 300, bytes(0xac, 0x02)],
+  [weir.u64, 2 ** 53 - 1, bytes(0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x0f)],
+  [weir.u64, 2n ** 64n - 1n, bytes(0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01)],
+  [weir.i64, -1, bytes(0x01)],
+  [weir.i64, 1, bytes(0x02)],
+  [weir.i64, -300, bytes(0xd7, 0x04)],
+  [weir.i64, -(2n ** 63n), bytes(0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01)],
+  [weir.i32, -2147483648, bytes(0xff, 0xff, 0xff, 0xff, 0x0f)],
+  [weir.u8, 200, bytes(200)],
+  [weir.i8, -2, bytes(0xfe)],
+  [weir.f64, 1.5, bytes(0, 0, 0, 0, 0, 0, 0xf8, 0x3f)],
+  [weir.f32, -2, bytes(0, 0, 0, 0xc0)],
+  [String, 'hé', bytes(3, 0x68, 0xc3, 0xa9)],
+  [weir.string, 'x'.repeat(200), bytes(0xc8, 0x01, new Array(200).fill(0x78))],
+  [Uint8Array, new Uint8Array(200).fill(9), bytes(0xc8, 0x01, new Array(200).fill(9))],
+  [[Boolean, Boolean], [true, false], bytes(1, 0)],
+  [[Number, String, Number], [1, 'a', 300], bytes(1, 1, 0x61, 0xac, 0x02)],
+  [weir.option(weir.u64), null, bytes(0)],
+  [weir.option(weir.u64), 5, bytes(1, 5)],
+  [weir.list(weir.i64), [1, -1], bytes(2, 2, 1)],
+  [weir.map(weir.string, weir.u64), new Map([['a', 1], ['b', 2]]), bytes(2, 1, 0x61, 1, 1, 0x62, 2)],
+  [weir.dict(weir.u64), { a: 1 }, bytes(1, 1, 0x61, 1)],
+  [weir.struct({ count: weir.u64, name: weir.string, ratio: weir.option(weir.f64) }), { count: 7, name: 'a', ratio: null }, bytes(7, 1, 0x61, 0)],
+  [weir.json, { a: [1, null] }, bytes(14, ...new TextEncoder().encode('{"a":[1,null]}'))],
 ];
 
-test('the shared types encode as the Rust SDK does and decode back', () => {
-  for (const [value, kind, encoded] of vectors) {
-    assert.deepEqual(weir.encode(value), encoded, `encode ${value}`);
-    assert.deepEqual(weir.decode(kind, encoded), value, `decode ${value}`);
+test('values encode as postcard, as the Rust SDK does, and decode back', () => {
+  for (const [t, value, encoded] of vectors) {
+    assert.deepEqual(weir.encode(t, value), encoded, `encode ${String(value)}`);
+    assert.deepEqual(weir.decode(t, encoded), value, `decode ${String(value)}`);
   }
+  // Integers past 2^53 decode as BigInt, those within as numbers; numbers
+  // and BigInts encode alike.
+  assert.equal(weir.decode(weir.u64, weir.encode(weir.u64, 2n ** 53n + 1n)), 2n ** 53n + 1n);
+  assert.deepEqual(weir.encode(weir.i64, -5n), weir.encode(weir.i64, -5));
+  assert.equal(weir.decode(weir.i64, weir.encode(weir.i64, -(2n ** 53n) + 1n)), -(2 ** 53) + 1);
+  // A map also encodes from a plain object, and a dict from a Map.
+  assert.deepEqual(weir.encode(weir.map(weir.u32, weir.bool), { 3: true }), bytes(1, 3, 1));
 });
 
-test('values without a shared encoding are refused', () => {
-  assert.throws(() => weir.encode(-1), /non-negative/);
-  assert.throws(() => weir.encode(1.5), /non-negative/);
-  assert.throws(() => weir.encode({}), /cannot encode object/);
-  assert.throws(() => weir.decode(Object, bytes(0)), /decode: use Number/);
+test('values without an encoding, and bad bytes, are refused with the reason', () => {
+  assert.throws(() => weir.encode(weir.u64, -1), /expected an integer from 0 to 2\^64 - 1 \(u64\), got -1/);
+  assert.throws(() => weir.encode(weir.u64, 1.5), /got 1.5/);
+  assert.throws(() => weir.encode(weir.u8, 256), /\(u8\)/);
+  assert.throws(() => weir.encode(weir.i64, 2n ** 63n), /\(i64\)/);
+  assert.throws(() => weir.encode(String, 5), /expected a string/);
+  assert.throws(() => weir.encode(weir.struct({ n: weir.u64 }), { n: 'x' }), /field 'n': expected an integer/);
+  assert.throws(() => weir.encode({}, 1), /not a value type/);
+  assert.throws(() => weir.decode(weir.u64, bytes(0x80)), /value ends early/);
+  assert.throws(() => weir.decode(weir.u32, bytes(0xff, 0xff, 0xff, 0xff, 0x1f)), /u32 out of range/);
+  assert.throws(() => weir.decode(String, bytes(1, 0xff)), /not UTF-8/);
+  assert.throws(() => weir.decode(weir.bool, bytes(2)), /bool out of range/);
+  assert.throws(() => weir.decode(weir.u64, bytes(1, 2)), /1 bytes left after the value/);
 });
 
-test('state handles register postcard descriptors and page through long states', () => {
-  const items = Array.from({ length: 2500 }, (_, i) => weir.encode(i));
-  const entries = Array.from({ length: 2100 }, (_, i) => [weir.encode(`k${String(i).padStart(4, '0')}`), weir.encode(i)]);
-  const reads = [];
-  const afters = [];
-  let value;
-  host.handles = {
-    count: { get: () => value, set: (v) => { value = v; } },
-    seen: { read: (start, n) => { reads.push([start, n]); return items.slice(start, start + n); } },
-    'by-page': {
-      entries: (after, n) => {
-        afters.push(after);
-        const from = after === undefined ? 0 : entries.findIndex(([k]) => k === after) + 1;
-        return entries.slice(from, from + n);
-      },
-    },
-  };
-  let ctx;
-  weir.export({ open: (c) => { ctx = c; return {}; } }).open({ params: [['n', '3']] });
-  assert.equal(ctx.param('n'), '3');
-  assert.equal(ctx.param('missing', 7), 7);
-  const count = ctx.valueState('count', Number, 2);
-  const seen = ctx.listState('seen');
-  const byPage = ctx.mapState('by-page');
-  assert.deepEqual(
-    host.registered.map(([k, d]) => [k, d.name, d.version, d.encoding, d.ttl]),
-    [['value', 'count', 2, 'postcard', undefined], ['list', 'seen', 1, 'postcard', undefined], ['map', 'by-page', 1, 'postcard', undefined]],
-  );
-  assert.equal(count.get(), undefined);
-  count.set(300);
-  assert.deepEqual(value, bytes(0xac, 0x02));
-  assert.equal(count.get(), 300);
-  // 2500 items in pages of 1024: every item once, in order.
-  assert.deepEqual(seen.get(), Array.from({ length: 2500 }, (_, i) => i));
-  assert.deepEqual(reads, [[0, 1024], [1024, 1024], [2048, 1024]]);
-  // Map pages continue after the last key of the previous page.
-  assert.deepEqual([...byPage.entries()], Array.from({ length: 2100 }, (_, i) => [`k${String(i).padStart(4, '0')}`, i]));
-  assert.deepEqual(afters, [undefined, entries[1023][0], entries[2047][0]]);
-});
-
-class Doubler {
-  static open() { return new Doubler(); }
-  process(ctx, element) {
-    if (element.payloadStr === 'bad') throw new RangeError('bad record');
-    ctx.emit(`${element.keyStr} ${element.payloadStr.repeat(2)}`, element.key, element.timestamp);
-    ctx.registerEventTimeTimer(element.timestamp ?? ctx.watermark());
+class Counter {
+  static open(ctx) {
+    return new Counter(ctx.valueState('count', weir.u64));
+  }
+  constructor(count) {
+    this.count = count;
+  }
+  process(ctx, e) {
+    if (e.payloadStr === 'clear') return this.count.clear();
+    if (e.payloadStr === 'bad') throw new RangeError('bad record');
+    const n = (this.count.get() ?? 0) + 1;
+    this.count.set(n);
+    ctx.emit(`${e.keyStr} ${n}`);
   }
 }
 
-test('a batch reaches the operator element by element, with signed times', () => {
-  const handler = weir.export(Doubler);
-  handler.open({ params: [] });
-  const data = new TextEncoder().encode('abxyzq');
-  handler.processBatch({
-    data,
-    elements: [
-      { payloadStart: 2, payloadLen: 3, keyStart: 0, keyLen: 2, hasKey: true, timestamp: 5n },
-      { payloadStart: 5, payloadLen: 1, keyStart: 0, keyLen: 0, hasKey: false, timestamp: undefined },
-    ],
+for (const packed of [true, false]) {
+  test(`a batch reads value state once and writes it back once, with per-record semantics (${packed ? 'packed' : 'object'} records)`, () => {
+    host.handles.count = valueHandle([[5], undefined, [9]]);
+    const handler = weir.export(Counter);
+    handler.open(info());
+    // Records on keys b, a, b, b (slots 1, 0, 1, 1): later ones see the
+    // earlier writes.
+    host.slots = [1, 0, 1, 1];
+    handler.processBatch(batchOf([['b', 'x'], ['a', 'x'], ['b', 'x'], ['b', 'x']], packed));
+    assert.deepEqual(host.emitted.map(([p]) => p), ['b 1', 'a 6', 'b 2', 'b 3']);
+    // Slots in first-write order, each once with its last value; slot 2
+    // untouched; no per-record call.
+    assert.deepEqual(host.calls, ['batch-slots', 'get-batch', 'set-batch [1,0] [[3],[6]]']);
+    assert.deepEqual(host.current, []);
+    // The next batch reads what this one wrote.
+    host.calls.length = 0;
+    host.slots = [0, 2];
+    handler.processBatch(batchOf([['a', 'x'], ['c', 'x']], packed));
+    assert.deepEqual(host.emitted.slice(4).map(([p]) => p), ['a 7', 'c 10']);
+    assert.deepEqual(host.handles.count.slots, [bytes(7), bytes(3), bytes(10)]);
   });
-  assert.deepEqual(host.current, [0, 1]);
-  const dec = new TextDecoder();
-  assert.deepEqual(
-    host.emitted.map((e) => [dec.decode(e.payload), e.key && dec.decode(e.key), e.timestamp]),
-    [['ab xyzxyz', 'ab', 5n], [' qq', undefined, undefined]],
-  );
-  // No watermark yet (i64::MIN, handed over as 2^63) reads as negative.
-  assert.deepEqual(host.timers, [['register', 5n], ['register', -(2n ** 63n)]]);
+}
+
+test('outside a batch each value state call goes to the host', () => {
+  host.handles.count = valueHandle();
+  const handler = weir.export(Counter);
+  handler.open(info());
+  handler.process({ payload: bytes(0x78), key: bytes(0x6b), timestamp: undefined });
+  handler.process({ payload: bytes(0x78), key: bytes(0x6b), timestamp: undefined });
+  assert.deepEqual(host.calls, ['get', 'set 1', 'get', 'set 2']);
+  assert.deepEqual(host.emitted, [['k 1', undefined, undefined], ['k 2', undefined, undefined]]);
 });
 
-test('an operator error fails the call with its name and message', () => {
-  const handler = weir.export(Doubler);
-  handler.open({ params: [] });
+test('a clear in a batch is written back as absent and read as absent', () => {
+  host.handles.count = valueHandle([[4]]);
+  const handler = weir.export(Counter);
+  handler.open(info());
+  host.slots = [0, 0, 0];
+  handler.processBatch(batchOf([['a', 'x'], ['a', 'clear'], ['a', 'x']]));
+  assert.deepEqual(host.emitted.map(([p]) => p), ['a 5', 'a 1']);
+  assert.equal(host.calls.at(-1), 'set-batch [0] [[1]]');
+  host.slots = [0, 0];
+  handler.processBatch(batchOf([['a', 'x'], ['a', 'clear']]));
+  assert.equal(host.calls.at(-1), 'set-batch [0] [null]');
+});
+
+test('a failing record fails the batch naming the error, reports its index and writes nothing', () => {
+  host.handles.count = valueHandle([[1]]);
+  const handler = weir.export(Counter);
+  handler.open(info());
+  host.slots = [0, 0, 0];
+  assert.throws(
+    () => handler.processBatch(batchOf([['a', 'x'], ['a', 'x'], ['a', 'bad']])),
+    (e) => e === 'RangeError: bad record',
+  );
+  assert.deepEqual(host.current, [2], 'the host is told which record failed');
+  assert.ok(!host.calls.some((c) => c.startsWith('set-batch')), host.calls.join());
+  // Output before the failure is still sent; the next batch reads the host's
+  // value, not the dropped writes.
+  assert.deepEqual(host.emitted.map(([p]) => p), ['a 2', 'a 3']);
+  host.slots = [0];
+  handler.processBatch(batchOf([['a', 'x']]));
+  assert.deepEqual(host.emitted.at(-1), ['a 2', undefined, undefined]);
+});
+
+test('output keeps text, bytes, keys and signed timestamps, ASCII or not', () => {
+  class Echo {
+    static open() {
+      return new Echo();
+    }
+    process(ctx, e) {
+      ctx.emit(`${e.payloadStr}·`, e.keyStr, e.timestamp);
+      ctx.emit(e.payload, e.key);
+      ctx.emit(new Uint8Array([0x68, 0x69]), 'ключ', -5);
+    }
+  }
+  const handler = weir.export(Echo);
+  handler.open(info());
+  handler.processBatch(batchOf([['ü', 'été', -1700000000123n], [undefined, 'plain', 4n]]));
+  assert.deepEqual(host.emitted, [
+    ['été·', 'ü', -1700000000123n],
+    ['été', 'ü', undefined],
+    ['hi', 'ключ', -5n],
+    ['plain·', '', 4n],
+    ['plain', undefined, undefined],
+    ['hi', 'ключ', -5n],
+  ]);
+});
+
+test('open may emit, before any input; its output goes out when open returns', () => {
+  weir.export({
+    open: (ctx) => {
+      ctx.emit('restored with nothing');
+      ctx.emit('keyed', 'k', 7);
+      assert.deepEqual(host.emitted, [], 'nothing is sent before open returns');
+      return {};
+    },
+  }).open(info());
+  assert.deepEqual(host.emitted, [
+    ['restored with nothing', undefined, undefined],
+    ['keyed', 'k', 7n],
+  ]);
+});
+
+test('elements read their fields from the batch, unkeyed and keyed', () => {
+  const seen = [];
+  const handler = weir.export({
+    open: () => ({ process: (ctx, e) => seen.push([e.keyStr, e.key && [...e.key], e.payloadStr, [...e.payload], e.timestamp]) }),
+  });
+  handler.open(info());
+  handler.processBatch(batchOf([['ab', 'xyz', 5n], [undefined, 'q', undefined]]));
+  assert.deepEqual(seen, [
+    ['ab', [0x61, 0x62], 'xyz', [0x78, 0x79, 0x7a], 5],
+    ['', undefined, 'q', [0x71], undefined],
+  ]);
+});
+
+test('list and map state page through long states and sync the current record first', () => {
+  const items = Array.from({ length: 600 }, (_, i) => weir.encode(weir.u64, i));
+  const entries = Array.from({ length: 300 }, (_, i) => [weir.encode(String, `k${String(i).padStart(3, '0')}`), weir.encode(weir.i64, 0 - i)]);
+  const reads = [];
+  const afters = [];
+  host.handles.seen = {
+    read: (start, n) => {
+      reads.push([start, n]);
+      return items.slice(start, start + n);
+    },
+    add: (b) => host.calls.push(`add ${[...b]}`),
+  };
+  host.handles.byPage = {
+    entries: (after, n) => {
+      afters.push(after);
+      const from = after === undefined ? 0 : entries.findIndex(([k]) => k === after) + 1;
+      return entries.slice(from, from + n);
+    },
+  };
+  let lists;
+  const handler = weir.export({
+    open: (ctx) => {
+      lists = [ctx.listState('seen'), ctx.mapState('byPage', String, weir.i64)];
+      return { process: (c, e) => e.payloadStr === 'add' && lists[0].add(7) };
+    },
+  });
+  handler.open(info());
+  host.slots = [0, 1];
+  handler.processBatch(batchOf([['a', 'skip'], ['b', 'add']]));
+  assert.deepEqual(host.current, [1], 'list state acts on the record that uses it');
+  assert.deepEqual(host.calls.filter((c) => c.startsWith('add')), ['add 7']);
+  assert.deepEqual(lists[0].get(), Array.from({ length: 600 }, (_, i) => i));
+  assert.deepEqual(reads, [[0, 256], [256, 256], [512, 256]]);
+  assert.deepEqual([...lists[1].entries()], Array.from({ length: 300 }, (_, i) => [`k${String(i).padStart(3, "0")}`, 0 - i]));
+  assert.deepEqual(afters, [undefined, entries[255][0]]);
+});
+
+test('every state kind registers its descriptor, TTL and redistribution', () => {
+  let ctx;
+  weir.export({ open: (c) => ((ctx = c), {}) }).open(info([['n', '3'], ['bad', 'x']]));
+  ctx.valueState('v', weir.i64, 2);
+  ctx.listState('l', String, { ttl: 2000 });
+  ctx.mapState('m', String, weir.u64, { version: 3, ttl: { ms: 10, renewOnRead: true, returnExpired: true } });
+  ctx.reducingState('r', weir.i64, (a, b) => a + b);
+  ctx.aggregatingState('a', [Number, Number], { create: () => [0, 0], add: (x, [s, n]) => [s + x, n + 1], result: ([s, n]) => s / n });
+  ctx.operatorListState('o', weir.u64, { redistribution: 'union' });
+  ctx.operatorListState('e');
+  ctx.broadcastMapState('b', String, weir.json);
+  assert.deepEqual(
+    host.registered.map(([k, d, mode]) => [k, d.name, d.version, d.encoding, d.ttl, mode]),
+    [
+      ['value', 'v', 2, 'postcard', undefined, undefined],
+      ['list', 'l', 1, 'postcard', { ttlMs: 2000n, update: 'on-create-and-write', visibility: 'never-return-expired' }, undefined],
+      ['map', 'm', 3, 'postcard', { ttlMs: 10n, update: 'on-read-and-write', visibility: 'return-expired-if-not-cleaned-up' }, undefined],
+      ['reducing', 'r', 1, 'postcard', undefined, undefined],
+      ['aggregating', 'a', 1, 'postcard', undefined, undefined],
+      ['operator-list', 'o', 1, 'postcard', undefined, 'union'],
+      ['operator-list', 'e', 1, 'postcard', undefined, 'even-split'],
+      ['broadcast-map', 'b', 1, 'postcard', undefined, undefined],
+    ],
+  );
+  assert.equal(ctx.param('n'), '3');
+  assert.equal(ctx.paramNumber('n', 1), 3);
+  assert.equal(ctx.paramNumber('missing', 7), 7);
+  assert.throws(() => ctx.paramNumber('bad', 1), /param 'bad': cannot parse 'x' as a number/);
+  assert.throws(() => ctx.operatorListState('x', Number, { redistribution: 'round-robin' }), /'even-split' or 'union'/);
+  assert.throws(() => ctx.listState('t', Number, { ttl: 0 }), /ttl must be a positive number of ms/);
+});
+
+test('reducing and aggregating state fold through the batch cache', () => {
+  host.handles.sum = valueHandle([weir.encode(weir.i64, -10)]);
+  host.handles.avg = valueHandle([]);
+  const handler = weir.export({
+    open: (ctx) => {
+      const sum = ctx.reducingState('sum', weir.i64, (a, b) => a + b);
+      const avg = ctx.aggregatingState('avg', [weir.f64, weir.u64], {
+        create: () => [0, 0],
+        add: (x, [s, n]) => [s + x, n + 1],
+        result: ([s, n]) => s / n,
+      });
+      return {
+        process: (ctx2, e) => {
+          const x = Number(e.payloadStr);
+          sum.add(x);
+          avg.add(x);
+          ctx2.emit(`${sum.get()} ${avg.get()}`);
+        },
+      };
+    },
+  });
+  handler.open(info());
+  host.handles.avg.slots = [undefined];
+  host.slots = [0, 0, 0];
+  handler.processBatch(batchOf([['k', '1'], ['k', '2'], ['k', '6']]));
+  assert.deepEqual(host.emitted.map(([p]) => p), ['-9 1', '-7 1.5', '-1 3']);
+  assert.deepEqual(weir.decode(weir.i64, host.handles.sum.slots[0]), -1);
+  assert.deepEqual(weir.decode([weir.f64, weir.u64], host.handles.avg.slots[0]), [9, 3]);
+});
+
+test('host errors are WeirErrors with the host message, and fail the call with it', () => {
+  host.handles.count = hostErr('kind-mismatch', "state 'count' is map state, not value state");
+  assert.throws(
+    () => weir.export(Counter).open(info()),
+    (e) => e === "state 'count': kind mismatch: state 'count' is map state, not value state",
+  );
+  let caught;
+  host.handles.l = { add: () => { throw hostErr('no-current-key'); } };
+  const handler = weir.export({
+    open: (ctx) => {
+      const l = ctx.listState('l');
+      return {
+        process: () => {
+          try {
+            l.add(1);
+          } catch (e) {
+            caught = e;
+            throw e;
+          }
+        },
+      };
+    },
+  });
+  handler.open(info());
+  assert.throws(() => handler.process({ payload: bytes(1) }), (e) => e === "state 'l': no current key (keyed state and timers need a keyed input)");
+  assert.ok(caught instanceof weir.WeirError && caught instanceof Error);
+  assert.equal(caught.code, 'no-current-key');
+});
+
+test('operator errors fail the call with their name and message', () => {
+  host.handles.count = valueHandle();
+  const handler = weir.export(Counter);
+  handler.open(info());
   assert.throws(() => handler.process({ payload: new TextEncoder().encode('bad') }), (e) => e === 'RangeError: bad record');
   assert.throws(() => handler.processBroadcast({ payload: bytes(1) }), (e) => e === 'this operator does not take a broadcast input');
-  assert.throws(() => handler.migrateValue('count', 1, bytes(1)), (e) => e === "state 'count': no migration from version 1 (define migrateValue)");
+  assert.throws(() => handler.migrateValue('count', 1, bytes(1)), (e) => e === "state 'count': no migration from version 1 (define static migrateValue)");
+  assert.throws(() => weir.export(Counter).process({ payload: bytes(1) }), (e) => e === 'operator called before open');
+});
+
+test('timers and time are signed milliseconds; migrations convert values', () => {
+  class Timed {
+    static open() {
+      return new Timed();
+    }
+    static migrateValue(state, from, value) {
+      return weir.convertValue(value, weir.u64, weir.struct({ n: weir.u64, migrated: weir.bool }), (n) => ({ n, migrated: true }));
+    }
+    process(ctx, e) {
+      ctx.registerEventTimeTimer(e.timestamp ?? ctx.watermark());
+      ctx.deleteEventTimeTimer(-3);
+    }
+    onTimer(ctx, t) {
+      ctx.emit(`${t.keyStr} ${t.time} ${t.domain}`);
+    }
+  }
+  const handler = weir.export(Timed);
+  handler.open(info());
+  host.slots = [0, 1];
+  handler.processBatch(batchOf([['a', 'x', 5n], ['b', 'y']]));
+  assert.deepEqual(host.timers, [['register', 5n], ['delete', -3n], ['register', -(2n ** 63n)], ['delete', -3n]]);
+  assert.deepEqual(host.current, [1], 'the second record is made current before its timer');
+  handler.onTimer({ time: 2n ** 64n - 7n, domain: 'event-time', key: bytes(0x6b) });
+  assert.deepEqual(host.emitted, [['k -7 event-time', undefined, undefined]]);
+  assert.deepEqual(handler.migrateValue('count', 1, bytes(0xac, 0x02)), bytes(0xac, 0x02, 1));
 });
