@@ -11,8 +11,8 @@
 use crate::bindings::weir::operator::context as wit_context;
 use crate::bindings::weir::operator::keyed_state as wit;
 use crate::bindings::weir::operator::types::{ErrorCode, ValueBatch};
-use crate::packed::{self, Span};
 use crate::error::{Error, Result};
+use crate::packed::{self, Span};
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 
@@ -274,11 +274,7 @@ impl<H: ValueHandle> Flush for CachedValue<H> {
         if c.dirty.is_empty() {
             return Ok(());
         }
-        let spans: Vec<Span> = c
-            .dirty
-            .iter()
-            .map(|&s| c.written[s as usize].unwrap_or(Span::ABSENT))
-            .collect();
+        let spans: Vec<Span> = c.dirty.iter().map(|&s| c.written[s as usize].unwrap_or(Span::ABSENT)).collect();
         // The arena goes to the host and comes back for the next batch.
         let values = ValueBatch { data: std::mem::take(&mut c.arena), index: packed::value_index(&c.dirty, &spans) };
         let result = self.handle.set_batch(&values).map_err(|e| self.err(e));

@@ -2,7 +2,6 @@
 //! [`Context`] to emit output, read time and manage timers in every other call.
 
 use crate::batch::{CachedValue, sync_host};
-use crate::packed;
 use crate::bindings::weir::operator::{
     broadcast_state, collector, context as wit_context, keyed_state, operator_state, timers,
     types::{ElementBatch, OperatorInfo, Redistribution, TimeDomain},
@@ -12,6 +11,7 @@ use crate::codec::Descriptor;
 use crate::error::{Error, Result};
 use crate::keyed::{AggregateFunction, AggregatingState, ListState, MapState, ReducingState, ValueState};
 use crate::operator_state::OperatorListState;
+use crate::packed;
 use serde::{Serialize, de::DeserializeOwned};
 use std::cell::RefCell;
 use std::marker::PhantomData;
@@ -182,7 +182,10 @@ fn push_output(key: Option<&[u8]>, timestamp: Option<i64>, payload: impl FnOnce(
             out.data.extend_from_slice(k);
         }
         let key = key.map(|k| (key_start, k.len() as u32));
-        packed::push_element(&mut out.index, packed::ElementEntry { payload: (payload_start, payload_len), key, timestamp });
+        packed::push_element(
+            &mut out.index,
+            packed::ElementEntry { payload: (payload_start, payload_len), key, timestamp },
+        );
     });
 }
 

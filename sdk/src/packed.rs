@@ -59,9 +59,9 @@ impl Span {
 
 /// The entries of a value index: each slot and its value's span.
 pub(crate) fn value_entries(index: &[u8]) -> impl Iterator<Item = (u32, Span)> + '_ {
-    index.chunks_exact(VALUE_ENTRY).map(|e| {
-        (u32_at(e, 0), Span { start: u32_at(e, 4), len: u32_at(e, 8), present: u32_at(e, 12) & PRESENT != 0 })
-    })
+    index
+        .chunks_exact(VALUE_ENTRY)
+        .map(|e| (u32_at(e, 0), Span { start: u32_at(e, 4), len: u32_at(e, 8), present: u32_at(e, 12) & PRESENT != 0 }))
 }
 
 /// The spans of a `get-batch` answer, one per slot in slot order.

@@ -2,11 +2,11 @@
 //! [`crate::export_operator!`], not by operator code.
 
 use crate::batch;
-use crate::packed;
 use crate::bindings::exports::weir::operator::handler::Timer as WitTimer;
 use crate::bindings::weir::operator::types::{Element as WitElement, ElementBatch};
 use crate::context::{Context, Element, OpenContext, Timer, flush_output};
 use crate::error::Error;
+use crate::packed;
 use crate::{Operator, OperatorInfo};
 
 fn not_open() -> String {

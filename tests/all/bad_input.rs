@@ -126,7 +126,12 @@ fn a_component_built_for_another_contract_version_says_which_and_what_to_do() {
     let err = dir_with(&good_job().replace(WORD_COUNT_COUNTER, OUTDATED)).fails();
     assert_mentions(
         &err,
-        &["operator 'counter'", "built against version 0.1.0", "this host runs 0.2.0", "rebuild it with this Weir's SDK"],
+        &[
+            "operator 'counter'",
+            "built against version 0.1.0",
+            "this host runs 0.2.0",
+            "rebuild it with this Weir's SDK",
+        ],
     );
 }
 

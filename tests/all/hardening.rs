@@ -331,7 +331,8 @@ fn a_guest_emitting_a_malformed_batch_index_fails_with_the_entry_named() {
     let (dir, ok, err, _, _) = misbehave("bad-index", "");
     assert!(!ok, "{err}");
     assert!(
-        err.contains("operator 'bad-apple'") && err.contains("emit-batch: entry 1 sets bits the layout leaves zero (0x8)"),
+        err.contains("operator 'bad-apple'")
+            && err.contains("emit-batch: entry 1 sets bits the layout leaves zero (0x8)"),
         "{err}"
     );
     assert!(!dir.path().join("out.txt").exists() || dir.read("out.txt").is_empty(), "nothing of the batch is output");

@@ -218,10 +218,7 @@ mod tests {
         let mut two = good.clone();
         two.extend(entry([0, 1, 0, 0, 4, 0]));
         assert_eq!(from_wit(batch(b"x", two)), Err(IndexError::Flags { entry: 1, flags: 4 }));
-        assert_eq!(
-            from_wit(batch(b"x", entry([0, 1, 0, 0, 0, 9]))),
-            Err(IndexError::Flags { entry: 0, flags: 9 })
-        );
+        assert_eq!(from_wit(batch(b"x", entry([0, 1, 0, 0, 0, 9]))), Err(IndexError::Flags { entry: 0, flags: 9 }));
         assert_eq!(
             from_wit(batch(b"x", entry([0, 2, 0, 0, 0, 0]))),
             Err(IndexError::OutOfBounds { entry: 0, buffer: 1 })

@@ -94,7 +94,11 @@ impl keyed_state::HostAccumulatorState for OperatorHost {
         self.read_slots(h.rep())
     }
 
-    fn set_batch(&mut self, h: Resource<keyed_state::AccumulatorState>, values: ValueBatch) -> WtResult<Result<(), ErrorCode>> {
+    fn set_batch(
+        &mut self,
+        h: Resource<keyed_state::AccumulatorState>,
+        values: ValueBatch,
+    ) -> WtResult<Result<(), ErrorCode>> {
         self.write_slots(h.rep(), &values)
     }
 
