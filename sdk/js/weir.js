@@ -22,9 +22,11 @@
 //   host's message, and operator exceptions turned into the failing call's
 //   message.
 //
-// Records of the batch calls (elements, value spans) cross as packed
-// `Int32Array`s in the canonical ABI's layout when build.mjs has packed the
-// bindings, else as arrays of objects; both are accepted.
+// The batch calls (`process-batch`, `emit-batch`, `get-batch`,
+// `set-batch`) take two byte lists: the bytes, and an index of fixed-size
+// little-endian entries (wit/types.wit). A byte list crosses with one copy,
+// and the SDK reads and writes the index as an Int32Array: no object per
+// element or value on either side.
 
 import {
   registerValue,
@@ -32,23 +34,23 @@ import {
   registerMap,
   registerReducing,
   registerAggregating,
-} from 'weir:operator/keyed-state@0.1.0';
-import { registerList as registerOperatorList } from 'weir:operator/operator-state@0.1.0';
-import { registerMap as registerBroadcastMap } from 'weir:operator/broadcast-state@0.1.0';
-import { emitBatch } from 'weir:operator/collector@0.1.0';
+} from 'weir:operator/keyed-state@0.2.0';
+import { registerList as registerOperatorList } from 'weir:operator/operator-state@0.2.0';
+import { registerMap as registerBroadcastMap } from 'weir:operator/broadcast-state@0.2.0';
+import { emitBatch } from 'weir:operator/collector@0.2.0';
 import {
   registerEventTimeTimer,
   registerProcessingTimeTimer,
   deleteEventTimeTimer,
   deleteProcessingTimeTimer,
-} from 'weir:operator/timers@0.1.0';
+} from 'weir:operator/timers@0.2.0';
 import {
   setCurrentElement,
   batchSlots,
   currentKey,
   currentWatermark,
   currentProcessingTime,
-} from 'weir:operator/context@0.1.0';
+} from 'weir:operator/context@0.2.0';
 
 const weir = (() => {
   const utf8 = new TextEncoder();
@@ -570,25 +572,18 @@ const weir = (() => {
     return batch.slots;
   }
 
-  // Value spans ({ start, len, present }) as a packed Int32Array of
-  // (start, len, present) triples: the canonical ABI's 12-byte layout.
-  function packedSpans(spans) {
-    if (ArrayBuffer.isView(spans)) return spans;
-    const out = new Int32Array(spans.length * 3);
-    spans.forEach((s, i) => {
-      out[i * 3] = s.start;
-      out[i * 3 + 1] = s.len;
-      out[i * 3 + 2] = s.present ? 1 : 0;
-    });
-    return out;
+  // A lifted byte list (an index) as an Int32Array over the same bytes, or
+  // over a copy when it does not start on a 4-byte boundary (componentize-js
+  // lifts a list into a fresh ArrayBuffer, so it does; a copy keeps other
+  // callers right). Entries are little-endian, as are typed arrays in wasm.
+  function int32View(b) {
+    if (b.byteLength % 4 !== 0) throw new WeirError(`batch index of ${b.byteLength} bytes is not whole entries`);
+    if (b.byteOffset % 4 === 0) return new Int32Array(b.buffer, b.byteOffset, b.byteLength >> 2);
+    return new Int32Array(b.slice().buffer);
   }
 
-  const unpackSpans = (p) =>
-    Array.from({ length: p.length / 3 }, (_, i) => ({ start: p[i * 3], len: p[i * 3 + 1], present: (p[i * 3 + 2] & 0xff) !== 0 }));
-
-  // Whether the bindings take packed records (build.mjs packs them); learnt
-  // from the first batch, objects until then.
-  let packedBindings = false;
+  // An Int32Array as the byte list the bindings lower (one copy).
+  const asBytes = (r) => new Uint8Array(r.buffer, r.byteOffset, r.byteLength);
 
   // `start[slot]` of a CachedValue: 0 when the slot was not written in this
   // batch, WRITTEN_CLEAR when it was cleared, else 1 + the value's offset in
@@ -598,8 +593,9 @@ const weir = (() => {
   const WRITTEN_CLEAR = -1;
 
   /** A value-shaped state (value, reducing, aggregating) with its batch
-   * cache: the batch's values as the host had them (`data`, `spans`), and
-   * the values written since, per slot, in `arena`. */
+   * cache: the batch's values as the host had them (`data`, and `spans`,
+   * the `value-batch` index: slot, start, len, flags per slot), and the
+   * values written since, per slot, in `arena`. */
   class CachedValue {
     constructor(name, handle, t) {
       this.name = name;
@@ -617,10 +613,10 @@ const weir = (() => {
 
     load() {
       if (this.generation === batch.generation) return;
-      const [data, spans] = host(this.what, () => this.h.getBatch());
-      this.data = data;
-      this.spans = packedSpans(spans);
-      const n = this.spans.length / 3;
+      const values = host(this.what, () => this.h.getBatch());
+      this.data = values.data;
+      this.spans = int32View(values.index);
+      const n = this.spans.length >> 2;
       this.start = new Int32Array(n);
       if (this.len.length < n) this.len = new Int32Array(n);
       this.arena.at = 0;
@@ -633,7 +629,7 @@ const weir = (() => {
       const slot = (batch.slots === null ? fetchSlots() : batch.slots)[batch.index];
       if (slot === undefined) throw new WeirError(`no key slot for element ${batch.index}`);
       if (this.generation !== batch.generation) this.load();
-      if (slot * 3 >= this.spans.length) throw new WeirError(`${this.what}: bad slot`);
+      if (slot * 4 >= this.spans.length) throw new WeirError(`${this.what}: bad slot`);
       return slot;
     }
 
@@ -653,11 +649,11 @@ const weir = (() => {
         r.end = w - 1 + this.len[slot];
       } else {
         const spans = this.spans;
-        const at = slot * 3;
-        if (w === WRITTEN_CLEAR || !(spans[at + 2] & 0xff)) return undefined;
+        const at = slot * 4;
+        if (w === WRITTEN_CLEAR || !(spans[at + 3] & 1)) return undefined;
         r.buf = this.data;
-        r.at = spans[at];
-        r.end = spans[at] + spans[at + 1];
+        r.at = spans[at + 1];
+        r.end = spans[at + 1] + spans[at + 2];
       }
       let value;
       try {
@@ -706,26 +702,29 @@ const weir = (() => {
       return slot;
     }
 
+    // One `set-batch` entry per written slot, in first-write order: the
+    // slot, the value's start and length in the arena and flag bit 0, or
+    // all zeros but the slot when it was cleared.
     flush() {
       const dirtySlots = this.dirtySlots;
       const n = dirtySlots.length;
-      const slots = new Uint32Array(n);
-      const spans = new Int32Array(n * 3);
+      const index = new Int32Array(n * 4);
       for (let i = 0; i < n; i++) {
         const slot = dirtySlots[i];
         const w = this.start[slot];
-        slots[i] = slot;
+        const at = i * 4;
+        index[at] = slot;
         if (w > 0) {
-          spans[i * 3] = w - 1;
-          spans[i * 3 + 1] = this.len[slot];
-          spans[i * 3 + 2] = 1;
+          index[at + 1] = w - 1;
+          index[at + 2] = this.len[slot];
+          index[at + 3] = 1;
         }
       }
       const data = new Uint8Array(this.arena.buf.buffer, 0, this.arena.at);
       this.dirtySlots.length = 0;
       // The host now holds these values: the next batch reads them again.
       this.generation = -1;
-      host(this.what, () => this.h.setBatch(slots, data, packedBindings ? spans : unpackSpans(spans)));
+      host(this.what, () => this.h.setBatch({ data, index: asBytes(index) }));
     }
   }
 
@@ -756,58 +755,66 @@ const weir = (() => {
 
   // Output of one export call, sent with one `emit-batch`. String payloads
   // and keys are joined and encoded at once (one native call per batch);
-  // byte payloads and keys are copied to `bytes`. `refs` holds the element
-  // records in the canonical ABI's 40-byte layout (10 int32s: payload
-  // start, payload len, key start, key len, has-key, [5] 1 when the payload
-  // is in `bytes`, timestamp tag, [7] 1 when the key is in `bytes`,
-  // timestamp low and high 32 bits); [5] and [7] are padding to the host.
-  // Unused records are all zeros: a record sets only its non-zero fields.
-  const out = { strings: [], chars: 0, bytes: new Writer(), refs: new Int32Array(10 * 1024), n: 0 };
+  // byte payloads and keys are copied to `bytes`. `refs` is the index, 8
+  // int32s per element (wit/types.wit): payload start, payload len, key
+  // start, key len, flags (bit 0 has key, bit 1 has timestamp), 0, the
+  // timestamp's low and high 32 bits. Offsets are first in UTF-16 units of
+  // the joined strings, or in `bytes` for the fields `inBytes` lists
+  // (their word in `refs`), and are made byte offsets in `data` when the
+  // call ends. Unused entries are all zeros: an entry sets only its
+  // non-zero words.
+  const out = { strings: [], chars: 0, bytes: new Writer(), inBytes: [], refs: new Int32Array(8 * 1024), n: 0 };
 
-  function place(value, r, at, inBytes) {
+  // Places a payload (at = its entry's word 0) or key (word 2).
+  function place(value, at) {
+    const r = out.refs;
     if (typeof value === 'string') {
       r[at] = out.chars;
       r[at + 1] = value.length;
-      r[inBytes] = 0;
       out.strings.push(value);
       out.chars += value.length;
     } else if (ArrayBuffer.isView(value)) {
       const b = out.bytes;
       r[at] = b.at;
       r[at + 1] = value.byteLength;
-      r[inBytes] = 1;
+      out.inBytes.push(at);
       b.room(value.byteLength);
       b.buf.set(new Uint8Array(value.buffer, value.byteOffset, value.byteLength), b.at);
       b.at += value.byteLength;
-    } else place(String(value), r, at, inBytes);
+    } else place(String(value), at);
   }
 
   function pushOutput(payload, key, timestamp) {
-    if (out.refs.length < (out.n + 1) * 10) {
+    if (out.refs.length < (out.n + 1) * 8) {
       const grown = new Int32Array(out.refs.length * 2);
       grown.set(out.refs);
       out.refs = grown;
     }
-    const r = out.refs;
-    const b = out.n * 10;
-    place(payload, r, b, b + 5);
-    if (key !== undefined && key !== null) {
-      place(key, r, b + 2, b + 7);
-      r[b + 4] = 1;
-    }
+    const b = out.n * 8;
+    let flags = 0;
+    let high = 0;
+    let low = 0;
     if (timestamp !== undefined && timestamp !== null) {
       const t = typeof timestamp === 'bigint' ? Number(BigInt.asIntN(64, timestamp)) : timestamp;
       if (!Number.isSafeInteger(t)) throw new WeirError(`emit: timestamp ${timestamp} is not an integer number of ms`);
-      const high = Math.floor(t / TWO32);
-      r[b + 6] = 1;
-      r[b + 8] = t - high * TWO32;
-      r[b + 9] = high;
+      high = Math.floor(t / TWO32);
+      low = t - high * TWO32;
+      flags = 2;
     }
+    place(payload, b);
+    if (key !== undefined && key !== null) {
+      place(key, b + 2);
+      flags |= 1;
+    }
+    const r = out.refs;
+    r[b + 4] = flags;
+    r[b + 6] = low;
+    r[b + 7] = high;
     out.n++;
   }
 
-  // The strings' bytes, with the refs into them moved from UTF-16 offsets
-  // to byte offsets when some string is not ASCII.
+  // The strings' bytes, with the string fields' offsets moved from UTF-16
+  // units to bytes when some string is not ASCII.
   function encodeStrings(r, n) {
     const joined = out.strings.join('');
     const head = utf8.encode(joined);
@@ -821,13 +828,14 @@ const weir = (() => {
       bytesSoFar += utf8.encode(s).length;
     }
     byteAt.set(chars, bytesSoFar);
+    const inBytes = new Set(out.inBytes);
     for (let i = 0; i < n; i++) {
-      for (const [at, inBytes] of [[i * 10, i * 10 + 5], [i * 10 + 2, i * 10 + 7]]) {
-        if (r[inBytes] === 0) {
-          const start = byteAt.get(r[at]);
-          r[at + 1] = byteAt.get(r[at] + r[at + 1]) - start;
-          r[at] = start;
-        }
+      for (const at of [i * 8, i * 8 + 2]) {
+        // A key's words are zeros without a key (flags bit 0).
+        if (inBytes.has(at) || (at % 8 === 2 && !(r[i * 8 + 4] & 1))) continue;
+        const start = byteAt.get(r[at]);
+        r[at + 1] = byteAt.get(r[at] + r[at + 1]) - start;
+        r[at] = start;
       }
     }
     return head;
@@ -843,57 +851,17 @@ const weir = (() => {
       data = new Uint8Array(head.length + out.bytes.at);
       data.set(head);
       data.set(out.bytes.buf.subarray(0, out.bytes.at), head.length);
-      if (head.length > 0) {
-        for (let i = 0; i < n; i++) {
-          if (r[i * 10 + 5] === 1) r[i * 10] += head.length;
-          if (r[i * 10 + 7] === 1 && r[i * 10 + 4]) r[i * 10 + 2] += head.length;
-        }
-      }
+      for (const at of out.inBytes) r[at] += head.length;
     }
     out.strings.length = 0;
     out.chars = 0;
     out.bytes.at = 0;
+    out.inBytes.length = 0;
     out.n = 0;
-    const refs = r.subarray(0, n * 10);
-    // The next call's records start from zeros (see `out`).
+    const index = asBytes(r.subarray(0, n * 8));
+    // The next call's entries start from zeros (see `out`).
     out.refs = new Int32Array(r.length);
-    emitBatch({ data, elements: packedBindings ? refs : unpackElements(refs) });
-  }
-
-  // Element records as a packed Int32Array (see `out`), and back.
-  function packedElements(elements) {
-    if (ArrayBuffer.isView(elements)) return elements;
-    const r = new Int32Array(elements.length * 10);
-    elements.forEach((e, i) => {
-      const b = i * 10;
-      r[b] = e.payloadStart;
-      r[b + 1] = e.payloadLen;
-      r[b + 2] = e.keyStart;
-      r[b + 3] = e.keyLen;
-      r[b + 4] = e.hasKey ? 1 : 0;
-      if (e.timestamp !== undefined && e.timestamp !== null) {
-        const t = BigInt.asIntN(64, BigInt(e.timestamp));
-        r[b + 6] = 1;
-        r[b + 8] = Number(BigInt.asIntN(32, t));
-        r[b + 9] = Number(t >> 32n);
-      }
-    });
-    return r;
-  }
-
-  function unpackElements(r) {
-    const out = [];
-    for (let b = 0; b < r.length; b += 10) {
-      out.push({
-        payloadStart: r[b],
-        payloadLen: r[b + 1],
-        keyStart: r[b + 2],
-        keyLen: r[b + 3],
-        hasKey: (r[b + 4] & 0xff) !== 0,
-        timestamp: r[b + 6] & 0xff ? (BigInt(r[b + 9]) << 32n) | BigInt(r[b + 8] >>> 0) : undefined,
-      });
-    }
-    return out;
+    emitBatch({ data, index });
   }
 
   // ------------------------------------------------------- the input view
@@ -903,9 +871,10 @@ const weir = (() => {
   // 2^63): reinterpret the 64 bits as signed.
   const time = (t) => (t === undefined ? undefined : Number(BigInt.asIntN(64, BigInt(t))));
 
-  // The elements of one call: their bytes, their packed records, and the
-  // bytes as text when first asked (one decode for the whole batch; keys
-  // and payloads are then substrings when the bytes are ASCII).
+  // The elements of one call: their bytes, their index (8 int32s per
+  // element, as `out.refs`), and the bytes as text when first asked (one
+  // decode for the whole batch; keys and payloads are then substrings when
+  // the bytes are ASCII).
   class Input {
     constructor(data, refs) {
       this.data = data;
@@ -923,7 +892,7 @@ const weir = (() => {
   class Element {
     constructor(input, i) {
       this.input = input;
-      this.at = i * 10;
+      this.at = i * 8;
     }
     get payload() {
       const r = this.input.refs;
@@ -931,12 +900,12 @@ const weir = (() => {
     }
     get key() {
       const r = this.input.refs;
-      if (!(r[this.at + 4] & 0xff)) return undefined;
+      if (!(r[this.at + 4] & 1)) return undefined;
       return this.input.data.subarray(r[this.at + 2], r[this.at + 2] + r[this.at + 3]);
     }
     get timestamp() {
       const r = this.input.refs;
-      return r[this.at + 6] & 0xff ? r[this.at + 9] * TWO32 + (r[this.at + 8] >>> 0) : undefined;
+      return r[this.at + 4] & 2 ? r[this.at + 7] * TWO32 + (r[this.at + 6] >>> 0) : undefined;
     }
     get payloadStr() {
       const input = this.input;
@@ -950,28 +919,32 @@ const weir = (() => {
       const input = this.input;
       const r = input.refs;
       const at = this.at;
-      if (!(r[at + 4] & 0xff)) return '';
+      if (!(r[at + 4] & 1)) return '';
       const start = r[at + 2];
       return input.text !== null ? input.text.substring(start, start + r[at + 3]) : input.str(start, r[at + 3]);
     }
   }
 
-  // A single element (`process`, `process-broadcast`) as a one-element input.
+  // A single element (`process`, `process-broadcast`: a WIT `element`
+  // record) as a one-element input.
   function single(e) {
     const key = e.key;
     const data = new Uint8Array(e.payload.length + (key ? key.length : 0));
     data.set(e.payload);
-    const refs = packedElements([
-      {
-        payloadStart: 0,
-        payloadLen: e.payload.length,
-        keyStart: e.payload.length,
-        keyLen: key ? key.length : 0,
-        hasKey: key !== undefined,
-        timestamp: e.timestamp,
-      },
-    ]);
-    if (key) data.set(key, e.payload.length);
+    const refs = new Int32Array(8);
+    refs[1] = e.payload.length;
+    if (key !== undefined && key !== null) {
+      data.set(key, e.payload.length);
+      refs[2] = e.payload.length;
+      refs[3] = key.length;
+      refs[4] = 1;
+    }
+    if (e.timestamp !== undefined && e.timestamp !== null) {
+      const t = BigInt.asIntN(64, BigInt(e.timestamp));
+      refs[4] |= 2;
+      refs[6] = Number(BigInt.asIntN(32, t));
+      refs[7] = Number(t >> 32n);
+    }
     return new Element(new Input(data, refs), 0);
   }
 
@@ -1246,9 +1219,9 @@ const weir = (() => {
      * keyed downstream sees it as that key), with `timestamp` (ms) if given. */
     emit(payload, key, timestamp) {
       const o = out;
-      const b = o.n * 10;
+      const b = o.n * 8;
       // The common case inline: a string without key or timestamp.
-      if (typeof payload === 'string' && key === undefined && timestamp === undefined && b + 10 <= o.refs.length) {
+      if (typeof payload === 'string' && key === undefined && timestamp === undefined && b + 8 <= o.refs.length) {
         const r = o.refs;
         r[b] = o.chars;
         r[b + 1] = payload.length;
@@ -1330,9 +1303,8 @@ const weir = (() => {
       },
       processBatch(b) {
         const o = opened();
-        packedBindings = ArrayBuffer.isView(b.elements);
-        const input = new Input(b.data, packedElements(b.elements));
-        const n = input.refs.length / 10;
+        const input = new Input(b.data, int32View(b.index));
+        const n = input.refs.length >> 3;
         call(() => {
           beginBatch();
           let ok = false;

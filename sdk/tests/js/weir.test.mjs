@@ -55,61 +55,98 @@ const weir = new Function(...locals, `${body}\nreturn weir;`)(...locals.map((n) 
 
 const text = new TextDecoder();
 
-// An emit-batch's elements, packed (Int32Array) or objects, as
-// [payload, key, timestamp] with text payloads and keys.
-function decodeOutput({ data, elements }) {
-  const records = ArrayBuffer.isView(elements)
-    ? Array.from({ length: elements.length / 10 }, (_, i) => {
-        const r = elements.subarray(i * 10, i * 10 + 10);
-        return {
-          payloadStart: r[0],
-          payloadLen: r[1],
-          keyStart: r[2],
-          keyLen: r[3],
-          hasKey: (r[4] & 0xff) !== 0,
-          timestamp: r[6] & 0xff ? (BigInt(r[9]) << 32n) | BigInt(r[8] >>> 0) : undefined,
-        };
-      })
-    : elements;
-  return records.map((e) => [
-    text.decode(data.subarray(e.payloadStart, e.payloadStart + e.payloadLen)),
-    e.hasKey ? text.decode(data.subarray(e.keyStart, e.keyStart + e.keyLen)) : undefined,
-    e.timestamp === undefined ? undefined : BigInt.asIntN(64, BigInt(e.timestamp)),
-  ]);
+// An emit-batch (`{ data, index }`, 32-byte little-endian entries, read
+// here with a DataView, independently of the SDK's Int32Array) as
+// [payload, key, timestamp] with text payloads and keys. Checks what the
+// host checks: whole entries, no undefined flag bits, a zero word 5, zero
+// timestamp words without flag bit 1, and fields inside `data`.
+function decodeOutput({ data, index }) {
+  assert.ok(data instanceof Uint8Array && index instanceof Uint8Array, 'emit-batch takes byte lists');
+  return parseIndex(index).map((e) => {
+    assert.ok(e.payloadStart + e.payloadLen <= data.length && e.keyStart + e.keyLen <= data.length, 'fields inside data');
+    return [
+      text.decode(data.subarray(e.payloadStart, e.payloadStart + e.payloadLen)),
+      e.hasKey ? text.decode(data.subarray(e.keyStart, e.keyStart + e.keyLen)) : undefined,
+      e.timestamp,
+    ];
+  });
 }
 
-// A batch of (key, payload, timestamp) records, packed as the built
-// bindings hand it over, or as objects as plain componentize-js does.
-function batchOf(records, packed = true) {
+function parseIndex(index) {
+  assert.equal(index.length % 32, 0, 'whole 32-byte entries');
+  const v = new DataView(index.buffer, index.byteOffset, index.byteLength);
+  return Array.from({ length: index.length / 32 }, (_, i) => {
+    const at = i * 32;
+    const flags = v.getUint32(at + 16, true);
+    assert.equal(flags & ~3, 0, 'no undefined flag bits');
+    assert.equal(v.getUint32(at + 20, true), 0, 'word 5 is zero');
+    const timestamp = v.getBigInt64(at + 24, true);
+    if (!(flags & 2)) assert.equal(timestamp, 0n, 'no time, zero timestamp');
+    if (!(flags & 1)) assert.deepEqual([v.getUint32(at + 8, true), v.getUint32(at + 12, true)], [0, 0], 'no key, zero key words');
+    return {
+      payloadStart: v.getUint32(at, true),
+      payloadLen: v.getUint32(at + 4, true),
+      keyStart: v.getUint32(at + 8, true),
+      keyLen: v.getUint32(at + 12, true),
+      hasKey: (flags & 1) !== 0,
+      timestamp: flags & 2 ? timestamp : undefined,
+    };
+  });
+}
+
+// A process-batch of (key, payload, timestamp) records as the host sends
+// it: `{ data, index }`, 32-byte entries. `offset` puts the index at that
+// byte offset of its buffer (the SDK copies an index that is not 4-byte
+// aligned).
+function batchOf(records, offset = 0) {
   const enc = new TextEncoder();
   const parts = [];
-  const elements = [];
+  const index = new Uint8Array(offset + records.length * 32).subarray(offset);
+  const v = new DataView(index.buffer, index.byteOffset, index.byteLength);
   let at = 0;
-  for (const [key, payload, timestamp] of records) {
+  records.forEach(([key, payload, timestamp], i) => {
     const p = enc.encode(payload);
-    const k = key === undefined ? new Uint8Array(0) : enc.encode(key);
-    elements.push({ payloadStart: at, payloadLen: p.length, keyStart: at + p.length, keyLen: k.length, hasKey: key !== undefined, timestamp });
-    parts.push(p, k);
-    at += p.length + k.length;
-  }
+    v.setUint32(i * 32, at, true);
+    v.setUint32(i * 32 + 4, p.length, true);
+    at += p.length;
+    parts.push(p);
+    let flags = 0;
+    if (key !== undefined) {
+      const k = enc.encode(key);
+      v.setUint32(i * 32 + 8, at, true);
+      v.setUint32(i * 32 + 12, k.length, true);
+      at += k.length;
+      parts.push(k);
+      flags |= 1;
+    }
+    if (timestamp !== undefined) {
+      v.setBigInt64(i * 32 + 24, timestamp, true);
+      flags |= 2;
+    }
+    v.setUint32(i * 32 + 16, flags, true);
+  });
   const data = new Uint8Array(at);
   let o = 0;
   for (const p of parts) {
     data.set(p, o);
     o += p.length;
   }
-  if (!packed) return { data, elements };
-  const r = new Int32Array(elements.length * 10);
-  elements.forEach((e, i) => {
-    r.set([e.payloadStart, e.payloadLen, e.keyStart, e.keyLen, e.hasKey ? 1 : 0], i * 10);
-    if (e.timestamp !== undefined) {
-      const t = BigInt.asIntN(64, e.timestamp);
-      r[i * 10 + 6] = 1;
-      r[i * 10 + 8] = Number(BigInt.asIntN(32, t));
-      r[i * 10 + 9] = Number(t >> 32n);
-    }
+  return { data, index };
+}
+
+// A value-batch (16-byte entries: slot, start, len, flags) as [slot,
+// value bytes or null] pairs.
+function parseValues({ data, index }) {
+  assert.ok(data instanceof Uint8Array && index instanceof Uint8Array, 'set-batch takes byte lists');
+  assert.equal(index.length % 16, 0, 'whole 16-byte entries');
+  const v = new DataView(index.buffer, index.byteOffset, index.byteLength);
+  return Array.from({ length: index.length / 16 }, (_, i) => {
+    const [slot, start, len, flags] = [0, 4, 8, 12].map((o) => v.getUint32(i * 16 + o, true));
+    assert.equal(flags & ~1, 0, 'no undefined flag bits');
+    if (!(flags & 1)) assert.deepEqual([start, len], [0, 0], 'a cleared value has zero start and length');
+    assert.ok(start + len <= data.length, 'value inside data');
+    return [slot, flags & 1 ? [...data.subarray(start, start + len)] : null];
   });
-  return { data, elements: r };
 }
 
 // A host value state: each key slot's value at the start of a batch, the
@@ -132,21 +169,23 @@ function valueHandle(slots = []) {
     },
     getBatch: () => {
       host.calls.push('get-batch');
-      const spans = new Int32Array(h.slots.length * 3);
+      const index = new Uint8Array(h.slots.length * 16);
+      const v = new DataView(index.buffer);
       const bytes = [];
-      h.slots.forEach((v, i) => {
-        if (v !== undefined) spans.set([bytes.length, v.length, 1], i * 3);
-        if (v !== undefined) bytes.push(...v);
+      h.slots.forEach((value, i) => {
+        v.setUint32(i * 16, i, true);
+        if (value === undefined) return;
+        v.setUint32(i * 16 + 4, bytes.length, true);
+        v.setUint32(i * 16 + 8, value.length, true);
+        v.setUint32(i * 16 + 12, 1, true);
+        bytes.push(...value);
       });
-      return [Uint8Array.from(bytes), spans];
+      return { data: Uint8Array.from(bytes), index };
     },
-    setBatch: (slots, data, spans) => {
-      const p = ArrayBuffer.isView(spans) ? spans : spans.flatMap((s) => [s.start, s.len, s.present ? 1 : 0]);
-      const values = [...slots].map((s, i) => (p[i * 3 + 2] ? [...data.subarray(p[i * 3], p[i * 3] + p[i * 3 + 1])] : null));
-      host.calls.push(`set-batch ${JSON.stringify([...slots])} ${JSON.stringify(values)}`);
-      [...slots].forEach((s, i) => {
-        h.slots[s] = values[i] === null ? undefined : Uint8Array.from(values[i]);
-      });
+    setBatch: (values) => {
+      const entries = parseValues(values);
+      host.calls.push(`set-batch ${JSON.stringify(entries.map(([s]) => s))} ${JSON.stringify(entries.map(([, b]) => b))}`);
+      for (const [slot, b] of entries) h.slots[slot] = b === null ? undefined : Uint8Array.from(b);
     },
   };
   return h;
@@ -238,28 +277,26 @@ class Counter {
   }
 }
 
-for (const packed of [true, false]) {
-  test(`a batch reads value state once and writes it back once, with per-record semantics (${packed ? 'packed' : 'object'} records)`, () => {
-    host.handles.count = valueHandle([[5], undefined, [9]]);
-    const handler = weir.export(Counter);
-    handler.open(info());
-    // Records on keys b, a, b, b (slots 1, 0, 1, 1): later ones see the
-    // earlier writes.
-    host.slots = [1, 0, 1, 1];
-    handler.processBatch(batchOf([['b', 'x'], ['a', 'x'], ['b', 'x'], ['b', 'x']], packed));
-    assert.deepEqual(host.emitted.map(([p]) => p), ['b 1', 'a 6', 'b 2', 'b 3']);
-    // Slots in first-write order, each once with its last value; slot 2
-    // untouched; no per-record call.
-    assert.deepEqual(host.calls, ['batch-slots', 'get-batch', 'set-batch [1,0] [[3],[6]]']);
-    assert.deepEqual(host.current, []);
-    // The next batch reads what this one wrote.
-    host.calls.length = 0;
-    host.slots = [0, 2];
-    handler.processBatch(batchOf([['a', 'x'], ['c', 'x']], packed));
-    assert.deepEqual(host.emitted.slice(4).map(([p]) => p), ['a 7', 'c 10']);
-    assert.deepEqual(host.handles.count.slots, [bytes(7), bytes(3), bytes(10)]);
-  });
-}
+test('a batch reads value state once and writes it back once, with per-record semantics', () => {
+  host.handles.count = valueHandle([[5], undefined, [9]]);
+  const handler = weir.export(Counter);
+  handler.open(info());
+  // Records on keys b, a, b, b (slots 1, 0, 1, 1): later ones see the
+  // earlier writes.
+  host.slots = [1, 0, 1, 1];
+  handler.processBatch(batchOf([['b', 'x'], ['a', 'x'], ['b', 'x'], ['b', 'x']]));
+  assert.deepEqual(host.emitted.map(([p]) => p), ['b 1', 'a 6', 'b 2', 'b 3']);
+  // Slots in first-write order, each once with its last value; slot 2
+  // untouched; no per-record call.
+  assert.deepEqual(host.calls, ['batch-slots', 'get-batch', 'set-batch [1,0] [[3],[6]]']);
+  assert.deepEqual(host.current, []);
+  // The next batch reads what this one wrote.
+  host.calls.length = 0;
+  host.slots = [0, 2];
+  handler.processBatch(batchOf([['a', 'x'], ['c', 'x']]));
+  assert.deepEqual(host.emitted.slice(4).map(([p]) => p), ['a 7', 'c 10']);
+  assert.deepEqual(host.handles.count.slots, [bytes(7), bytes(3), bytes(10)]);
+});
 
 test('outside a batch each value state call goes to the host', () => {
   host.handles.count = valueHandle();
@@ -353,6 +390,78 @@ test('elements read their fields from the batch, unkeyed and keyed', () => {
     ['ab', [0x61, 0x62], 'xyz', [0x78, 0x79, 0x7a], 5],
     ['', undefined, 'q', [0x71], undefined],
   ]);
+});
+
+test('the batch index packs an empty key apart from no key, and signed or absent timestamps', () => {
+  const seen = [];
+  const handler = weir.export({
+    open: () => ({
+      process: (ctx, e) => {
+        seen.push([e.key && [...e.key], e.keyStr, e.payloadStr, e.timestamp]);
+        // Each record back out as it came, then with the key as bytes.
+        ctx.emit(e.payload, e.key, e.timestamp);
+        ctx.emit(e.payloadStr, e.key === undefined ? undefined : e.keyStr, e.timestamp === undefined ? undefined : BigInt(e.timestamp));
+      },
+    }),
+  });
+  handler.open(info());
+  const records = [
+    ['', 'empty key', -1n],
+    [undefined, 'no key', undefined],
+    ['k', 'zero time', 0n],
+    ['', '', -(2n ** 53n) + 1n],
+    ['k', 'late', 2n ** 53n - 1n],
+  ];
+  // An index at an odd byte offset of its buffer is read from a copy.
+  for (const offset of [0, 1]) {
+    seen.length = 0;
+    host.emitted.length = 0;
+    handler.processBatch(batchOf(records, offset));
+    assert.deepEqual(seen, [
+      [[], '', 'empty key', -1],
+      [undefined, '', 'no key', undefined],
+      [[0x6b], 'k', 'zero time', 0],
+      [[], '', '', -(2 ** 53) + 1],
+      [[0x6b], 'k', 'late', 2 ** 53 - 1],
+    ]);
+    assert.deepEqual(host.emitted, records.flatMap(([k, p, t]) => [[p, k, t], [p, k, t]]));
+  }
+  // A single element (`process`) packs the same way.
+  seen.length = 0;
+  handler.process({ payload: bytes(0x70), key: bytes(), timestamp: 2n ** 64n - 2n });
+  handler.process({ payload: bytes(), key: undefined, timestamp: undefined });
+  assert.deepEqual(seen, [
+    [[], '', 'p', -2],
+    [undefined, '', '', undefined],
+  ]);
+  // A timestamp that is not an integer number of ms is refused.
+  const bad = weir.export({ open: () => ({ process: (ctx) => ctx.emit('x', undefined, 1.5) }) });
+  bad.open(info());
+  assert.throws(() => bad.processBatch(batchOf([['k', 'x']])), (e) => e === 'emit: timestamp 1.5 is not an integer number of ms');
+});
+
+test('a cleared value is written back apart from an empty one, and read back apart', () => {
+  // An empty tuple encodes as zero bytes: a present, empty value.
+  host.handles.unit = valueHandle([[], undefined, []]);
+  const got = [];
+  const handler = weir.export({
+    open: (ctx) => {
+      const unit = ctx.valueState('unit', []);
+      return {
+        process: (c, e) => {
+          got.push(unit.get());
+          if (e.payloadStr === 'set') unit.set([]);
+          if (e.payloadStr === 'clear') unit.clear();
+        },
+      };
+    },
+  });
+  handler.open(info());
+  host.slots = [0, 1, 2, 0, 1];
+  handler.processBatch(batchOf([['a', 'clear'], ['b', 'set'], ['c', 'read'], ['a', 'read'], ['b', 'read']]));
+  assert.deepEqual(got, [[], undefined, [], undefined, []]);
+  assert.equal(host.calls.at(-1), 'set-batch [0,1] [null,[]]');
+  assert.deepEqual(host.handles.unit.slots, [undefined, bytes(), bytes()]);
 });
 
 test('list and map state page through long states and sync the current record first', () => {
