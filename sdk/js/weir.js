@@ -185,8 +185,14 @@ const weir = (() => {
   // ------------------------------------------------------------ the types
 
   // A type encodes a JavaScript value into postcard and decodes it back:
-  // { name, enc(writer, value), dec(reader) }.
-  const type = (name, enc, dec) => Object.freeze({ name, enc, dec });
+  // { name, enc(writer, value), dec(reader), small }. `small` tells the
+  // batch cache how a value of 0 to 127 (SMALL_UNSIGNED: u8 and the unsigned
+  // varints) or of -64 to 63 (SMALL_SIGNED: the zigzag varints) encodes:
+  // as one byte, which it then reads and writes inline (CachedValue).
+  const SMALL_NONE = 0;
+  const SMALL_UNSIGNED = 1;
+  const SMALL_SIGNED = 2;
+  const type = (name, enc, dec, small = SMALL_NONE) => Object.freeze({ name, enc, dec, small });
 
   function bad(t, v) {
     const shown = typeof v === 'bigint' ? `${v}n` : typeof v === 'string' ? JSON.stringify(v) : String(v);
@@ -210,6 +216,7 @@ const weir = (() => {
         if (typeof n === 'number' ? n > max : n > bigMax) throw new WeirError(`${name} out of range: ${n}`);
         return n;
       },
+      SMALL_UNSIGNED,
     );
   }
 
@@ -233,6 +240,7 @@ const weir = (() => {
         const n = z & 1n ? -((z + 1n) >> 1n) : z >> 1n;
         return n >= -BigInt(MAX_SAFE) && n <= BigInt(MAX_SAFE) ? Number(n) : n;
       },
+      SMALL_SIGNED,
     );
   }
 
@@ -267,6 +275,7 @@ const weir = (() => {
       need(r, 1);
       return r.buf[r.at++];
     },
+    SMALL_UNSIGNED,
   );
 
   const i8 = type(
@@ -595,28 +604,39 @@ const weir = (() => {
   /** A value-shaped state (value, reducing, aggregating) with its batch
    * cache: the batch's values as the host had them (`data`, and `spans`,
    * the `value-batch` index: slot, start, len, flags per slot), and the
-   * values written since, per slot, in `arena`. */
+   * values written since, per slot, in `arena`.
+   *
+   * `get` and `set` run for every record, in an interpreter where each
+   * call and allocation costs about as much as a dozen property reads: they
+   * inline the slot lookup, and a `small` value (one byte of postcard, e.g.
+   * a count up to 127) is read and written in place, without a codec call. */
   class CachedValue {
     constructor(name, handle, t) {
       this.name = name;
       this.what = `state '${name}'`;
       this.h = handle;
       this.t = t;
+      this.small = t.small;
       this.generation = -1;
       this.data = null;
       this.spans = null;
+      this.slots = null;
+      this.n = 0;
       this.start = new Int32Array(0);
       this.len = new Int32Array(0);
       this.arena = new Writer();
       this.dirtySlots = [];
     }
 
+    // This batch's values, and its key slots (fetched once per batch for
+    // every state).
     load() {
-      if (this.generation === batch.generation) return;
+      this.slots = batch.slots === null ? fetchSlots() : batch.slots;
       const values = host(this.what, () => this.h.getBatch());
       this.data = values.data;
       this.spans = int32View(values.index);
       const n = this.spans.length >> 2;
+      this.n = n;
       this.start = new Int32Array(n);
       if (this.len.length < n) this.len = new Int32Array(n);
       this.arena.at = 0;
@@ -624,82 +644,98 @@ const weir = (() => {
       this.generation = batch.generation;
     }
 
-    // The current element's key slot, with this batch's values loaded.
-    slot() {
-      const slot = (batch.slots === null ? fetchSlots() : batch.slots)[batch.index];
-      if (slot === undefined) throw new WeirError(`no key slot for element ${batch.index}`);
-      if (this.generation !== batch.generation) this.load();
-      if (slot * 4 >= this.spans.length) throw new WeirError(`${this.what}: bad slot`);
-      return slot;
+    badSlot() {
+      const slot = this.slots[batch.index];
+      return new WeirError(slot === undefined ? `no key slot for element ${batch.index}` : `${this.what}: bad slot ${slot}`);
     }
 
     // The hot path of a batch: no host call, one decode from the batch's
     // buffer or the arena.
     get() {
-      if (!batch.active) {
-        const b = host(this.what, () => this.h.get());
-        return b === undefined ? undefined : decodeFor(this.name, this.t, b);
+      const b = batch;
+      if (!b.active) {
+        const v = host(this.what, () => this.h.get());
+        return v === undefined ? undefined : decodeFor(this.name, this.t, v);
       }
-      const slot = this.slot();
+      if (this.generation !== b.generation) this.load();
+      const slot = this.slots[b.index];
+      // Also false for undefined (no slot for this element).
+      if (!(slot < this.n)) throw this.badSlot();
       const w = this.start[slot];
-      const r = reader;
+      let buf;
+      let at;
+      let len;
       if (w > 0) {
-        r.buf = this.arena.buf;
-        r.at = w - 1;
-        r.end = w - 1 + this.len[slot];
+        buf = this.arena.buf;
+        at = w - 1;
+        len = this.len[slot];
       } else {
         const spans = this.spans;
-        const at = slot * 4;
-        if (w === WRITTEN_CLEAR || !(spans[at + 3] & 1)) return undefined;
-        r.buf = this.data;
-        r.at = spans[at + 1];
-        r.end = spans[at + 1] + spans[at + 2];
+        const e = slot * 4;
+        if (w === WRITTEN_CLEAR || !(spans[e + 3] & 1)) return undefined;
+        buf = this.data;
+        at = spans[e + 1];
+        len = spans[e + 2];
       }
-      let value;
-      try {
-        value = this.t.dec(r);
-        if (r.at !== r.end) throw new WeirError(`${r.end - r.at} bytes left after the value`);
-      } catch (e) {
-        throw new WeirError(`${this.what}: cannot decode value: ${e.message}`);
+      if (len === 1 && this.small !== SMALL_NONE) {
+        const x = buf[at];
+        if (x < 0x80) return this.small === SMALL_UNSIGNED ? x : (x >>> 1) ^ -(x & 1);
       }
-      return value;
+      return decodeFor(this.name, this.t, buf, at, len);
     }
 
     set(value) {
-      if (!batch.active) {
-        const b = encodeFor(this.name, this.t, value);
-        host(this.what, () => this.h.set(b));
+      const b = batch;
+      if (!b.active) {
+        const v = encodeFor(this.name, this.t, value);
+        host(this.what, () => this.h.set(v));
         return;
       }
-      const slot = this.written();
+      if (this.generation !== b.generation) this.load();
+      const slot = this.slots[b.index];
+      if (!(slot < this.n)) throw this.badSlot();
+      const start = this.start;
+      if (start[slot] === WRITTEN_NONE) {
+        if (this.dirtySlots.length === 0) dirty.push(this);
+        this.dirtySlots.push(slot);
+      }
       const a = this.arena;
-      const start = a.at;
+      const at = a.at;
+      if (this.small !== SMALL_NONE && typeof value === 'number' && (value | 0) === value) {
+        const x = this.small === SMALL_UNSIGNED ? value : value >= 0 ? value * 2 : -value * 2 - 1;
+        if (x >= 0 && x < 0x80) {
+          if (at === a.buf.length) a.room(1);
+          a.buf[at] = x;
+          a.at = at + 1;
+          start[slot] = at + 1;
+          this.len[slot] = 1;
+          return;
+        }
+      }
       try {
         this.t.enc(a, value);
       } catch (e) {
-        a.at = start;
+        a.at = at;
         throw new WeirError(`${this.what}: cannot encode value: ${e.message}`);
       }
-      this.start[slot] = start + 1;
-      this.len[slot] = a.at - start;
+      start[slot] = at + 1;
+      this.len[slot] = a.at - at;
     }
 
     clear() {
-      if (!batch.active) {
+      const b = batch;
+      if (!b.active) {
         host(this.what, () => this.h.clear());
         return;
       }
-      this.start[this.written()] = WRITTEN_CLEAR;
-    }
-
-    // The current element's slot, marked written.
-    written() {
-      const slot = this.slot();
+      if (this.generation !== b.generation) this.load();
+      const slot = this.slots[b.index];
+      if (!(slot < this.n)) throw this.badSlot();
       if (this.start[slot] === WRITTEN_NONE) {
         if (this.dirtySlots.length === 0) dirty.push(this);
         this.dirtySlots.push(slot);
       }
-      return slot;
+      this.start[slot] = WRITTEN_CLEAR;
     }
 
     // One `set-batch` entry per written slot, in first-write order: the
