@@ -286,9 +286,9 @@ test('a batch reads value state once and writes it back once, with per-record se
   host.slots = [1, 0, 1, 1];
   handler.processBatch(batchOf([['b', 'x'], ['a', 'x'], ['b', 'x'], ['b', 'x']]));
   assert.deepEqual(host.emitted.map(([p]) => p), ['b 1', 'a 6', 'b 2', 'b 3']);
-  // Slots in first-write order, each once with its last value; slot 2
-  // untouched; no per-record call.
-  assert.deepEqual(host.calls, ['batch-slots', 'get-batch', 'set-batch [1,0] [[3],[6]]']);
+  // Slots in slot order, each once with its last value; slot 2 untouched;
+  // no per-record call.
+  assert.deepEqual(host.calls, ['batch-slots', 'get-batch', 'set-batch [0,1] [[6],[3]]']);
   assert.deepEqual(host.current, []);
   // The next batch reads what this one wrote.
   host.calls.length = 0;
