@@ -464,6 +464,55 @@ test('a cleared value is written back apart from an empty one, and read back apa
   assert.deepEqual(host.handles.unit.slots, [undefined, bytes(), bytes()]);
 });
 
+test('small integers, read and written in place by the batch cache, encode as the codec does', () => {
+  // Around the one-byte bounds of each kind: u8 (one byte for 0-255, in
+  // place for 0-127), the unsigned varints (0-127) and zigzag (-64 to 63).
+  const cases = [
+    [weir.u8, [0, 127, 128, 255]],
+    [weir.u16, [0, 1, 127, 128, 65535]],
+    [weir.u64, [0, 127, 128, 2 ** 53 - 1, 2n ** 64n - 1n]],
+    [weir.i64, [0, 63, 64, -1, -64, -65, -(2 ** 40)]],
+    [weir.i32, [-64, 63, -2147483648]],
+  ];
+  for (const [t, values] of cases) {
+    const stored = values.map((v) => weir.encode(t, v));
+    host.handles.v = valueHandle(stored.map((b) => [...b]));
+    const seen = [];
+    const handler = weir.export({
+      open: (ctx) => {
+        const v = ctx.valueState('v', t);
+        return {
+          process: (c, e) => {
+            const i = Number(e.payloadStr);
+            // What the host held, then what this batch wrote over it.
+            seen.push(v.get());
+            v.set(values[values.length - 1 - i]);
+            seen.push(v.get());
+          },
+        };
+      },
+    });
+    handler.open(info());
+    host.slots = values.map((_, i) => i);
+    host.calls.length = 0;
+    handler.processBatch(batchOf(values.map((_, i) => ['k', String(i)])));
+    const reversed = values.slice().reverse();
+    assert.deepEqual(seen, values.flatMap((v, i) => [v, reversed[i]]), t.name);
+    assert.deepEqual(host.handles.v.slots, reversed.map((v) => weir.encode(t, v)), t.name);
+  }
+  // A value out of the type's range is refused on the in-place path too.
+  host.handles.v = valueHandle([[1]]);
+  const failing = weir.export({
+    open: (ctx) => {
+      const v = ctx.valueState('v', weir.u64);
+      return { process: () => v.set(-1) };
+    },
+  });
+  failing.open(info());
+  host.slots = [0];
+  assert.throws(() => failing.processBatch(batchOf([['k', 'x']])), (e) => e === "state 'v': cannot encode value: expected an integer from 0 to 2^64 - 1 (u64), got -1");
+});
+
 test('list and map state page through long states and sync the current record first', () => {
   const items = Array.from({ length: 600 }, (_, i) => weir.encode(weir.u64, i));
   const entries = Array.from({ length: 300 }, (_, i) => [weir.encode(String, `k${String(i).padStart(3, '0')}`), weir.encode(weir.i64, 0 - i)]);
