@@ -387,7 +387,7 @@ const weir = (() => {
       (w, v) => {
         if (!Array.isArray(v)) throw bad(`an array (list(${t.name}))`, v);
         writeVarint(w, v.length);
-        for (const item of v) t.enc(w, item);
+        for (let i = 0; i < v.length; i++) t.enc(w, v[i]);
       },
       (r) => {
         const n = readVarint(r, 5);
@@ -813,15 +813,18 @@ const weir = (() => {
       r[at + 1] = value.length;
       out.strings.push(value);
       out.chars += value.length;
-    } else if (ArrayBuffer.isView(value)) {
+    } else if (value instanceof Uint8Array) {
+      const n = value.length;
       const b = out.bytes;
-      r[at] = b.at;
-      r[at + 1] = value.byteLength;
+      const to = b.at;
+      r[at] = to;
+      r[at + 1] = n;
       out.inBytes.push(at);
-      b.room(value.byteLength);
-      b.buf.set(new Uint8Array(value.buffer, value.byteOffset, value.byteLength), b.at);
-      b.at += value.byteLength;
-    } else place(String(value), at);
+      if (to + n > b.buf.length) b.room(n);
+      b.buf.set(value, to);
+      b.at = to + n;
+    } else if (ArrayBuffer.isView(value)) place(new Uint8Array(value.buffer, value.byteOffset, value.byteLength), at);
+    else place(String(value), at);
   }
 
   function pushOutput(payload, key, timestamp) {
@@ -859,24 +862,28 @@ const weir = (() => {
     const joined = out.strings.join('');
     const head = utf8.encode(joined);
     if (head.length === joined.length) return head;
+    // Indexed loops throughout: a for-of calls the iterator per item.
+    const strings = out.strings;
     const byteAt = new Map();
     let chars = 0;
     let bytesSoFar = 0;
-    for (const s of out.strings) {
+    for (let k = 0; k < strings.length; k++) {
       byteAt.set(chars, bytesSoFar);
-      chars += s.length;
-      bytesSoFar += utf8.encode(s).length;
+      chars += strings[k].length;
+      bytesSoFar += utf8.encode(strings[k]).length;
     }
     byteAt.set(chars, bytesSoFar);
     const inBytes = new Set(out.inBytes);
+    const toBytes = (at) => {
+      const start = byteAt.get(r[at]);
+      r[at + 1] = byteAt.get(r[at] + r[at + 1]) - start;
+      r[at] = start;
+    };
     for (let i = 0; i < n; i++) {
-      for (const at of [i * 8, i * 8 + 2]) {
-        // A key's words are zeros without a key (flags bit 0).
-        if (inBytes.has(at) || (at % 8 === 2 && !(r[i * 8 + 4] & 1))) continue;
-        const start = byteAt.get(r[at]);
-        r[at + 1] = byteAt.get(r[at] + r[at + 1]) - start;
-        r[at] = start;
-      }
+      const at = i * 8;
+      if (!inBytes.has(at)) toBytes(at);
+      // A key's words are zeros without a key (flags bit 0).
+      if (r[at + 4] & 1 && !inBytes.has(at + 2)) toBytes(at + 2);
     }
     return head;
   }
@@ -891,7 +898,9 @@ const weir = (() => {
       data = new Uint8Array(head.length + out.bytes.at);
       data.set(head);
       data.set(out.bytes.buf.subarray(0, out.bytes.at), head.length);
-      for (const at of out.inBytes) r[at] += head.length;
+      // An indexed loop: for-of calls the iterator per item.
+      const inBytes = out.inBytes;
+      for (let i = 0; i < inBytes.length; i++) r[inBytes[i]] += head.length;
     }
     out.strings.length = 0;
     out.chars = 0;
@@ -1293,13 +1302,24 @@ const weir = (() => {
     emit(payload, key, timestamp) {
       const o = out;
       const b = o.n * 8;
-      // The common case inline: a string without key or timestamp.
-      if (typeof payload === 'string' && key === undefined && timestamp === undefined && b + 8 <= o.refs.length) {
+      // The common cases inline (a call costs as much as a dozen
+      // instructions): a string without timestamp, with no key or a
+      // string key; a key of bytes is placed by a call.
+      if (typeof payload === 'string' && timestamp === undefined && b + 8 <= o.refs.length) {
         const r = o.refs;
         r[b] = o.chars;
         r[b + 1] = payload.length;
         o.strings.push(payload);
         o.chars += payload.length;
+        if (key !== undefined && key !== null) {
+          if (typeof key === 'string') {
+            r[b + 2] = o.chars;
+            r[b + 3] = key.length;
+            o.strings.push(key);
+            o.chars += key.length;
+          } else place(key, b + 2);
+          r[b + 4] = 1;
+        }
         o.n++;
       } else pushOutput(payload, key, timestamp);
     }
