@@ -32,7 +32,10 @@ const fakes = {
   registerProcessingTimeTimer: (t) => host.timers.push(['register-processing', t]),
   deleteEventTimeTimer: (t) => host.timers.push(['delete', t]),
   deleteProcessingTimeTimer: () => {},
-  setCurrentElement: (i) => host.current.push(i),
+  setCurrentElement: (i) => {
+    if (host.syncError) throw host.syncError;
+    host.current.push(i);
+  },
   batchSlots: () => {
     host.calls.push('batch-slots');
     return Uint32Array.from(host.slots);
@@ -198,6 +201,7 @@ beforeEach(() => {
   for (const k of ['registered', 'emitted', 'current', 'timers', 'calls']) host[k].length = 0;
   host.handles = {};
   host.slots = [];
+  host.syncError = undefined;
 });
 
 const bytes = (...b) => new Uint8Array(b.flat());
@@ -639,6 +643,20 @@ test('host errors are WeirErrors with the host message, and fail the call with i
   assert.throws(() => handler.process({ payload: bytes(1) }), (e) => e === "state 'l': no current key (keyed state and timers need a keyed input)");
   assert.ok(caught instanceof weir.WeirError && caught instanceof Error);
   assert.equal(caught.code, 'no-current-key');
+  // Map calls catch host errors the same way, and a failed sync of the
+  // current element names the batch.
+  host.handles.b = { put: () => { throw hostErr('read-only', "broadcast state 'b'"); }, get: () => { throw hostErr('backend', 'disk full'); } };
+  host.handles.m = { contains: () => true };
+  let b;
+  let m;
+  weir.export({ open: (ctx) => ((b = ctx.broadcastMapState('b')), (m = ctx.mapState('m')), {}) }).open(info());
+  assert.throws(() => b.put('k', 1), (e) => e instanceof weir.WeirError && e.code === 'read-only' && e.message === "state 'b': read-only here: broadcast state 'b'");
+  assert.throws(() => b.get('k'), (e) => e instanceof weir.WeirError && e.code === 'backend' && e.message === "state 'b': state backend failed: disk full");
+  host.syncError = hostErr('out-of-range', 5);
+  const h = weir.export({ open: () => ({ process: (ctx, e) => e.payloadStr === 'use' && m.contains('x') }) });
+  h.open(info());
+  host.slots = [0, 0];
+  assert.throws(() => h.processBatch(batchOf([['k', 'skip'], ['k', 'use']])), (e) => e === 'batch: element index 5 is past the batch');
 });
 
 test('operator errors fail the call with their name and message', () => {
