@@ -1329,7 +1329,11 @@ const weir = (() => {
   const timer = (f, t) => {
     syncHost();
     if (typeof t !== 'bigint' && !Number.isInteger(t)) throw new WeirError(`timer: ${t} is not an integer number of ms`);
-    host('timer', () => f(BigInt.asIntN(64, BigInt(t))));
+    try {
+      f(BigInt.asIntN(64, BigInt(t)));
+    } catch (e) {
+      throw hostError('timer', e);
+    }
   };
 
   /** Passed to every call after `open`: output, time, timers. */
