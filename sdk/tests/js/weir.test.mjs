@@ -28,7 +28,10 @@ const fakes = {
   registerOperatorList: register('operator-list'),
   registerBroadcastMap: register('broadcast-map'),
   emitBatch: (b) => host.emitted.push(...decodeOutput(b)),
-  registerEventTimeTimer: (t) => host.timers.push(['register', t]),
+  registerEventTimeTimer: (t) => {
+    if (host.timerError) throw host.timerError;
+    host.timers.push(['register', t]);
+  },
   registerProcessingTimeTimer: (t) => host.timers.push(['register-processing', t]),
   deleteEventTimeTimer: (t) => host.timers.push(['delete', t]),
   deleteProcessingTimeTimer: () => {},
@@ -202,6 +205,7 @@ beforeEach(() => {
   host.handles = {};
   host.slots = [];
   host.syncError = undefined;
+  host.timerError = undefined;
 });
 
 const bytes = (...b) => new Uint8Array(b.flat());
@@ -694,4 +698,7 @@ test('timers and time are signed milliseconds; migrations convert values', () =>
   handler.onTimer({ time: 2n ** 64n - 7n, domain: 'event-time', key: bytes(0x6b) });
   assert.deepEqual(host.emitted, [['k -7 event-time', undefined, undefined]]);
   assert.deepEqual(handler.migrateValue('count', 1, bytes(0xac, 0x02)), bytes(0xac, 0x02, 1));
+  // A refused timer call fails the record with the host's reason.
+  host.timerError = hostErr('no-current-key');
+  assert.throws(() => handler.processBatch(batchOf([['a', 'x', 1n]])), (e) => e === 'timer: no current key (keyed state and timers need a keyed input)');
 });
