@@ -962,7 +962,10 @@ const weir = (() => {
       this.data = data;
       this.refs = refs;
       const text = lossy.decode(data);
-      this.text = text.length === data.length ? text : null;
+      // ASCII when every byte made one character and none was replaced (a
+      // lone invalid byte also makes one, U+FFFD); then a field's text is
+      // its bytes' character codes (see shortText), or a substring.
+      this.text = text.length === data.length && text.indexOf('\uFFFD') < 0 ? text : null;
     }
     str(start, len) {
       return this.text === null ? lossy.decode(this.data.subarray(start, start + len)) : this.text.substring(start, start + len);

@@ -398,6 +398,14 @@ test('elements read their fields from the batch, unkeyed and keyed', () => {
     ['ab', [0x61, 0x62], 'xyz', [0x78, 0x79, 0x7a], 5],
     ['', undefined, 'q', [0x71], undefined],
   ]);
+  // Bytes that are not UTF-8 read as U+FFFD, as a TextDecoder reads them,
+  // also when each lone byte makes one character.
+  seen.length = 0;
+  const b = batchOf([['k', 'x']]);
+  b.data[0] = 0xff;
+  b.data[1] = 0x80;
+  handler.processBatch(b);
+  assert.deepEqual(seen, [['\uFFFD', [0x80], '\uFFFD', [0xff], undefined]]);
 });
 
 test('the batch index packs an empty key apart from no key, and signed or absent timestamps', () => {
