@@ -81,9 +81,11 @@ class Timer(NamedTuple):
         return self.key.decode("utf-8", "replace")
 
 
-# Output of the call in progress: payload, key, timestamp, payload, key,
-# ... (flat, so that flush takes each column with one slice).
-_OUTPUT: list[Any] = []
+# Output of the call in progress: every payload, in order; and, flat, the
+# position, key and timestamp of each element that has a key or a timestamp.
+# The common output, a bare payload, costs one append.
+_PAYLOADS: list[Any] = []
+_EXTRAS: list[Any] = []
 
 
 def _as_bytes(value: Any, what: str) -> bytes:
@@ -97,18 +99,23 @@ def _as_bytes(value: Any, what: str) -> bytes:
 def flush_output() -> None:
     """Sends the output buffered during this call with one ``emit-batch``.
     Called by the export glue after every call into the operator."""
-    out = _OUTPUT
-    if not out:
+    payloads, extras = _PAYLOADS, _EXTRAS
+    if not payloads:
         return
     try:
-        n = len(out) // 3
-        payloads, keys, stamps = out[0::3], out[1::3], out[2::3]
-        if keys.count(None) == n and stamps.count(None) == n:
+        if not extras:
             data, index = _pack_plain(payloads)
         else:
+            n = len(payloads)
+            keys: list[Any] = [None] * n
+            stamps: list[int | None] = [None] * n
+            for i, key, timestamp in zip(extras[0::3], extras[1::3], extras[2::3]):
+                keys[i] = key
+                stamps[i] = timestamp
             data, index = _pack(payloads, keys, stamps)
     finally:
-        out.clear()
+        payloads.clear()
+        extras.clear()
     _host.collector.emit_batch(_host.types.ElementBatch(data, index))
 
 
@@ -176,7 +183,11 @@ def _pack(payloads: list[Any], keys: list[Any], stamps: list[int | None]) -> tup
 
 
 def _emit(payload: bytes | str, key: bytes | str | None = None, timestamp: int | None = None) -> None:
-    _OUTPUT.extend((payload, key, timestamp))
+    if key is None and timestamp is None:
+        _PAYLOADS.append(payload)
+    else:
+        _EXTRAS.extend((len(_PAYLOADS), key, timestamp))
+        _PAYLOADS.append(payload)
 
 
 def _timer_call(call: Callable[[int], None], time: int) -> None:
@@ -198,7 +209,12 @@ class Context:
         """Sends `payload` downstream (``str`` is sent as UTF-8). With `key`,
         a keyed downstream operator sees it under that key; with
         `timestamp`, it carries that event time."""
-        _OUTPUT.extend((payload, key, timestamp))
+        # _emit's body, inline: this runs once per output record.
+        if key is None and timestamp is None:
+            _PAYLOADS.append(payload)
+        else:
+            _EXTRAS.extend((len(_PAYLOADS), key, timestamp))
+            _PAYLOADS.append(payload)
 
     @staticmethod
     def current_key() -> bytes | None:
