@@ -93,6 +93,8 @@ class Host:
         self.failing: str | None = None
         # When set, get-batch sends its entries in this order of slots.
         self.value_batch_order: list[int] | None = None
+        # When set, get-batch sends an index one byte short.
+        self.value_batch_truncated = False
 
     # The key the host would act on.
     def key(self) -> bytes:
@@ -148,6 +150,8 @@ class ValueHandle:
             else:
                 index += VALUE_ENTRY.pack(slot, len(data), len(value), 1)
                 data += value
+        if HOST.value_batch_truncated:
+            index = index[:-1]
         if HOST.value_batch_order is not None:
             # Entries in another order than the slots' (the host promises
             # slot order; the SDK places them by the slot they name anyway).

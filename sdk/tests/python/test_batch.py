@@ -363,3 +363,11 @@ def test_value_batch_entries_land_on_the_slots_they_name_in_any_order(host: Host
     host.value_batch_order = [2, 0, 1]
     handler.process_batch(words("a", "b", "c", "a"))
     assert [p for p, _, _ in host.emitted] == [b"a 11", b"b 1", b"c 31", b"a 12"]
+
+
+def test_a_value_batch_index_that_is_not_whole_entries_fails_the_call_naming_the_state(host: Host) -> None:
+    handler = opened(Counter)
+    host.value_batch_truncated = True
+    with pytest.raises(Err, match=r"^state 'count': a value batch index of 31 bytes is not whole 16-byte entries"):
+        handler.process_batch(words("a", "b"))
+    assert host.calls[-1] == ("set-current-element", 0)
