@@ -3,10 +3,11 @@
 //! so both the WASM layer and the runtime build on it.
 //!
 //! Records travel flat: one byte buffer plus one small [`RecordRef`] of
-//! offsets per record, the layout of the WIT's `element-batch`. A source, a
-//! router or a guest adds a record by copying its bytes, with no allocation
-//! per record, and a batch crosses into a guest as two buffers (the WASM
-//! layer converts the offsets in place, without copying the bytes).
+//! offsets per record, the fields of the WIT's packed `element-batch` index.
+//! A source, a router or a guest adds a record by copying its bytes, with no
+//! allocation per record, and a batch crosses into a guest as two buffers
+//! (the WASM layer packs the offsets into the index, without copying the
+//! bytes).
 
 /// A borrowed view of one record.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -19,7 +20,8 @@ pub struct Record<'a> {
     pub timestamp: Option<i64>,
 }
 
-/// Where one record's bytes are in its buffer (the WIT's `element-ref`).
+/// Where one record's bytes are in its buffer (one entry of the WIT's
+/// `element-batch` index).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RecordRef {
     /// Offset of the payload.

@@ -161,26 +161,37 @@ static bool current_slot(uint32_t *slot) {
 
 /* ---- Output --------------------------------------------------------------- */
 
+/* The packed index entries of wit/types.wit. WebAssembly is little-endian,
+ * so these structs (no padding) are the documented bytes; entries are
+ * copied in and out with memcpy, as a byte list need not be aligned. */
+typedef struct {
+    uint32_t payload_start, payload_len, key_start, key_len, flags, zero;
+    int64_t timestamp;
+} element_entry;
+typedef struct {
+    uint32_t slot, start, len, flags;
+} value_entry;
+_Static_assert(sizeof(element_entry) == 32, "element-batch entries are 32 bytes");
+_Static_assert(sizeof(value_entry) == 16, "value-batch entries are 16 bytes");
+enum { HAS_KEY = 1, HAS_TIMESTAMP = 2, PRESENT = 1 };
+
 static buffer out_data;
-static struct {
-    weir_operator_types_element_ref_t *ptr;
-    size_t len, cap;
-} out_refs;
+static buffer out_index;
 
 void weir_emit_parts(const weir_bytes *key, const int64_t *timestamp, const weir_bytes *parts, size_t count) {
     size_t payload_start = out_data.len;
     for (size_t i = 0; i < count; i++) append(&out_data, parts[i].ptr, parts[i].len);
     size_t key_start = out_data.len;
     if (key) append(&out_data, key->ptr, key->len);
-    reserve((void **)&out_refs.ptr, &out_refs.cap, out_refs.len + 1, sizeof *out_refs.ptr);
-    out_refs.ptr[out_refs.len++] = (weir_operator_types_element_ref_t){
+    element_entry entry = {
         .payload_start = (uint32_t)payload_start,
         .payload_len = (uint32_t)(key_start - payload_start),
         .key_start = (uint32_t)key_start,
         .key_len = key ? (uint32_t)key->len : 0,
-        .has_key = key != NULL,
-        .timestamp = {.is_some = timestamp != NULL, .val = timestamp ? *timestamp : 0},
+        .flags = (key ? HAS_KEY : 0) | (timestamp ? HAS_TIMESTAMP : 0),
+        .timestamp = timestamp ? *timestamp : 0,
     };
+    append(&out_index, &entry, sizeof entry);
 }
 
 void weir_emit(const void *payload, size_t len) {
@@ -199,14 +210,14 @@ void weir_emit_element(const weir_element *e) {
 
 /* Sends the buffered output; after every export call. */
 static void flush_output(void) {
-    if (!out_refs.len) return;
+    if (!out_index.len) return;
     weir_operator_collector_element_batch_t batch = {
         .data = {out_data.ptr, out_data.len},
-        .elements = {out_refs.ptr, out_refs.len},
+        .index = {out_index.ptr, out_index.len},
     };
     weir_operator_collector_emit_batch(&batch);
     out_data.len = 0;
-    out_refs.len = 0;
+    out_index.len = 0;
 }
 
 /* ---- Params, time, key ---------------------------------------------------- */
@@ -282,14 +293,14 @@ struct weir_value_state {
      * `arena`, and the written slots in first-write order. */
     uint64_t generation;
     bool loaded, queued;
-    weir_operator_keyed_state_tuple2_list_u8_list_value_span_t host;
+    weir_operator_keyed_state_value_batch_t host;
+    size_t slots; /* entries of host.index */
     written *written;
     size_t written_cap;
     buffer arena;
     uint32_t *dirty;
     size_t dirty_len, dirty_cap;
-    weir_operator_types_value_span_t *spans;
-    size_t spans_cap;
+    buffer entries; /* the set-batch index */
     /* The next state to write back when the batch ends. */
     weir_value_state *next_queued;
 };
@@ -317,14 +328,16 @@ static bool prepare(weir_value_state *s) {
         s->arena.len = 0;
     }
     if (s->loaded) return true;
-    weir_operator_keyed_state_tuple2_list_u8_list_value_span_free(&s->host);
+    weir_operator_keyed_state_value_batch_free(&s->host);
     weir_operator_types_error_code_t err;
     if (!weir_operator_keyed_state_method_value_state_get_batch(s->handle, &s->host, &err)) {
-        s->host = (weir_operator_keyed_state_tuple2_list_u8_list_value_span_t){0};
+        s->host = (weir_operator_keyed_state_value_batch_t){0};
+        s->slots = 0;
         return host_error(state_label(s->name), &err);
     }
-    reserve((void **)&s->written, &s->written_cap, s->host.f1.len, sizeof *s->written);
-    memset(s->written, 0, s->host.f1.len * sizeof *s->written);
+    s->slots = s->host.index.len / sizeof(value_entry);
+    reserve((void **)&s->written, &s->written_cap, s->slots, sizeof *s->written);
+    memset(s->written, 0, s->slots * sizeof *s->written);
     s->loaded = true;
     return true;
 }
@@ -346,16 +359,17 @@ bool weir_value_get(weir_value_state *s, weir_bytes *value, bool *present) {
     }
     uint32_t slot;
     if (!current_slot(&slot) || !prepare(s)) return false;
-    if (slot >= s->host.f1.len) return weir_fail("state '%s': bad slot %u", s->name, (unsigned)slot);
+    if (slot >= s->slots) return weir_fail("state '%s': bad slot %u", s->name, (unsigned)slot);
     const written *w = &s->written[slot];
     if (w->state != UNWRITTEN) {
         *present = w->state == WRITTEN;
         if (*present) *value = (weir_bytes){s->arena.ptr + w->start, w->len};
         return true;
     }
-    const weir_operator_types_value_span_t *span = &s->host.f1.ptr[slot];
-    *present = span->present;
-    if (*present) *value = (weir_bytes){s->host.f0.ptr + span->start, span->len};
+    value_entry entry;
+    memcpy(&entry, s->host.index.ptr + slot * sizeof entry, sizeof entry);
+    *present = entry.flags & PRESENT;
+    if (*present) *value = (weir_bytes){s->host.data.ptr + entry.start, entry.len};
     return true;
 }
 
@@ -363,7 +377,7 @@ bool weir_value_get(weir_value_state *s, weir_bytes *value, bool *present) {
 static bool put_cached(weir_value_state *s, const void *value, size_t len, bool present) {
     uint32_t slot;
     if (!current_slot(&slot) || !prepare(s)) return false;
-    if (slot >= s->host.f1.len) return weir_fail("state '%s': bad slot %u", s->name, (unsigned)slot);
+    if (slot >= s->slots) return weir_fail("state '%s': bad slot %u", s->name, (unsigned)slot);
     written *w = &s->written[slot];
     if (w->state == UNWRITTEN) {
         reserve((void **)&s->dirty, &s->dirty_cap, s->dirty_len + 1, sizeof *s->dirty);
@@ -401,16 +415,18 @@ bool weir_value_clear(weir_value_state *s) {
 /* Writes the batch's changes of `s` back with one set-batch call. */
 static bool flush_value(weir_value_state *s) {
     if (!s->dirty_len) return true;
-    reserve((void **)&s->spans, &s->spans_cap, s->dirty_len, sizeof *s->spans);
+    s->entries.len = 0;
     for (size_t i = 0; i < s->dirty_len; i++) {
         const written *w = &s->written[s->dirty[i]];
-        s->spans[i] = (weir_operator_types_value_span_t){w->start, w->len, w->state == WRITTEN};
+        value_entry entry = {s->dirty[i], w->start, w->len, w->state == WRITTEN ? PRESENT : 0};
+        append(&s->entries, &entry, sizeof entry);
     }
-    operator_list_u32_t slot_list = {s->dirty, s->dirty_len};
-    operator_list_u8_t data = {s->arena.ptr, s->arena.len};
-    weir_operator_keyed_state_list_value_span_t spans = {s->spans, s->dirty_len};
+    weir_operator_keyed_state_value_batch_t values = {
+        .data = {s->arena.ptr, s->arena.len},
+        .index = {s->entries.ptr, s->entries.len},
+    };
     weir_operator_types_error_code_t err;
-    bool ok = weir_operator_keyed_state_method_value_state_set_batch(s->handle, &slot_list, &data, &spans, &err);
+    bool ok = weir_operator_keyed_state_method_value_state_set_batch(s->handle, &values, &err);
     s->dirty_len = 0;
     s->arena.len = 0;
     s->loaded = false;
@@ -726,14 +742,17 @@ bool exports_weir_operator_handler_process_batch(exports_weir_operator_handler_e
     bool ok = begin_call();
     position = (batch_position){.active = true, .generation = position.generation + 1};
     const uint8_t *data = batch->data.ptr;
-    for (size_t i = 0; ok && i < batch->elements.len; i++) {
-        const weir_operator_types_element_ref_t *r = &batch->elements.ptr[i];
+    size_t count = batch->index.len / sizeof(element_entry);
+    for (size_t i = 0; ok && i < count; i++) {
+        element_entry r;
+        memcpy(&r, batch->index.ptr + i * sizeof r, sizeof r);
+        bool has_key = r.flags & HAS_KEY;
         weir_element e = {
-            .payload = {data + r->payload_start, r->payload_len},
-            .has_key = r->has_key,
-            .key = {data + r->key_start, r->has_key ? r->key_len : 0},
-            .has_timestamp = r->timestamp.is_some,
-            .timestamp = r->timestamp.val,
+            .payload = {data + r.payload_start, r.payload_len},
+            .has_key = has_key,
+            .key = {data + r.key_start, has_key ? r.key_len : 0},
+            .has_timestamp = r.flags & HAS_TIMESTAMP,
+            .timestamp = r.timestamp,
         };
         position.index = (uint32_t)i;
         if (!weir_process(&e)) {

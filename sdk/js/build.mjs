@@ -12,16 +12,13 @@
 // package's own copy (wit/, made by its `prepare` script when it is packed
 // or installed from a directory).
 //
-// The bindings componentize-js generates lift and lower every record of a
-// list in interpreted JavaScript, field by field: for the batch calls that
-// is most of the time a record takes (4 µs per input element, as long
-// again per output element). packBindings (bindings.mjs) lets those lists
-// cross as one copy of packed records instead.
+// The batch calls of the WIT take byte lists (an index of fixed-size
+// entries beside the bytes), which the bindings componentize-js generates
+// lift and lower with one copy each: they are used as generated.
 import { readFile, writeFile } from 'node:fs/promises';
 import { existsSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
-import { packBindings } from './bindings.mjs';
 
 const usage = 'usage: weir-build <app.js> <out.wasm> [--wit <dir>]';
 const args = process.argv.slice(2);
@@ -53,15 +50,7 @@ if (!existsSync(join(wit, 'world.wit'))) {
 const entry = process.env.WEIR_COMPONENTIZE_JS
   ? pathToFileURL(process.env.WEIR_COMPONENTIZE_JS).href
   : import.meta.resolve('@bytecodealliance/componentize-js');
-// componentize.js calls the splicer object of this module; wrapping its
-// method is the one hook it offers into the generated bindings.
-const { splicer } = await import(new URL('../lib/spidermonkey-embedding-splicer.js', entry).href);
 const { componentize } = await import(entry);
-const splice = splicer.spliceBindings;
-splicer.spliceBindings = (...a) => {
-  const spliced = splice(...a);
-  return { ...spliced, jsBindings: packBindings(spliced.jsBindings) };
-};
 
 let source;
 try {

@@ -10,8 +10,9 @@
 
 use crate::bindings::weir::operator::context as wit_context;
 use crate::bindings::weir::operator::keyed_state as wit;
-use crate::bindings::weir::operator::types::{ErrorCode, ValueSpan};
+use crate::bindings::weir::operator::types::{ErrorCode, ValueBatch};
 use crate::error::{Error, Result};
+use crate::packed::{self, Span};
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 
@@ -113,8 +114,8 @@ pub(crate) trait ValueHandle: 'static {
     fn get(&self) -> std::result::Result<Option<Vec<u8>>, ErrorCode>;
     fn set(&self, value: &[u8]) -> std::result::Result<(), ErrorCode>;
     fn clear(&self) -> std::result::Result<(), ErrorCode>;
-    fn get_batch(&self) -> std::result::Result<(Vec<u8>, Vec<ValueSpan>), ErrorCode>;
-    fn set_batch(&self, slots: &[u32], data: &[u8], spans: &[ValueSpan]) -> std::result::Result<(), ErrorCode>;
+    fn get_batch(&self) -> std::result::Result<(Vec<u8>, Vec<Span>), ErrorCode>;
+    fn set_batch(&self, values: &ValueBatch) -> std::result::Result<(), ErrorCode>;
 }
 
 macro_rules! value_handle {
@@ -129,11 +130,12 @@ macro_rules! value_handle {
             fn clear(&self) -> std::result::Result<(), ErrorCode> {
                 <$t>::clear(self)
             }
-            fn get_batch(&self) -> std::result::Result<(Vec<u8>, Vec<ValueSpan>), ErrorCode> {
-                <$t>::get_batch(self)
+            fn get_batch(&self) -> std::result::Result<(Vec<u8>, Vec<Span>), ErrorCode> {
+                let ValueBatch { data, index } = <$t>::get_batch(self)?;
+                Ok((data, packed::value_spans(&index)))
             }
-            fn set_batch(&self, slots: &[u32], data: &[u8], spans: &[ValueSpan]) -> std::result::Result<(), ErrorCode> {
-                <$t>::set_batch(self, slots, data, spans)
+            fn set_batch(&self, values: &ValueBatch) -> std::result::Result<(), ErrorCode> {
+                <$t>::set_batch(self, values)
             }
         }
     };
@@ -147,9 +149,9 @@ struct Cache {
     loaded: bool,
     /// Values as the host had them at the start of the batch.
     data: Vec<u8>,
-    spans: Vec<ValueSpan>,
+    spans: Vec<Span>,
     /// Values written during the batch, per slot, located in `arena`.
-    written: Vec<Option<ValueSpan>>,
+    written: Vec<Option<Span>>,
     arena: Vec<u8>,
     /// Written slots in first-write order.
     dirty: Vec<u32>,
@@ -244,9 +246,9 @@ impl<H: ValueHandle> CachedValue<H> {
                 let start = c.arena.len();
                 let arena = std::mem::take(&mut c.arena);
                 c.arena = encode(arena)?;
-                ValueSpan { start: start as u32, len: (c.arena.len() - start) as u32, present: true }
+                Span { start: start as u32, len: (c.arena.len() - start) as u32, present: true }
             }
-            None => ValueSpan { start: 0, len: 0, present: false },
+            None => Span::ABSENT,
         };
         let Some(entry) = c.written.get_mut(slot) else {
             return Err(Error::msg(format!("state '{}': bad slot", self.name)));
@@ -272,15 +274,14 @@ impl<H: ValueHandle> Flush for CachedValue<H> {
         if c.dirty.is_empty() {
             return Ok(());
         }
-        let spans: Vec<ValueSpan> = c
-            .dirty
-            .iter()
-            .map(|&s| c.written[s as usize].unwrap_or(ValueSpan { start: 0, len: 0, present: false }))
-            .collect();
-        let result = self.handle.set_batch(&c.dirty, &c.arena, &spans).map_err(|e| self.err(e));
+        let spans: Vec<Span> = c.dirty.iter().map(|&s| c.written[s as usize].unwrap_or(Span::ABSENT)).collect();
+        // The arena goes to the host and comes back for the next batch.
+        let values = ValueBatch { data: std::mem::take(&mut c.arena), index: packed::value_index(&c.dirty, &spans) };
+        let result = self.handle.set_batch(&values).map_err(|e| self.err(e));
         // The host now holds these values; the batch is over.
         c.loaded = false;
         c.dirty.clear();
+        c.arena = values.data;
         c.arena.clear();
         result
     }
@@ -327,25 +328,26 @@ mod tests {
             *self.0.single.borrow_mut() = None;
             Ok(())
         }
-        fn get_batch(&self) -> std::result::Result<(Vec<u8>, Vec<ValueSpan>), ErrorCode> {
+        fn get_batch(&self) -> std::result::Result<(Vec<u8>, Vec<Span>), ErrorCode> {
             self.0.calls.borrow_mut().push("get-batch".into());
             let (mut data, mut spans) = (Vec::new(), Vec::new());
             for v in self.0.slots.borrow().iter() {
                 spans.push(match v {
                     Some(v) => {
                         data.extend_from_slice(v);
-                        ValueSpan { start: (data.len() - v.len()) as u32, len: v.len() as u32, present: true }
+                        Span { start: (data.len() - v.len()) as u32, len: v.len() as u32, present: true }
                     }
-                    None => ValueSpan { start: 0, len: 0, present: false },
+                    None => Span::ABSENT,
                 });
             }
             Ok((data, spans))
         }
-        fn set_batch(&self, slots: &[u32], data: &[u8], spans: &[ValueSpan]) -> std::result::Result<(), ErrorCode> {
-            let values: Vec<Option<Vec<u8>>> = spans
-                .iter()
-                .map(|s| s.present.then(|| data[s.start as usize..(s.start + s.len) as usize].to_vec()))
-                .collect();
+        fn set_batch(&self, batch: &ValueBatch) -> std::result::Result<(), ErrorCode> {
+            let (slots, values): (Vec<u32>, Vec<Option<Vec<u8>>>) = packed::value_entries(&batch.index)
+                .map(|(slot, s)| {
+                    (slot, s.present.then(|| batch.data[s.start as usize..(s.start + s.len) as usize].to_vec()))
+                })
+                .unzip();
             self.0.calls.borrow_mut().push(format!("set-batch {slots:?} {values:?}"));
             for (slot, v) in slots.iter().zip(values) {
                 self.0.slots.borrow_mut()[*slot as usize] = v;

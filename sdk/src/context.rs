@@ -4,13 +4,14 @@
 use crate::batch::{CachedValue, sync_host};
 use crate::bindings::weir::operator::{
     broadcast_state, collector, context as wit_context, keyed_state, operator_state, timers,
-    types::{ElementBatch, ElementRef, OperatorInfo, Redistribution, TimeDomain},
+    types::{ElementBatch, OperatorInfo, Redistribution, TimeDomain},
 };
 use crate::broadcast::BroadcastMapState;
 use crate::codec::Descriptor;
 use crate::error::{Error, Result};
 use crate::keyed::{AggregateFunction, AggregatingState, ListState, MapState, ReducingState, ValueState};
 use crate::operator_state::OperatorListState;
+use crate::packed;
 use serde::{Serialize, de::DeserializeOwned};
 use std::cell::RefCell;
 use std::marker::PhantomData;
@@ -137,14 +138,9 @@ impl<'a> Element<'a> {
     /// Element `i` of a flat batch. The host builds batches, so offsets are
     /// in bounds; a bad one would trap this instance, never the host.
     pub(crate) fn at(batch: &'a ElementBatch, i: usize) -> Self {
-        let e = &batch.elements[i];
-        let p = e.payload_start as usize;
-        let k = e.key_start as usize;
-        Element {
-            payload: &batch.data[p..p + e.payload_len as usize],
-            key: e.has_key.then(|| &batch.data[k..k + e.key_len as usize]),
-            timestamp: e.timestamp,
-        }
+        let e = packed::element(&batch.index, i);
+        let range = |(start, len): (u32, u32)| &batch.data[start as usize..start as usize + len as usize];
+        Element { payload: range(e.payload), key: e.key.map(range), timestamp: e.timestamp }
     }
 
     /// The payload as UTF-8 text (lossy).
@@ -160,17 +156,17 @@ impl<'a> Element<'a> {
 
 thread_local! {
     /// Output buffered during one export call and sent with one `emit-batch`.
-    static OUTPUT: RefCell<ElementBatch> = const { RefCell::new(ElementBatch { data: Vec::new(), elements: Vec::new() }) };
+    static OUTPUT: RefCell<ElementBatch> = const { RefCell::new(ElementBatch { data: Vec::new(), index: Vec::new() }) };
 }
 
 /// Sends buffered output to the host. Called by the export glue after every
 /// call into the operator.
 pub(crate) fn flush_output() {
     OUTPUT.with_borrow_mut(|out| {
-        if !out.elements.is_empty() {
+        if !out.index.is_empty() {
             collector::emit_batch(out);
             out.data.clear();
-            out.elements.clear();
+            out.index.clear();
         }
     });
 }
@@ -185,14 +181,11 @@ fn push_output(key: Option<&[u8]>, timestamp: Option<i64>, payload: impl FnOnce(
         if let Some(k) = key {
             out.data.extend_from_slice(k);
         }
-        out.elements.push(ElementRef {
-            payload_start,
-            payload_len,
-            key_start,
-            key_len: key.map_or(0, |k| k.len() as u32),
-            has_key: key.is_some(),
-            timestamp,
-        });
+        let key = key.map(|k| (key_start, k.len() as u32));
+        packed::push_element(
+            &mut out.index,
+            packed::ElementEntry { payload: (payload_start, payload_len), key, timestamp },
+        );
     });
 }
 

@@ -51,6 +51,7 @@ mod keyed;
 pub mod nexmark;
 mod operator;
 mod operator_state;
+mod packed;
 #[doc(hidden)]
 pub mod runtime;
 

@@ -6,6 +6,7 @@ use crate::bindings::exports::weir::operator::handler::Timer as WitTimer;
 use crate::bindings::weir::operator::types::{Element as WitElement, ElementBatch};
 use crate::context::{Context, Element, OpenContext, Timer, flush_output};
 use crate::error::Error;
+use crate::packed;
 use crate::{Operator, OperatorInfo};
 
 fn not_open() -> String {
@@ -44,7 +45,7 @@ pub fn process_batch<O: Operator>(slot: &mut Option<O>, inputs: ElementBatch) ->
     let mut ctx = Context { _private: () };
     batch::begin();
     let mut result = Ok(());
-    for i in 0..inputs.elements.len() {
+    for i in 0..inputs.index.len() / packed::ELEMENT_ENTRY {
         batch::set_index(i as u32);
         if let Err(e) = op.process(&mut ctx, Element::at(&inputs, i)) {
             // Let the host name the failing record.

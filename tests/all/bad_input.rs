@@ -2,7 +2,7 @@
 //! non-zero exit.
 
 use super::support::JobDir;
-use weir_tests::artifacts::{INCOMPLETE, WORD_COUNT_COUNTER, WORD_COUNT_TOKENIZER};
+use weir_tests::artifacts::{INCOMPLETE, OUTDATED, WORD_COUNT_COUNTER, WORD_COUNT_TOKENIZER};
 
 /// A valid two-operator job, as text to corrupt.
 fn good_job() -> String {
@@ -118,7 +118,21 @@ fn a_component_without_the_handler_is_named() {
     // The smallest valid component: no imports, no exports.
     dir.write("empty.wasm", b"\0asm\x0d\0\x01\0");
     let err = dir.fails();
-    assert_mentions(&err, &["operator 'counter'", "does not export weir:operator/handler@0.1.0"]);
+    assert_mentions(&err, &["operator 'counter'", "does not export weir:operator/handler@0.2.0"]);
+}
+
+#[test]
+fn a_component_built_for_another_contract_version_says_which_and_what_to_do() {
+    let err = dir_with(&good_job().replace(WORD_COUNT_COUNTER, OUTDATED)).fails();
+    assert_mentions(
+        &err,
+        &[
+            "operator 'counter'",
+            "built against version 0.1.0",
+            "this host runs 0.2.0",
+            "rebuild it with this Weir's SDK",
+        ],
+    );
 }
 
 #[test]

@@ -327,6 +327,18 @@ fn a_guest_cannot_make_the_host_allocate_past_its_output_limit() {
 }
 
 #[test]
+fn a_guest_emitting_a_malformed_batch_index_fails_with_the_entry_named() {
+    let (dir, ok, err, _, _) = misbehave("bad-index", "");
+    assert!(!ok, "{err}");
+    assert!(
+        err.contains("operator 'bad-apple'")
+            && err.contains("emit-batch: entry 1 sets bits the layout leaves zero (0x8)"),
+        "{err}"
+    );
+    assert!(!dir.path().join("out.txt").exists() || dir.read("out.txt").is_empty(), "nothing of the batch is output");
+}
+
+#[test]
 fn a_guests_clocks_read_the_calls_processing_time() {
     let (dir, ok, err, _, _) = misbehave("clock", "");
     assert!(ok, "{err}");

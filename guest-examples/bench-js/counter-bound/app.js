@@ -3,8 +3,9 @@
 // JavaScript counter. Per record, as the SDK counter does: the key as text,
 // its count read, incremented and stored (in a JavaScript Map, not in host
 // state), and the output line formatted (then dropped, not emitted). The
-// records come in through the same packed batch bindings; nothing goes
-// back to the host but the call's result.
+// records come in through the same batch call (bytes and a 32-byte entry
+// per element, read as an Int32Array as the SDK does); nothing goes back
+// to the host but the call's result.
 
 const counts = new Map();
 const lines = [];
@@ -19,8 +20,8 @@ export const handler = {
   },
   processBatch(batch) {
     const data = text.decode(batch.data);
-    const refs = batch.elements;
-    for (let at = 0; at < refs.length; at += 10) {
+    const refs = new Int32Array(batch.index.buffer, batch.index.byteOffset, batch.index.byteLength >> 2);
+    for (let at = 0; at < refs.length; at += 8) {
       const start = refs[at + 2];
       const key = data.substring(start, start + refs[at + 3]);
       const n = (counts.get(key) ?? 0) + 1;

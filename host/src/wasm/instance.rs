@@ -343,7 +343,8 @@ impl OperatorInstance {
     /// names the element the guest was on, when it said.
     pub fn process(&mut self, batch: Batch) -> Result<(), GuestFailure> {
         let Batch { records, hashes, keyed } = batch;
-        let input = Arc::new(Input { records: flat::to_wit(records), hashes, keyed });
+        let (records, refs) = flat::to_wit(records);
+        let input = Arc::new(Input { records, refs, hashes, keyed });
         self.store.data_mut().begin_batch(input.clone());
         let result = if input.len() == 1 {
             let element = flat::to_element(input.get(0));

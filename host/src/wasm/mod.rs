@@ -17,9 +17,12 @@ pub use bindings::weir::operator::types::OperatorInfo;
 pub use instance::{FailureKind, GuestFailure, OperatorInstance};
 pub use module::{ModuleLoader, WasmError};
 
+/// The version of the operator contract (`wit/world.wit`) this host runs.
+pub const CONTRACT_VERSION: &str = "0.2.0";
+
 /// The export interface every operator must provide, as the component model
 /// names it.
-pub const HANDLER_INTERFACE: &str = "weir:operator/handler@0.1.0";
+pub const HANDLER_INTERFACE: &str = "weir:operator/handler@0.2.0";
 
 /// The functions of [`HANDLER_INTERFACE`].
 pub const HANDLER_FUNCTIONS: &[&str] =

@@ -276,10 +276,13 @@ fn check_exports(engine: &Engine, uid: &str, path: &Path, component: &Component)
         |message: String| WasmError::NotAnOperator { uid: uid.to_string(), path: path.to_path_buf(), message };
     let Some((_, item)) = exports.iter().find(|(n, _)| n == HANDLER_INTERFACE) else {
         let names: Vec<&str> = exports.iter().map(|(n, _)| n.as_str()).collect();
-        let hint = if names.iter().any(|n| n.starts_with("weir:operator/handler@")) {
-            " (it was built against another version of the weir:operator WIT)"
-        } else {
-            ""
+        let hint = match names.iter().find_map(|n| n.strip_prefix("weir:operator/handler@")) {
+            Some(version) => format!(
+                " (it was built against version {version} of the weir:operator contract, this host runs {}: \
+                 rebuild it with this Weir's SDK)",
+                super::CONTRACT_VERSION
+            ),
+            None => String::new(),
         };
         return Err(not_operator(format!(
             "it does not export {HANDLER_INTERFACE}{hint}; its exports: [{}]",

@@ -3,189 +3,189 @@
 #include <stdlib.h>
 #include <string.h>
 
-// Imported Functions from `weir:operator/context@0.1.0`
+// Imported Functions from `weir:operator/context@0.2.0`
 
-__attribute__((__import_module__("weir:operator/context@0.1.0"), __import_name__("set-current-element")))
+__attribute__((__import_module__("weir:operator/context@0.2.0"), __import_name__("set-current-element")))
 extern void __wasm_import_weir_operator_context_set_current_element(int32_t, uint8_t *);
 
-__attribute__((__import_module__("weir:operator/context@0.1.0"), __import_name__("batch-slots")))
+__attribute__((__import_module__("weir:operator/context@0.2.0"), __import_name__("batch-slots")))
 extern void __wasm_import_weir_operator_context_batch_slots(uint8_t *);
 
-__attribute__((__import_module__("weir:operator/context@0.1.0"), __import_name__("current-key")))
+__attribute__((__import_module__("weir:operator/context@0.2.0"), __import_name__("current-key")))
 extern void __wasm_import_weir_operator_context_current_key(uint8_t *);
 
-__attribute__((__import_module__("weir:operator/context@0.1.0"), __import_name__("current-watermark")))
+__attribute__((__import_module__("weir:operator/context@0.2.0"), __import_name__("current-watermark")))
 extern int64_t __wasm_import_weir_operator_context_current_watermark(void);
 
-__attribute__((__import_module__("weir:operator/context@0.1.0"), __import_name__("current-processing-time")))
+__attribute__((__import_module__("weir:operator/context@0.2.0"), __import_name__("current-processing-time")))
 extern int64_t __wasm_import_weir_operator_context_current_processing_time(void);
 
-// Imported Functions from `weir:operator/keyed-state@0.1.0`
+// Imported Functions from `weir:operator/keyed-state@0.2.0`
 
-__attribute__((__import_module__("weir:operator/keyed-state@0.1.0"), __import_name__("[method]value-state.get")))
+__attribute__((__import_module__("weir:operator/keyed-state@0.2.0"), __import_name__("[method]value-state.get")))
 extern void __wasm_import_weir_operator_keyed_state_method_value_state_get(int32_t, uint8_t *);
 
-__attribute__((__import_module__("weir:operator/keyed-state@0.1.0"), __import_name__("[method]value-state.set")))
+__attribute__((__import_module__("weir:operator/keyed-state@0.2.0"), __import_name__("[method]value-state.set")))
 extern void __wasm_import_weir_operator_keyed_state_method_value_state_set(int32_t, uint8_t *, size_t, uint8_t *);
 
-__attribute__((__import_module__("weir:operator/keyed-state@0.1.0"), __import_name__("[method]value-state.clear")))
+__attribute__((__import_module__("weir:operator/keyed-state@0.2.0"), __import_name__("[method]value-state.clear")))
 extern void __wasm_import_weir_operator_keyed_state_method_value_state_clear(int32_t, uint8_t *);
 
-__attribute__((__import_module__("weir:operator/keyed-state@0.1.0"), __import_name__("[method]value-state.get-batch")))
+__attribute__((__import_module__("weir:operator/keyed-state@0.2.0"), __import_name__("[method]value-state.get-batch")))
 extern void __wasm_import_weir_operator_keyed_state_method_value_state_get_batch(int32_t, uint8_t *);
 
-__attribute__((__import_module__("weir:operator/keyed-state@0.1.0"), __import_name__("[method]value-state.set-batch")))
-extern void __wasm_import_weir_operator_keyed_state_method_value_state_set_batch(int32_t, uint8_t *, size_t, uint8_t *, size_t, uint8_t *, size_t, uint8_t *);
+__attribute__((__import_module__("weir:operator/keyed-state@0.2.0"), __import_name__("[method]value-state.set-batch")))
+extern void __wasm_import_weir_operator_keyed_state_method_value_state_set_batch(int32_t, uint8_t *, size_t, uint8_t *, size_t, uint8_t *);
 
-__attribute__((__import_module__("weir:operator/keyed-state@0.1.0"), __import_name__("[method]list-state.add")))
+__attribute__((__import_module__("weir:operator/keyed-state@0.2.0"), __import_name__("[method]list-state.add")))
 extern void __wasm_import_weir_operator_keyed_state_method_list_state_add(int32_t, uint8_t *, size_t, uint8_t *);
 
-__attribute__((__import_module__("weir:operator/keyed-state@0.1.0"), __import_name__("[method]list-state.add-all")))
+__attribute__((__import_module__("weir:operator/keyed-state@0.2.0"), __import_name__("[method]list-state.add-all")))
 extern void __wasm_import_weir_operator_keyed_state_method_list_state_add_all(int32_t, uint8_t *, size_t, uint8_t *);
 
-__attribute__((__import_module__("weir:operator/keyed-state@0.1.0"), __import_name__("[method]list-state.update")))
+__attribute__((__import_module__("weir:operator/keyed-state@0.2.0"), __import_name__("[method]list-state.update")))
 extern void __wasm_import_weir_operator_keyed_state_method_list_state_update(int32_t, uint8_t *, size_t, uint8_t *);
 
-__attribute__((__import_module__("weir:operator/keyed-state@0.1.0"), __import_name__("[method]list-state.read")))
+__attribute__((__import_module__("weir:operator/keyed-state@0.2.0"), __import_name__("[method]list-state.read")))
 extern void __wasm_import_weir_operator_keyed_state_method_list_state_read(int32_t, int32_t, int32_t, uint8_t *);
 
-__attribute__((__import_module__("weir:operator/keyed-state@0.1.0"), __import_name__("[method]list-state.len")))
+__attribute__((__import_module__("weir:operator/keyed-state@0.2.0"), __import_name__("[method]list-state.len")))
 extern void __wasm_import_weir_operator_keyed_state_method_list_state_len(int32_t, uint8_t *);
 
-__attribute__((__import_module__("weir:operator/keyed-state@0.1.0"), __import_name__("[method]list-state.clear")))
+__attribute__((__import_module__("weir:operator/keyed-state@0.2.0"), __import_name__("[method]list-state.clear")))
 extern void __wasm_import_weir_operator_keyed_state_method_list_state_clear(int32_t, uint8_t *);
 
-__attribute__((__import_module__("weir:operator/keyed-state@0.1.0"), __import_name__("[method]map-state.get")))
+__attribute__((__import_module__("weir:operator/keyed-state@0.2.0"), __import_name__("[method]map-state.get")))
 extern void __wasm_import_weir_operator_keyed_state_method_map_state_get(int32_t, uint8_t *, size_t, uint8_t *);
 
-__attribute__((__import_module__("weir:operator/keyed-state@0.1.0"), __import_name__("[method]map-state.put")))
+__attribute__((__import_module__("weir:operator/keyed-state@0.2.0"), __import_name__("[method]map-state.put")))
 extern void __wasm_import_weir_operator_keyed_state_method_map_state_put(int32_t, uint8_t *, size_t, uint8_t *, size_t, uint8_t *);
 
-__attribute__((__import_module__("weir:operator/keyed-state@0.1.0"), __import_name__("[method]map-state.remove")))
+__attribute__((__import_module__("weir:operator/keyed-state@0.2.0"), __import_name__("[method]map-state.remove")))
 extern void __wasm_import_weir_operator_keyed_state_method_map_state_remove(int32_t, uint8_t *, size_t, uint8_t *);
 
-__attribute__((__import_module__("weir:operator/keyed-state@0.1.0"), __import_name__("[method]map-state.contains")))
+__attribute__((__import_module__("weir:operator/keyed-state@0.2.0"), __import_name__("[method]map-state.contains")))
 extern void __wasm_import_weir_operator_keyed_state_method_map_state_contains(int32_t, uint8_t *, size_t, uint8_t *);
 
-__attribute__((__import_module__("weir:operator/keyed-state@0.1.0"), __import_name__("[method]map-state.is-empty")))
+__attribute__((__import_module__("weir:operator/keyed-state@0.2.0"), __import_name__("[method]map-state.is-empty")))
 extern void __wasm_import_weir_operator_keyed_state_method_map_state_is_empty(int32_t, uint8_t *);
 
-__attribute__((__import_module__("weir:operator/keyed-state@0.1.0"), __import_name__("[method]map-state.entries")))
+__attribute__((__import_module__("weir:operator/keyed-state@0.2.0"), __import_name__("[method]map-state.entries")))
 extern void __wasm_import_weir_operator_keyed_state_method_map_state_entries(int32_t, int32_t, uint8_t *, size_t, int32_t, uint8_t *);
 
-__attribute__((__import_module__("weir:operator/keyed-state@0.1.0"), __import_name__("[method]map-state.keys")))
+__attribute__((__import_module__("weir:operator/keyed-state@0.2.0"), __import_name__("[method]map-state.keys")))
 extern void __wasm_import_weir_operator_keyed_state_method_map_state_keys(int32_t, int32_t, uint8_t *, size_t, int32_t, uint8_t *);
 
-__attribute__((__import_module__("weir:operator/keyed-state@0.1.0"), __import_name__("[method]map-state.clear")))
+__attribute__((__import_module__("weir:operator/keyed-state@0.2.0"), __import_name__("[method]map-state.clear")))
 extern void __wasm_import_weir_operator_keyed_state_method_map_state_clear(int32_t, uint8_t *);
 
-__attribute__((__import_module__("weir:operator/keyed-state@0.1.0"), __import_name__("[method]accumulator-state.get")))
+__attribute__((__import_module__("weir:operator/keyed-state@0.2.0"), __import_name__("[method]accumulator-state.get")))
 extern void __wasm_import_weir_operator_keyed_state_method_accumulator_state_get(int32_t, uint8_t *);
 
-__attribute__((__import_module__("weir:operator/keyed-state@0.1.0"), __import_name__("[method]accumulator-state.set")))
+__attribute__((__import_module__("weir:operator/keyed-state@0.2.0"), __import_name__("[method]accumulator-state.set")))
 extern void __wasm_import_weir_operator_keyed_state_method_accumulator_state_set(int32_t, uint8_t *, size_t, uint8_t *);
 
-__attribute__((__import_module__("weir:operator/keyed-state@0.1.0"), __import_name__("[method]accumulator-state.clear")))
+__attribute__((__import_module__("weir:operator/keyed-state@0.2.0"), __import_name__("[method]accumulator-state.clear")))
 extern void __wasm_import_weir_operator_keyed_state_method_accumulator_state_clear(int32_t, uint8_t *);
 
-__attribute__((__import_module__("weir:operator/keyed-state@0.1.0"), __import_name__("[method]accumulator-state.get-batch")))
+__attribute__((__import_module__("weir:operator/keyed-state@0.2.0"), __import_name__("[method]accumulator-state.get-batch")))
 extern void __wasm_import_weir_operator_keyed_state_method_accumulator_state_get_batch(int32_t, uint8_t *);
 
-__attribute__((__import_module__("weir:operator/keyed-state@0.1.0"), __import_name__("[method]accumulator-state.set-batch")))
-extern void __wasm_import_weir_operator_keyed_state_method_accumulator_state_set_batch(int32_t, uint8_t *, size_t, uint8_t *, size_t, uint8_t *, size_t, uint8_t *);
+__attribute__((__import_module__("weir:operator/keyed-state@0.2.0"), __import_name__("[method]accumulator-state.set-batch")))
+extern void __wasm_import_weir_operator_keyed_state_method_accumulator_state_set_batch(int32_t, uint8_t *, size_t, uint8_t *, size_t, uint8_t *);
 
-__attribute__((__import_module__("weir:operator/keyed-state@0.1.0"), __import_name__("register-value")))
+__attribute__((__import_module__("weir:operator/keyed-state@0.2.0"), __import_name__("register-value")))
 extern void __wasm_import_weir_operator_keyed_state_register_value(uint8_t *, size_t, int32_t, uint8_t *, size_t, int32_t, int64_t, int32_t, int32_t, uint8_t *);
 
-__attribute__((__import_module__("weir:operator/keyed-state@0.1.0"), __import_name__("register-list")))
+__attribute__((__import_module__("weir:operator/keyed-state@0.2.0"), __import_name__("register-list")))
 extern void __wasm_import_weir_operator_keyed_state_register_list(uint8_t *, size_t, int32_t, uint8_t *, size_t, int32_t, int64_t, int32_t, int32_t, uint8_t *);
 
-__attribute__((__import_module__("weir:operator/keyed-state@0.1.0"), __import_name__("register-map")))
+__attribute__((__import_module__("weir:operator/keyed-state@0.2.0"), __import_name__("register-map")))
 extern void __wasm_import_weir_operator_keyed_state_register_map(uint8_t *, size_t, int32_t, uint8_t *, size_t, int32_t, int64_t, int32_t, int32_t, uint8_t *);
 
-__attribute__((__import_module__("weir:operator/keyed-state@0.1.0"), __import_name__("register-reducing")))
+__attribute__((__import_module__("weir:operator/keyed-state@0.2.0"), __import_name__("register-reducing")))
 extern void __wasm_import_weir_operator_keyed_state_register_reducing(uint8_t *, size_t, int32_t, uint8_t *, size_t, int32_t, int64_t, int32_t, int32_t, uint8_t *);
 
-__attribute__((__import_module__("weir:operator/keyed-state@0.1.0"), __import_name__("register-aggregating")))
+__attribute__((__import_module__("weir:operator/keyed-state@0.2.0"), __import_name__("register-aggregating")))
 extern void __wasm_import_weir_operator_keyed_state_register_aggregating(uint8_t *, size_t, int32_t, uint8_t *, size_t, int32_t, int64_t, int32_t, int32_t, uint8_t *);
 
-// Imported Functions from `weir:operator/operator-state@0.1.0`
+// Imported Functions from `weir:operator/operator-state@0.2.0`
 
-__attribute__((__import_module__("weir:operator/operator-state@0.1.0"), __import_name__("[method]operator-list-state.add")))
+__attribute__((__import_module__("weir:operator/operator-state@0.2.0"), __import_name__("[method]operator-list-state.add")))
 extern void __wasm_import_weir_operator_operator_state_method_operator_list_state_add(int32_t, uint8_t *, size_t, uint8_t *);
 
-__attribute__((__import_module__("weir:operator/operator-state@0.1.0"), __import_name__("[method]operator-list-state.add-all")))
+__attribute__((__import_module__("weir:operator/operator-state@0.2.0"), __import_name__("[method]operator-list-state.add-all")))
 extern void __wasm_import_weir_operator_operator_state_method_operator_list_state_add_all(int32_t, uint8_t *, size_t, uint8_t *);
 
-__attribute__((__import_module__("weir:operator/operator-state@0.1.0"), __import_name__("[method]operator-list-state.update")))
+__attribute__((__import_module__("weir:operator/operator-state@0.2.0"), __import_name__("[method]operator-list-state.update")))
 extern void __wasm_import_weir_operator_operator_state_method_operator_list_state_update(int32_t, uint8_t *, size_t, uint8_t *);
 
-__attribute__((__import_module__("weir:operator/operator-state@0.1.0"), __import_name__("[method]operator-list-state.read")))
+__attribute__((__import_module__("weir:operator/operator-state@0.2.0"), __import_name__("[method]operator-list-state.read")))
 extern void __wasm_import_weir_operator_operator_state_method_operator_list_state_read(int32_t, int32_t, int32_t, uint8_t *);
 
-__attribute__((__import_module__("weir:operator/operator-state@0.1.0"), __import_name__("[method]operator-list-state.len")))
+__attribute__((__import_module__("weir:operator/operator-state@0.2.0"), __import_name__("[method]operator-list-state.len")))
 extern void __wasm_import_weir_operator_operator_state_method_operator_list_state_len(int32_t, uint8_t *);
 
-__attribute__((__import_module__("weir:operator/operator-state@0.1.0"), __import_name__("[method]operator-list-state.clear")))
+__attribute__((__import_module__("weir:operator/operator-state@0.2.0"), __import_name__("[method]operator-list-state.clear")))
 extern void __wasm_import_weir_operator_operator_state_method_operator_list_state_clear(int32_t, uint8_t *);
 
-__attribute__((__import_module__("weir:operator/operator-state@0.1.0"), __import_name__("register-list")))
+__attribute__((__import_module__("weir:operator/operator-state@0.2.0"), __import_name__("register-list")))
 extern void __wasm_import_weir_operator_operator_state_register_list(uint8_t *, size_t, int32_t, uint8_t *, size_t, int32_t, int64_t, int32_t, int32_t, int32_t, uint8_t *);
 
-// Imported Functions from `weir:operator/broadcast-state@0.1.0`
+// Imported Functions from `weir:operator/broadcast-state@0.2.0`
 
-__attribute__((__import_module__("weir:operator/broadcast-state@0.1.0"), __import_name__("[method]broadcast-map-state.get")))
+__attribute__((__import_module__("weir:operator/broadcast-state@0.2.0"), __import_name__("[method]broadcast-map-state.get")))
 extern void __wasm_import_weir_operator_broadcast_state_method_broadcast_map_state_get(int32_t, uint8_t *, size_t, uint8_t *);
 
-__attribute__((__import_module__("weir:operator/broadcast-state@0.1.0"), __import_name__("[method]broadcast-map-state.put")))
+__attribute__((__import_module__("weir:operator/broadcast-state@0.2.0"), __import_name__("[method]broadcast-map-state.put")))
 extern void __wasm_import_weir_operator_broadcast_state_method_broadcast_map_state_put(int32_t, uint8_t *, size_t, uint8_t *, size_t, uint8_t *);
 
-__attribute__((__import_module__("weir:operator/broadcast-state@0.1.0"), __import_name__("[method]broadcast-map-state.remove")))
+__attribute__((__import_module__("weir:operator/broadcast-state@0.2.0"), __import_name__("[method]broadcast-map-state.remove")))
 extern void __wasm_import_weir_operator_broadcast_state_method_broadcast_map_state_remove(int32_t, uint8_t *, size_t, uint8_t *);
 
-__attribute__((__import_module__("weir:operator/broadcast-state@0.1.0"), __import_name__("[method]broadcast-map-state.contains")))
+__attribute__((__import_module__("weir:operator/broadcast-state@0.2.0"), __import_name__("[method]broadcast-map-state.contains")))
 extern void __wasm_import_weir_operator_broadcast_state_method_broadcast_map_state_contains(int32_t, uint8_t *, size_t, uint8_t *);
 
-__attribute__((__import_module__("weir:operator/broadcast-state@0.1.0"), __import_name__("[method]broadcast-map-state.is-empty")))
+__attribute__((__import_module__("weir:operator/broadcast-state@0.2.0"), __import_name__("[method]broadcast-map-state.is-empty")))
 extern void __wasm_import_weir_operator_broadcast_state_method_broadcast_map_state_is_empty(int32_t, uint8_t *);
 
-__attribute__((__import_module__("weir:operator/broadcast-state@0.1.0"), __import_name__("[method]broadcast-map-state.entries")))
+__attribute__((__import_module__("weir:operator/broadcast-state@0.2.0"), __import_name__("[method]broadcast-map-state.entries")))
 extern void __wasm_import_weir_operator_broadcast_state_method_broadcast_map_state_entries(int32_t, int32_t, uint8_t *, size_t, int32_t, uint8_t *);
 
-__attribute__((__import_module__("weir:operator/broadcast-state@0.1.0"), __import_name__("[method]broadcast-map-state.keys")))
+__attribute__((__import_module__("weir:operator/broadcast-state@0.2.0"), __import_name__("[method]broadcast-map-state.keys")))
 extern void __wasm_import_weir_operator_broadcast_state_method_broadcast_map_state_keys(int32_t, int32_t, uint8_t *, size_t, int32_t, uint8_t *);
 
-__attribute__((__import_module__("weir:operator/broadcast-state@0.1.0"), __import_name__("[method]broadcast-map-state.clear")))
+__attribute__((__import_module__("weir:operator/broadcast-state@0.2.0"), __import_name__("[method]broadcast-map-state.clear")))
 extern void __wasm_import_weir_operator_broadcast_state_method_broadcast_map_state_clear(int32_t, uint8_t *);
 
-__attribute__((__import_module__("weir:operator/broadcast-state@0.1.0"), __import_name__("register-map")))
+__attribute__((__import_module__("weir:operator/broadcast-state@0.2.0"), __import_name__("register-map")))
 extern void __wasm_import_weir_operator_broadcast_state_register_map(uint8_t *, size_t, int32_t, uint8_t *, size_t, int32_t, int64_t, int32_t, int32_t, uint8_t *);
 
-// Imported Functions from `weir:operator/timers@0.1.0`
+// Imported Functions from `weir:operator/timers@0.2.0`
 
-__attribute__((__import_module__("weir:operator/timers@0.1.0"), __import_name__("register-event-time-timer")))
+__attribute__((__import_module__("weir:operator/timers@0.2.0"), __import_name__("register-event-time-timer")))
 extern void __wasm_import_weir_operator_timers_register_event_time_timer(int64_t, uint8_t *);
 
-__attribute__((__import_module__("weir:operator/timers@0.1.0"), __import_name__("register-processing-time-timer")))
+__attribute__((__import_module__("weir:operator/timers@0.2.0"), __import_name__("register-processing-time-timer")))
 extern void __wasm_import_weir_operator_timers_register_processing_time_timer(int64_t, uint8_t *);
 
-__attribute__((__import_module__("weir:operator/timers@0.1.0"), __import_name__("delete-event-time-timer")))
+__attribute__((__import_module__("weir:operator/timers@0.2.0"), __import_name__("delete-event-time-timer")))
 extern void __wasm_import_weir_operator_timers_delete_event_time_timer(int64_t, uint8_t *);
 
-__attribute__((__import_module__("weir:operator/timers@0.1.0"), __import_name__("delete-processing-time-timer")))
+__attribute__((__import_module__("weir:operator/timers@0.2.0"), __import_name__("delete-processing-time-timer")))
 extern void __wasm_import_weir_operator_timers_delete_processing_time_timer(int64_t, uint8_t *);
 
-// Imported Functions from `weir:operator/collector@0.1.0`
+// Imported Functions from `weir:operator/collector@0.2.0`
 
-__attribute__((__import_module__("weir:operator/collector@0.1.0"), __import_name__("emit")))
+__attribute__((__import_module__("weir:operator/collector@0.2.0"), __import_name__("emit")))
 extern void __wasm_import_weir_operator_collector_emit(uint8_t *, size_t, int32_t, uint8_t *, size_t, int32_t, int64_t);
 
-__attribute__((__import_module__("weir:operator/collector@0.1.0"), __import_name__("emit-batch")))
+__attribute__((__import_module__("weir:operator/collector@0.2.0"), __import_name__("emit-batch")))
 extern void __wasm_import_weir_operator_collector_emit_batch(uint8_t *, size_t, uint8_t *, size_t);
 
-// Exported Functions from `weir:operator/handler@0.1.0`
+// Exported Functions from `weir:operator/handler@0.2.0`
 
-__attribute__((__weak__, __export_name__("cabi_post_weir:operator/handler@0.1.0#open")))
+__attribute__((__weak__, __export_name__("cabi_post_weir:operator/handler@0.2.0#open")))
 void __wasm_export_exports_weir_operator_handler_open_post_return(uint8_t * arg0) {
   switch ((int32_t) (int32_t) *((uint8_t*) (arg0 + 0))) {
     case 0: {
@@ -200,7 +200,7 @@ void __wasm_export_exports_weir_operator_handler_open_post_return(uint8_t * arg0
   }
 }
 
-__attribute__((__weak__, __export_name__("cabi_post_weir:operator/handler@0.1.0#process")))
+__attribute__((__weak__, __export_name__("cabi_post_weir:operator/handler@0.2.0#process")))
 void __wasm_export_exports_weir_operator_handler_process_post_return(uint8_t * arg0) {
   switch ((int32_t) (int32_t) *((uint8_t*) (arg0 + 0))) {
     case 0: {
@@ -215,7 +215,7 @@ void __wasm_export_exports_weir_operator_handler_process_post_return(uint8_t * a
   }
 }
 
-__attribute__((__weak__, __export_name__("cabi_post_weir:operator/handler@0.1.0#process-batch")))
+__attribute__((__weak__, __export_name__("cabi_post_weir:operator/handler@0.2.0#process-batch")))
 void __wasm_export_exports_weir_operator_handler_process_batch_post_return(uint8_t * arg0) {
   switch ((int32_t) (int32_t) *((uint8_t*) (arg0 + 0))) {
     case 0: {
@@ -230,7 +230,7 @@ void __wasm_export_exports_weir_operator_handler_process_batch_post_return(uint8
   }
 }
 
-__attribute__((__weak__, __export_name__("cabi_post_weir:operator/handler@0.1.0#process-broadcast")))
+__attribute__((__weak__, __export_name__("cabi_post_weir:operator/handler@0.2.0#process-broadcast")))
 void __wasm_export_exports_weir_operator_handler_process_broadcast_post_return(uint8_t * arg0) {
   switch ((int32_t) (int32_t) *((uint8_t*) (arg0 + 0))) {
     case 0: {
@@ -245,7 +245,7 @@ void __wasm_export_exports_weir_operator_handler_process_broadcast_post_return(u
   }
 }
 
-__attribute__((__weak__, __export_name__("cabi_post_weir:operator/handler@0.1.0#on-timer")))
+__attribute__((__weak__, __export_name__("cabi_post_weir:operator/handler@0.2.0#on-timer")))
 void __wasm_export_exports_weir_operator_handler_on_timer_post_return(uint8_t * arg0) {
   switch ((int32_t) (int32_t) *((uint8_t*) (arg0 + 0))) {
     case 0: {
@@ -260,7 +260,7 @@ void __wasm_export_exports_weir_operator_handler_on_timer_post_return(uint8_t * 
   }
 }
 
-__attribute__((__weak__, __export_name__("cabi_post_weir:operator/handler@0.1.0#end-of-input")))
+__attribute__((__weak__, __export_name__("cabi_post_weir:operator/handler@0.2.0#end-of-input")))
 void __wasm_export_exports_weir_operator_handler_end_of_input_post_return(uint8_t * arg0) {
   switch ((int32_t) (int32_t) *((uint8_t*) (arg0 + 0))) {
     case 0: {
@@ -275,7 +275,7 @@ void __wasm_export_exports_weir_operator_handler_end_of_input_post_return(uint8_
   }
 }
 
-__attribute__((__weak__, __export_name__("cabi_post_weir:operator/handler@0.1.0#migrate-value")))
+__attribute__((__weak__, __export_name__("cabi_post_weir:operator/handler@0.2.0#migrate-value")))
 void __wasm_export_exports_weir_operator_handler_migrate_value_post_return(uint8_t * arg0) {
   switch ((int32_t) (int32_t) *((uint8_t*) (arg0 + 0))) {
     case 0: {
@@ -342,24 +342,9 @@ void weir_operator_types_element_free(weir_operator_types_element_t *ptr) {
   weir_operator_types_option_timestamp_free(&ptr->timestamp);
 }
 
-void weir_operator_types_element_ref_free(weir_operator_types_element_ref_t *ptr) {
-  weir_operator_types_option_timestamp_free(&ptr->timestamp);
-}
-
-void weir_operator_types_list_element_ref_free(weir_operator_types_list_element_ref_t *ptr) {
-  size_t list_len = ptr->len;
-  if (list_len > 0) {
-    weir_operator_types_element_ref_t *list_ptr = ptr->ptr;
-    for (size_t i = 0; i < list_len; i++) {
-      weir_operator_types_element_ref_free(&list_ptr[i]);
-    }
-    free(list_ptr);
-  }
-}
-
 void weir_operator_types_element_batch_free(weir_operator_types_element_batch_t *ptr) {
   operator_list_u8_free(&ptr->data);
-  weir_operator_types_list_element_ref_free(&ptr->elements);
+  operator_list_u8_free(&ptr->index);
 }
 
 void weir_operator_types_option_ttl_config_free(weir_operator_types_option_ttl_config_t *ptr) {
@@ -399,6 +384,11 @@ void weir_operator_types_error_code_free(weir_operator_types_error_code_t *ptr) 
       break;
     }
   }
+}
+
+void weir_operator_types_value_batch_free(weir_operator_types_value_batch_t *ptr) {
+  operator_list_u8_free(&ptr->data);
+  operator_list_u8_free(&ptr->index);
 }
 
 void operator_tuple2_string_string_free(operator_tuple2_string_string_t *ptr) {
@@ -459,7 +449,11 @@ void weir_operator_keyed_state_error_code_free(weir_operator_keyed_state_error_c
   weir_operator_types_error_code_free(ptr);
 }
 
-__attribute__((__import_module__("weir:operator/keyed-state@0.1.0"), __import_name__("[resource-drop]value-state")))
+void weir_operator_keyed_state_value_batch_free(weir_operator_keyed_state_value_batch_t *ptr) {
+  weir_operator_types_value_batch_free(ptr);
+}
+
+__attribute__((__import_module__("weir:operator/keyed-state@0.2.0"), __import_name__("[resource-drop]value-state")))
 extern void __wasm_import_weir_operator_keyed_state_value_state_drop(int32_t handle);
 
 void weir_operator_keyed_state_value_state_drop_own(weir_operator_keyed_state_own_value_state_t handle) {
@@ -474,7 +468,7 @@ weir_operator_keyed_state_borrow_value_state_t weir_operator_keyed_state_borrow_
   return (weir_operator_keyed_state_borrow_value_state_t) { arg.__handle };
 }
 
-__attribute__((__import_module__("weir:operator/keyed-state@0.1.0"), __import_name__("[resource-drop]list-state")))
+__attribute__((__import_module__("weir:operator/keyed-state@0.2.0"), __import_name__("[resource-drop]list-state")))
 extern void __wasm_import_weir_operator_keyed_state_list_state_drop(int32_t handle);
 
 void weir_operator_keyed_state_list_state_drop_own(weir_operator_keyed_state_own_list_state_t handle) {
@@ -489,7 +483,7 @@ weir_operator_keyed_state_borrow_list_state_t weir_operator_keyed_state_borrow_l
   return (weir_operator_keyed_state_borrow_list_state_t) { arg.__handle };
 }
 
-__attribute__((__import_module__("weir:operator/keyed-state@0.1.0"), __import_name__("[resource-drop]map-state")))
+__attribute__((__import_module__("weir:operator/keyed-state@0.2.0"), __import_name__("[resource-drop]map-state")))
 extern void __wasm_import_weir_operator_keyed_state_map_state_drop(int32_t handle);
 
 void weir_operator_keyed_state_map_state_drop_own(weir_operator_keyed_state_own_map_state_t handle) {
@@ -504,7 +498,7 @@ weir_operator_keyed_state_borrow_map_state_t weir_operator_keyed_state_borrow_ma
   return (weir_operator_keyed_state_borrow_map_state_t) { arg.__handle };
 }
 
-__attribute__((__import_module__("weir:operator/keyed-state@0.1.0"), __import_name__("[resource-drop]accumulator-state")))
+__attribute__((__import_module__("weir:operator/keyed-state@0.2.0"), __import_name__("[resource-drop]accumulator-state")))
 extern void __wasm_import_weir_operator_keyed_state_accumulator_state_drop(int32_t handle);
 
 void weir_operator_keyed_state_accumulator_state_drop_own(weir_operator_keyed_state_own_accumulator_state_t handle) {
@@ -534,24 +528,9 @@ void weir_operator_keyed_state_result_void_error_code_free(weir_operator_keyed_s
   }
 }
 
-void weir_operator_keyed_state_list_value_span_free(weir_operator_keyed_state_list_value_span_t *ptr) {
-  size_t list_len = ptr->len;
-  if (list_len > 0) {
-    weir_operator_keyed_state_value_span_t *list_ptr = ptr->ptr;
-    for (size_t i = 0; i < list_len; i++) {
-    }
-    free(list_ptr);
-  }
-}
-
-void weir_operator_keyed_state_tuple2_list_u8_list_value_span_free(weir_operator_keyed_state_tuple2_list_u8_list_value_span_t *ptr) {
-  operator_list_u8_free(&ptr->f0);
-  weir_operator_keyed_state_list_value_span_free(&ptr->f1);
-}
-
-void weir_operator_keyed_state_result_tuple2_list_u8_list_value_span_error_code_free(weir_operator_keyed_state_result_tuple2_list_u8_list_value_span_error_code_t *ptr) {
+void weir_operator_keyed_state_result_value_batch_error_code_free(weir_operator_keyed_state_result_value_batch_error_code_t *ptr) {
   if (!ptr->is_err) {
-    weir_operator_keyed_state_tuple2_list_u8_list_value_span_free(&ptr->val.ok);
+    weir_operator_keyed_state_value_batch_free(&ptr->val.ok);
   } else {
     weir_operator_keyed_state_error_code_free(&ptr->val.err);
   }
@@ -650,7 +629,7 @@ void weir_operator_operator_state_error_code_free(weir_operator_operator_state_e
   weir_operator_types_error_code_free(ptr);
 }
 
-__attribute__((__import_module__("weir:operator/operator-state@0.1.0"), __import_name__("[resource-drop]operator-list-state")))
+__attribute__((__import_module__("weir:operator/operator-state@0.2.0"), __import_name__("[resource-drop]operator-list-state")))
 extern void __wasm_import_weir_operator_operator_state_operator_list_state_drop(int32_t handle);
 
 void weir_operator_operator_state_operator_list_state_drop_own(weir_operator_operator_state_own_operator_list_state_t handle) {
@@ -702,7 +681,7 @@ void weir_operator_broadcast_state_error_code_free(weir_operator_broadcast_state
   weir_operator_types_error_code_free(ptr);
 }
 
-__attribute__((__import_module__("weir:operator/broadcast-state@0.1.0"), __import_name__("[resource-drop]broadcast-map-state")))
+__attribute__((__import_module__("weir:operator/broadcast-state@0.2.0"), __import_name__("[resource-drop]broadcast-map-state")))
 extern void __wasm_import_weir_operator_broadcast_state_broadcast_map_state_drop(int32_t handle);
 
 void weir_operator_broadcast_state_broadcast_map_state_drop_own(weir_operator_broadcast_state_own_broadcast_map_state_t handle) {
@@ -1172,18 +1151,18 @@ bool weir_operator_keyed_state_method_value_state_clear(weir_operator_keyed_stat
   }
 }
 
-bool weir_operator_keyed_state_method_value_state_get_batch(weir_operator_keyed_state_borrow_value_state_t self, weir_operator_keyed_state_tuple2_list_u8_list_value_span_t *ret, weir_operator_keyed_state_error_code_t *err) {
+bool weir_operator_keyed_state_method_value_state_get_batch(weir_operator_keyed_state_borrow_value_state_t self, weir_operator_keyed_state_value_batch_t *ret, weir_operator_keyed_state_error_code_t *err) {
   __attribute__((__aligned__(sizeof(void*))))
   uint8_t ret_area[(5*sizeof(void*))];
   uint8_t *ptr = (uint8_t *) &ret_area;
   __wasm_import_weir_operator_keyed_state_method_value_state_get_batch((self).__handle, ptr);
-  weir_operator_keyed_state_result_tuple2_list_u8_list_value_span_error_code_t result;
+  weir_operator_keyed_state_result_value_batch_error_code_t result;
   switch ((int32_t) *((uint8_t*) (ptr + 0))) {
     case 0: {
       result.is_err = false;
-      result.val.ok = (weir_operator_keyed_state_tuple2_list_u8_list_value_span_t) {
+      result.val.ok = (weir_operator_types_value_batch_t) {
         (operator_list_u8_t) (operator_list_u8_t) { (uint8_t*)(*((uint8_t **) (ptr + sizeof(void*)))), (*((size_t*) (ptr + (2*sizeof(void*))))) },
-        (weir_operator_keyed_state_list_value_span_t) (weir_operator_keyed_state_list_value_span_t) { (weir_operator_keyed_state_value_span_t*)(*((uint8_t **) (ptr + (3*sizeof(void*))))), (*((size_t*) (ptr + (4*sizeof(void*))))) },
+        (operator_list_u8_t) (operator_list_u8_t) { (uint8_t*)(*((uint8_t **) (ptr + (3*sizeof(void*))))), (*((size_t*) (ptr + (4*sizeof(void*))))) },
       };
       break;
     }
@@ -1234,11 +1213,11 @@ bool weir_operator_keyed_state_method_value_state_get_batch(weir_operator_keyed_
   }
 }
 
-bool weir_operator_keyed_state_method_value_state_set_batch(weir_operator_keyed_state_borrow_value_state_t self, operator_list_u32_t *slots, operator_list_u8_t *data, weir_operator_keyed_state_list_value_span_t *spans, weir_operator_keyed_state_error_code_t *err) {
+bool weir_operator_keyed_state_method_value_state_set_batch(weir_operator_keyed_state_borrow_value_state_t self, weir_operator_keyed_state_value_batch_t *values, weir_operator_keyed_state_error_code_t *err) {
   __attribute__((__aligned__(sizeof(void*))))
   uint8_t ret_area[(4*sizeof(void*))];
   uint8_t *ptr = (uint8_t *) &ret_area;
-  __wasm_import_weir_operator_keyed_state_method_value_state_set_batch((self).__handle, (uint8_t *) (*slots).ptr, (*slots).len, (uint8_t *) (*data).ptr, (*data).len, (uint8_t *) (*spans).ptr, (*spans).len, ptr);
+  __wasm_import_weir_operator_keyed_state_method_value_state_set_batch((self).__handle, (uint8_t *) ((*values).data).ptr, ((*values).data).len, (uint8_t *) ((*values).index).ptr, ((*values).index).len, ptr);
   weir_operator_keyed_state_result_void_error_code_t result;
   switch ((int32_t) *((uint8_t*) (ptr + 0))) {
     case 0: {
@@ -2336,18 +2315,18 @@ bool weir_operator_keyed_state_method_accumulator_state_clear(weir_operator_keye
   }
 }
 
-bool weir_operator_keyed_state_method_accumulator_state_get_batch(weir_operator_keyed_state_borrow_accumulator_state_t self, weir_operator_keyed_state_tuple2_list_u8_list_value_span_t *ret, weir_operator_keyed_state_error_code_t *err) {
+bool weir_operator_keyed_state_method_accumulator_state_get_batch(weir_operator_keyed_state_borrow_accumulator_state_t self, weir_operator_keyed_state_value_batch_t *ret, weir_operator_keyed_state_error_code_t *err) {
   __attribute__((__aligned__(sizeof(void*))))
   uint8_t ret_area[(5*sizeof(void*))];
   uint8_t *ptr = (uint8_t *) &ret_area;
   __wasm_import_weir_operator_keyed_state_method_accumulator_state_get_batch((self).__handle, ptr);
-  weir_operator_keyed_state_result_tuple2_list_u8_list_value_span_error_code_t result;
+  weir_operator_keyed_state_result_value_batch_error_code_t result;
   switch ((int32_t) *((uint8_t*) (ptr + 0))) {
     case 0: {
       result.is_err = false;
-      result.val.ok = (weir_operator_keyed_state_tuple2_list_u8_list_value_span_t) {
+      result.val.ok = (weir_operator_types_value_batch_t) {
         (operator_list_u8_t) (operator_list_u8_t) { (uint8_t*)(*((uint8_t **) (ptr + sizeof(void*)))), (*((size_t*) (ptr + (2*sizeof(void*))))) },
-        (weir_operator_keyed_state_list_value_span_t) (weir_operator_keyed_state_list_value_span_t) { (weir_operator_keyed_state_value_span_t*)(*((uint8_t **) (ptr + (3*sizeof(void*))))), (*((size_t*) (ptr + (4*sizeof(void*))))) },
+        (operator_list_u8_t) (operator_list_u8_t) { (uint8_t*)(*((uint8_t **) (ptr + (3*sizeof(void*))))), (*((size_t*) (ptr + (4*sizeof(void*))))) },
       };
       break;
     }
@@ -2398,11 +2377,11 @@ bool weir_operator_keyed_state_method_accumulator_state_get_batch(weir_operator_
   }
 }
 
-bool weir_operator_keyed_state_method_accumulator_state_set_batch(weir_operator_keyed_state_borrow_accumulator_state_t self, operator_list_u32_t *slots, operator_list_u8_t *data, weir_operator_keyed_state_list_value_span_t *spans, weir_operator_keyed_state_error_code_t *err) {
+bool weir_operator_keyed_state_method_accumulator_state_set_batch(weir_operator_keyed_state_borrow_accumulator_state_t self, weir_operator_keyed_state_value_batch_t *values, weir_operator_keyed_state_error_code_t *err) {
   __attribute__((__aligned__(sizeof(void*))))
   uint8_t ret_area[(4*sizeof(void*))];
   uint8_t *ptr = (uint8_t *) &ret_area;
-  __wasm_import_weir_operator_keyed_state_method_accumulator_state_set_batch((self).__handle, (uint8_t *) (*slots).ptr, (*slots).len, (uint8_t *) (*data).ptr, (*data).len, (uint8_t *) (*spans).ptr, (*spans).len, ptr);
+  __wasm_import_weir_operator_keyed_state_method_accumulator_state_set_batch((self).__handle, (uint8_t *) ((*values).data).ptr, ((*values).data).len, (uint8_t *) ((*values).index).ptr, ((*values).index).len, ptr);
   weir_operator_keyed_state_result_void_error_code_t result;
   switch ((int32_t) *((uint8_t*) (ptr + 0))) {
     case 0: {
@@ -4095,10 +4074,10 @@ void weir_operator_collector_emit(weir_operator_collector_element_t *output) {
 }
 
 void weir_operator_collector_emit_batch(weir_operator_collector_element_batch_t *outputs) {
-  __wasm_import_weir_operator_collector_emit_batch((uint8_t *) ((*outputs).data).ptr, ((*outputs).data).len, (uint8_t *) ((*outputs).elements).ptr, ((*outputs).elements).len);
+  __wasm_import_weir_operator_collector_emit_batch((uint8_t *) ((*outputs).data).ptr, ((*outputs).data).len, (uint8_t *) ((*outputs).index).ptr, ((*outputs).index).len);
 }
 
-__attribute__((__export_name__("weir:operator/handler@0.1.0#open")))
+__attribute__((__export_name__("weir:operator/handler@0.2.0#open")))
 uint8_t * __wasm_export_exports_weir_operator_handler_open(uint8_t * arg, size_t arg0, int32_t arg1, int32_t arg2, int32_t arg3, int32_t arg4, uint8_t * arg5, size_t arg6) {
   exports_weir_operator_handler_operator_info_t arg7 = (weir_operator_types_operator_info_t) {
     (operator_string_t) (operator_string_t) { (uint8_t*)(arg), (arg0) },
@@ -4125,7 +4104,7 @@ uint8_t * __wasm_export_exports_weir_operator_handler_open(uint8_t * arg, size_t
   return ptr;
 }
 
-__attribute__((__export_name__("weir:operator/handler@0.1.0#process")))
+__attribute__((__export_name__("weir:operator/handler@0.2.0#process")))
 uint8_t * __wasm_export_exports_weir_operator_handler_process(uint8_t * arg, size_t arg0, int32_t arg1, uint8_t * arg2, size_t arg3, int32_t arg4, int64_t arg5) {
   operator_option_list_u8_t option;
   switch (arg1) {
@@ -4173,11 +4152,11 @@ uint8_t * __wasm_export_exports_weir_operator_handler_process(uint8_t * arg, siz
   return ptr;
 }
 
-__attribute__((__export_name__("weir:operator/handler@0.1.0#process-batch")))
+__attribute__((__export_name__("weir:operator/handler@0.2.0#process-batch")))
 uint8_t * __wasm_export_exports_weir_operator_handler_process_batch(uint8_t * arg, size_t arg0, uint8_t * arg1, size_t arg2) {
   exports_weir_operator_handler_element_batch_t arg3 = (weir_operator_types_element_batch_t) {
     (operator_list_u8_t) (operator_list_u8_t) { (uint8_t*)(arg), (arg0) },
-    (weir_operator_types_list_element_ref_t) (weir_operator_types_list_element_ref_t) { (weir_operator_types_element_ref_t*)(arg1), (arg2) },
+    (operator_list_u8_t) (operator_list_u8_t) { (uint8_t*)(arg1), (arg2) },
   };
   exports_weir_operator_handler_result_void_string_t ret;
   operator_string_t err;
@@ -4196,7 +4175,7 @@ uint8_t * __wasm_export_exports_weir_operator_handler_process_batch(uint8_t * ar
   return ptr;
 }
 
-__attribute__((__export_name__("weir:operator/handler@0.1.0#process-broadcast")))
+__attribute__((__export_name__("weir:operator/handler@0.2.0#process-broadcast")))
 uint8_t * __wasm_export_exports_weir_operator_handler_process_broadcast(uint8_t * arg, size_t arg0, int32_t arg1, uint8_t * arg2, size_t arg3, int32_t arg4, int64_t arg5) {
   operator_option_list_u8_t option;
   switch (arg1) {
@@ -4244,7 +4223,7 @@ uint8_t * __wasm_export_exports_weir_operator_handler_process_broadcast(uint8_t 
   return ptr;
 }
 
-__attribute__((__export_name__("weir:operator/handler@0.1.0#on-timer")))
+__attribute__((__export_name__("weir:operator/handler@0.2.0#on-timer")))
 uint8_t * __wasm_export_exports_weir_operator_handler_on_timer(int64_t arg, int32_t arg0, uint8_t * arg1, size_t arg2) {
   exports_weir_operator_handler_timer_t arg3 = (exports_weir_operator_handler_timer_t) {
     (exports_weir_operator_handler_timestamp_t) arg,
@@ -4268,7 +4247,7 @@ uint8_t * __wasm_export_exports_weir_operator_handler_on_timer(int64_t arg, int3
   return ptr;
 }
 
-__attribute__((__export_name__("weir:operator/handler@0.1.0#end-of-input")))
+__attribute__((__export_name__("weir:operator/handler@0.2.0#end-of-input")))
 uint8_t * __wasm_export_exports_weir_operator_handler_end_of_input(void) {
   exports_weir_operator_handler_result_void_string_t ret;
   operator_string_t err;
@@ -4287,7 +4266,7 @@ uint8_t * __wasm_export_exports_weir_operator_handler_end_of_input(void) {
   return ptr;
 }
 
-__attribute__((__export_name__("weir:operator/handler@0.1.0#migrate-value")))
+__attribute__((__export_name__("weir:operator/handler@0.2.0#migrate-value")))
 uint8_t * __wasm_export_exports_weir_operator_handler_migrate_value(uint8_t * arg, size_t arg0, int32_t arg1, uint8_t * arg2, size_t arg3) {
   operator_string_t arg4 = (operator_string_t) { (uint8_t*)(arg), (arg0) };
   operator_list_u8_t arg5 = (operator_list_u8_t) { (uint8_t*)(arg2), (arg3) };

@@ -48,36 +48,31 @@ typedef struct weir_operator_types_element_t {
   weir_operator_types_option_timestamp_t   timestamp;
 } weir_operator_types_element_t;
 
-// Where one element of an `element-batch` lies in the batch's buffer.
-typedef struct weir_operator_types_element_ref_t {
-  // Offset of the payload's first byte in `element-batch.data`.
-  uint32_t   payload_start;
-  // Payload length in bytes.
-  uint32_t   payload_len;
-  // Offset of the key's first byte, when `has-key`.
-  uint32_t   key_start;
-  // Key length in bytes, when `has-key`.
-  uint32_t   key_len;
-  // Whether the element has a key (an empty key is a key).
-  bool   has_key;
-  // The element's event time, if any.
-  weir_operator_types_option_timestamp_t   timestamp;
-} weir_operator_types_element_ref_t;
-
-typedef struct {
-  weir_operator_types_element_ref_t *ptr;
-  size_t len;
-} weir_operator_types_list_element_ref_t;
-
 // Many elements in one buffer: what `handler.process-batch` receives
-// and `collector.emit-batch` sends. One buffer crosses the boundary
-// instead of one allocation per payload and key, which is what makes
-// batches cheap. Element `i` is `elements[i]`, its bytes in `data`.
+// and `collector.emit-batch` sends.
+// 
+// `index` holds one 32-byte entry per element, in order, little-endian:
+// 
+// | bytes | field |
+// |---|---|
+// | 0-3 | payload start: offset of the payload's first byte in `data` (u32) |
+// | 4-7 | payload length in bytes (u32) |
+// | 8-11 | key start, when the element has a key (u32) |
+// | 12-15 | key length, when the element has a key (u32) |
+// | 16-19 | flags (u32): bit 0, the element has a key (an empty key is a key); bit 1, it has an event time; other bits 0 |
+// | 20-23 | 0 |
+// | 24-31 | the event time when flag bit 1 is set, else 0 (s64) |
+// 
+// Two byte buffers rather than a list of records: every language lifts a
+// byte list with one copy, where a list of records costs an object per
+// element in an interpreted guest (Python, JavaScript). A payload or key
+// outside `data`, a length of `index` that is not a multiple of 32, or a
+// flag bit that is not defined makes `emit-batch` trap.
 typedef struct weir_operator_types_element_batch_t {
   // The payload and key bytes of every element.
   operator_list_u8_t   data;
-  // One entry per element, in order.
-  weir_operator_types_list_element_ref_t   elements;
+  // One 32-byte entry per element (see above).
+  operator_list_u8_t   index;
 } weir_operator_types_element_batch_t;
 
 // Which kind of state a name was registered as. The host records the kind
@@ -188,17 +183,22 @@ typedef struct weir_operator_types_error_code_t {
 // The state backend failed; the payload says why. The task will fail.
 #define WEIR_OPERATOR_TYPES_ERROR_CODE_BACKEND 6
 
-// Where one value lies in a buffer of values, for the batch fast path of
+// Values of a batch's key slots in one buffer, for the batch fast path of
 // value and accumulator state (`get-batch`, `set-batch`).
-typedef struct weir_operator_types_value_span_t {
-  // Offset of the value's first byte in the buffer.
-  uint32_t   start;
-  // Length of the value in bytes.
-  uint32_t   len;
-  // False when the key holds no value (then `start` and `len` are 0);
-  // in `set-batch`, false clears the key's value.
-  bool   present;
-} weir_operator_types_value_span_t;
+// 
+// `index` holds one 16-byte entry per value, four little-endian u32s:
+// the key slot (see `context.batch-slots`), the offset of the value's
+// first byte in `data`, its length in bytes, and flags: bit 0 set when
+// the value is present (in `get-batch`, the key holds a value; in
+// `set-batch`, the value is written, and a clear bit clears the key's
+// value instead); other bits 0. Start and length are 0 when the value
+// is not present.
+typedef struct weir_operator_types_value_batch_t {
+  // The bytes of every present value.
+  operator_list_u8_t   data;
+  // One 16-byte entry per value (see above).
+  operator_list_u8_t   index;
+} weir_operator_types_value_batch_t;
 
 // The clock a timer fires on.
 typedef uint8_t weir_operator_types_time_domain_t;
@@ -276,7 +276,7 @@ typedef weir_operator_types_state_descriptor_t weir_operator_keyed_state_state_d
 
 typedef weir_operator_types_error_code_t weir_operator_keyed_state_error_code_t;
 
-typedef weir_operator_types_value_span_t weir_operator_keyed_state_value_span_t;
+typedef weir_operator_types_value_batch_t weir_operator_keyed_state_value_batch_t;
 
 typedef struct weir_operator_keyed_state_own_value_state_t {
   int32_t __handle;
@@ -326,22 +326,12 @@ typedef struct {
 } weir_operator_keyed_state_result_void_error_code_t;
 
 typedef struct {
-  weir_operator_keyed_state_value_span_t *ptr;
-  size_t len;
-} weir_operator_keyed_state_list_value_span_t;
-
-typedef struct {
-  operator_list_u8_t f0;
-  weir_operator_keyed_state_list_value_span_t f1;
-} weir_operator_keyed_state_tuple2_list_u8_list_value_span_t;
-
-typedef struct {
   bool is_err;
   union {
-    weir_operator_keyed_state_tuple2_list_u8_list_value_span_t ok;
+    weir_operator_keyed_state_value_batch_t ok;
     weir_operator_keyed_state_error_code_t err;
   } val;
-} weir_operator_keyed_state_result_tuple2_list_u8_list_value_span_error_code_t;
+} weir_operator_keyed_state_result_value_batch_error_code_t;
 
 typedef struct {
   operator_list_u8_t *ptr;
@@ -577,7 +567,7 @@ typedef struct {
   } val;
 } exports_weir_operator_handler_result_list_u8_string_t;
 
-// Imported Functions from `weir:operator/context@0.1.0`
+// Imported Functions from `weir:operator/context@0.2.0`
 // Inside `handler.process-batch`: makes element `index` of the batch the
 // current one, so that keyed state and timers act on its key. Element 0
 // is current when `process-batch` starts.
@@ -599,7 +589,7 @@ extern weir_operator_context_timestamp_t weir_operator_context_current_watermark
 // the only clock a guest sees.
 extern weir_operator_context_timestamp_t weir_operator_context_current_processing_time(void);
 
-// Imported Functions from `weir:operator/keyed-state@0.1.0`
+// Imported Functions from `weir:operator/keyed-state@0.2.0`
 // The current key's value, or none if it was never set, was cleared,
 // or expired.
 extern bool weir_operator_keyed_state_method_value_state_get(weir_operator_keyed_state_borrow_value_state_t self, operator_option_list_u8_t *ret, weir_operator_keyed_state_error_code_t *err);
@@ -609,14 +599,14 @@ extern bool weir_operator_keyed_state_method_value_state_set(weir_operator_keyed
 extern bool weir_operator_keyed_state_method_value_state_clear(weir_operator_keyed_state_borrow_value_state_t self, weir_operator_keyed_state_error_code_t *err);
 // Batch fast path, inside `handler.process-batch` only: the values
 // of every key slot of the batch (see `context.batch-slots`) in one
-// call, as one buffer and one span per slot. Equivalent to `get` for
-// each slot, without a call per element.
-extern bool weir_operator_keyed_state_method_value_state_get_batch(weir_operator_keyed_state_borrow_value_state_t self, weir_operator_keyed_state_tuple2_list_u8_list_value_span_t *ret, weir_operator_keyed_state_error_code_t *err);
-// Batch fast path: writes the values of the key slots `slots` in one
-// call, `spans[i]` locating slot `slots[i]`'s new value in `data`
-// (`present = false` clears it). Equivalent to `set` or `clear` for
-// each, in order.
-extern bool weir_operator_keyed_state_method_value_state_set_batch(weir_operator_keyed_state_borrow_value_state_t self, operator_list_u32_t *slots, operator_list_u8_t *data, weir_operator_keyed_state_list_value_span_t *spans, weir_operator_keyed_state_error_code_t *err);
+// call, one index entry per slot in slot order. Equivalent to `get`
+// for each slot, without a call per element.
+extern bool weir_operator_keyed_state_method_value_state_get_batch(weir_operator_keyed_state_borrow_value_state_t self, weir_operator_keyed_state_value_batch_t *ret, weir_operator_keyed_state_error_code_t *err);
+// Batch fast path: writes (or clears) the key slots named by the
+// entries of `values` in one call. Equivalent to `set` or `clear`
+// for each entry, in order. A slot past the batch's slots or a value
+// outside `values.data` is `out-of-range` and writes nothing.
+extern bool weir_operator_keyed_state_method_value_state_set_batch(weir_operator_keyed_state_borrow_value_state_t self, weir_operator_keyed_state_value_batch_t *values, weir_operator_keyed_state_error_code_t *err);
 // Appends one value to the current key's list.
 extern bool weir_operator_keyed_state_method_list_state_add(weir_operator_keyed_state_borrow_list_state_t self, operator_list_u8_t *value, weir_operator_keyed_state_error_code_t *err);
 // Appends values, in order, to the current key's list.
@@ -657,14 +647,14 @@ extern bool weir_operator_keyed_state_method_accumulator_state_set(weir_operator
 extern bool weir_operator_keyed_state_method_accumulator_state_clear(weir_operator_keyed_state_borrow_accumulator_state_t self, weir_operator_keyed_state_error_code_t *err);
 // Batch fast path, inside `handler.process-batch` only: the accumulators
 // of every key slot of the batch (see `context.batch-slots`) in one
-// call, as one buffer and one span per slot. Equivalent to `get` for
-// each slot, without a call per element.
-extern bool weir_operator_keyed_state_method_accumulator_state_get_batch(weir_operator_keyed_state_borrow_accumulator_state_t self, weir_operator_keyed_state_tuple2_list_u8_list_value_span_t *ret, weir_operator_keyed_state_error_code_t *err);
-// Batch fast path: writes the values of the key slots `slots` in one
-// call, `spans[i]` locating slot `slots[i]`'s new value in `data`
-// (`present = false` clears it). Equivalent to `set` or `clear` for
-// each, in order.
-extern bool weir_operator_keyed_state_method_accumulator_state_set_batch(weir_operator_keyed_state_borrow_accumulator_state_t self, operator_list_u32_t *slots, operator_list_u8_t *data, weir_operator_keyed_state_list_value_span_t *spans, weir_operator_keyed_state_error_code_t *err);
+// call, one index entry per slot in slot order. Equivalent to `get`
+// for each slot, without a call per element.
+extern bool weir_operator_keyed_state_method_accumulator_state_get_batch(weir_operator_keyed_state_borrow_accumulator_state_t self, weir_operator_keyed_state_value_batch_t *ret, weir_operator_keyed_state_error_code_t *err);
+// Batch fast path: writes (or clears) the key slots named by the
+// entries of `values` in one call. Equivalent to `set` or `clear`
+// for each entry, in order. A slot past the batch's slots or a value
+// outside `values.data` is `out-of-range` and writes nothing.
+extern bool weir_operator_keyed_state_method_accumulator_state_set_batch(weir_operator_keyed_state_borrow_accumulator_state_t self, weir_operator_keyed_state_value_batch_t *values, weir_operator_keyed_state_error_code_t *err);
 // Registers (or reopens) value state `descriptor.name`.
 extern bool weir_operator_keyed_state_register_value(weir_operator_keyed_state_state_descriptor_t *descriptor, weir_operator_keyed_state_own_value_state_t *ret, weir_operator_keyed_state_error_code_t *err);
 // Registers (or reopens) list state `descriptor.name`.
@@ -676,7 +666,7 @@ extern bool weir_operator_keyed_state_register_reducing(weir_operator_keyed_stat
 // Registers (or reopens) aggregating state `descriptor.name`.
 extern bool weir_operator_keyed_state_register_aggregating(weir_operator_keyed_state_state_descriptor_t *descriptor, weir_operator_keyed_state_own_accumulator_state_t *ret, weir_operator_keyed_state_error_code_t *err);
 
-// Imported Functions from `weir:operator/operator-state@0.1.0`
+// Imported Functions from `weir:operator/operator-state@0.2.0`
 // Appends one value.
 extern bool weir_operator_operator_state_method_operator_list_state_add(weir_operator_operator_state_borrow_operator_list_state_t self, operator_list_u8_t *value, weir_operator_operator_state_error_code_t *err);
 // Appends values in order.
@@ -694,7 +684,7 @@ extern bool weir_operator_operator_state_method_operator_list_state_clear(weir_o
 // fails with `error-code::kind-mismatch`.
 extern bool weir_operator_operator_state_register_list(weir_operator_operator_state_state_descriptor_t *descriptor, weir_operator_operator_state_redistribution_t mode, weir_operator_operator_state_own_operator_list_state_t *ret, weir_operator_operator_state_error_code_t *err);
 
-// Imported Functions from `weir:operator/broadcast-state@0.1.0`
+// Imported Functions from `weir:operator/broadcast-state@0.2.0`
 // The value under `user-key`.
 extern bool weir_operator_broadcast_state_method_broadcast_map_state_get(weir_operator_broadcast_state_borrow_broadcast_map_state_t self, operator_list_u8_t *user_key, operator_option_list_u8_t *ret, weir_operator_broadcast_state_error_code_t *err);
 // Sets the value under `user-key` (only in `process-broadcast`).
@@ -715,7 +705,7 @@ extern bool weir_operator_broadcast_state_method_broadcast_map_state_clear(weir_
 // descriptor's `ttl` must be none.
 extern bool weir_operator_broadcast_state_register_map(weir_operator_broadcast_state_state_descriptor_t *descriptor, weir_operator_broadcast_state_own_broadcast_map_state_t *ret, weir_operator_broadcast_state_error_code_t *err);
 
-// Imported Functions from `weir:operator/timers@0.1.0`
+// Imported Functions from `weir:operator/timers@0.2.0`
 // Registers an event-time timer for the current key.
 extern bool weir_operator_timers_register_event_time_timer(weir_operator_timers_timestamp_t time, weir_operator_timers_error_code_t *err);
 // Registers a processing-time timer for the current key.
@@ -725,7 +715,7 @@ extern bool weir_operator_timers_delete_event_time_timer(weir_operator_timers_ti
 // Deletes the current key's processing-time timer at `time`, if any.
 extern bool weir_operator_timers_delete_processing_time_timer(weir_operator_timers_timestamp_t time, weir_operator_timers_error_code_t *err);
 
-// Imported Functions from `weir:operator/collector@0.1.0`
+// Imported Functions from `weir:operator/collector@0.2.0`
 // Sends one element downstream. With `key` set, a keyed downstream
 // operator receives it under that key; with `timestamp` set, it carries
 // that event time (none keeps no timestamp).
@@ -735,7 +725,7 @@ extern void weir_operator_collector_emit(weir_operator_collector_element_t *outp
 // the SDKs buffer output and flush it with this call.
 extern void weir_operator_collector_emit_batch(weir_operator_collector_element_batch_t *outputs);
 
-// Exported Functions from `weir:operator/handler@0.1.0`
+// Exported Functions from `weir:operator/handler@0.2.0`
 bool exports_weir_operator_handler_open(exports_weir_operator_handler_operator_info_t *info, operator_string_t *err);
 bool exports_weir_operator_handler_process(exports_weir_operator_handler_element_t *input, operator_string_t *err);
 bool exports_weir_operator_handler_process_batch(exports_weir_operator_handler_element_batch_t *inputs, operator_string_t *err);
@@ -754,10 +744,6 @@ void weir_operator_types_option_timestamp_free(weir_operator_types_option_timest
 
 void weir_operator_types_element_free(weir_operator_types_element_t *ptr);
 
-void weir_operator_types_element_ref_free(weir_operator_types_element_ref_t *ptr);
-
-void weir_operator_types_list_element_ref_free(weir_operator_types_list_element_ref_t *ptr);
-
 void weir_operator_types_element_batch_free(weir_operator_types_element_batch_t *ptr);
 
 void weir_operator_types_option_ttl_config_free(weir_operator_types_option_ttl_config_t *ptr);
@@ -765,6 +751,8 @@ void weir_operator_types_option_ttl_config_free(weir_operator_types_option_ttl_c
 void weir_operator_types_state_descriptor_free(weir_operator_types_state_descriptor_t *ptr);
 
 void weir_operator_types_error_code_free(weir_operator_types_error_code_t *ptr);
+
+void weir_operator_types_value_batch_free(weir_operator_types_value_batch_t *ptr);
 
 void operator_tuple2_string_string_free(operator_tuple2_string_string_t *ptr);
 
@@ -783,6 +771,8 @@ void weir_operator_context_result_list_u32_error_code_free(weir_operator_context
 void weir_operator_keyed_state_state_descriptor_free(weir_operator_keyed_state_state_descriptor_t *ptr);
 
 void weir_operator_keyed_state_error_code_free(weir_operator_keyed_state_error_code_t *ptr);
+
+void weir_operator_keyed_state_value_batch_free(weir_operator_keyed_state_value_batch_t *ptr);
 
 extern void weir_operator_keyed_state_value_state_drop_own(weir_operator_keyed_state_own_value_state_t handle);
 
@@ -812,11 +802,7 @@ void weir_operator_keyed_state_result_option_list_u8_error_code_free(weir_operat
 
 void weir_operator_keyed_state_result_void_error_code_free(weir_operator_keyed_state_result_void_error_code_t *ptr);
 
-void weir_operator_keyed_state_list_value_span_free(weir_operator_keyed_state_list_value_span_t *ptr);
-
-void weir_operator_keyed_state_tuple2_list_u8_list_value_span_free(weir_operator_keyed_state_tuple2_list_u8_list_value_span_t *ptr);
-
-void weir_operator_keyed_state_result_tuple2_list_u8_list_value_span_error_code_free(weir_operator_keyed_state_result_tuple2_list_u8_list_value_span_error_code_t *ptr);
+void weir_operator_keyed_state_result_value_batch_error_code_free(weir_operator_keyed_state_result_value_batch_error_code_t *ptr);
 
 void operator_list_list_u8_free(operator_list_list_u8_t *ptr);
 

@@ -65,7 +65,7 @@ from .state import (
     ValueState,
 )
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 TimeDomain = _types.TimeDomain
 """Which clock a timer fires on: ``TimeDomain.EVENT_TIME`` or

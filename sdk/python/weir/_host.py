@@ -1,24 +1,20 @@
 """The host's imports, as componentize-py generates them for the `operator`
-world, and the shapes of the records that cross in bulk.
+world, and the layouts of the batches that cross in bulk.
 
 Only this module names the generated bindings (``wit_world``); the rest of
 the SDK reaches the host through it.
 
-componentize-py turns every record the host sends into a Python object by
-calling the class the bindings name, one call per record: for the element
-references of a ``process-batch`` and the value spans of a ``get-batch``
-that is one object per record processed. It looks those classes up once,
-after importing the operator's module, so replacing them here (the operator
-imports ``weir`` first) makes each record a plain tuple instead of a
-dataclass, which costs a fraction (a value span becomes a ``slice``, whose
-constructor is not Python code at all). Records going the other way are read by
-attribute, so the SDK sends tuples with named fields (:class:`Ref`,
-:class:`Span`) built without running Python code per record.
+Batches cross as two byte strings, a buffer and an index of fixed-size
+little-endian entries (WIT 0.2.0, ``element-batch`` and ``value-batch``):
+componentize-py lifts and lowers each with one copy, where a list of
+records cost a Python object per record. The SDK reads and writes the
+entries with the precompiled :class:`struct.Struct` layouts below, whose
+loops run in C.
 """
 
 from __future__ import annotations
 
-from typing import NamedTuple
+import struct
 
 from componentize_py_types import Err
 from wit_world import exports
@@ -42,45 +38,33 @@ __all__ = [
     "operator_state",
     "timers",
     "types",
-    "Ref",
-    "Span",
+    "ELEMENT",
+    "ELEMENT_SIZE",
+    "HAS_KEY",
+    "HAS_TIMESTAMP",
+    "VALUE",
+    "VALUE_SIZE",
+    "PRESENT",
     "new_tuple",
 ]
 
+ELEMENT = struct.Struct("<IIIII4xq")
+"""One ``element-batch`` index entry: payload start, payload length, key
+start, key length, flags, (4 zero bytes), event time. 32 bytes."""
+ELEMENT_SIZE = ELEMENT.size
+HAS_KEY = 1
+"""Element flag: the element has a key (an empty key is a key)."""
+HAS_TIMESTAMP = 2
+"""Element flag: the element has an event time."""
 
-class Ref(NamedTuple):
-    """An ``element-ref``: where one output element lies in the batch's buffer."""
+VALUE = struct.Struct("<IIII")
+"""One ``value-batch`` index entry: key slot, value start, value length,
+flags. 16 bytes."""
+VALUE_SIZE = VALUE.size
+PRESENT = 1
+"""Value flag: the slot holds (or is to be set to) a value; clear, it holds
+none (or is to be cleared)."""
 
-    payload_start: int
-    payload_len: int
-    key_start: int
-    key_len: int
-    has_key: bool
-    timestamp: int | None
-
-
-class Span(NamedTuple):
-    """A ``value-span``: where one value lies in a ``set-batch`` buffer."""
-
-    start: int
-    len: int
-    present: bool
-
-
-# `new_tuple(Ref, (a, b, ...))` makes a Ref without a Python-level __new__.
+# `new_tuple(Element, (a, b, c))` makes a NamedTuple without running its
+# Python-level __new__.
 new_tuple = tuple.__new__
-
-
-def _element_ref(
-    payload_start: int, payload_len: int, key_start: int, key_len: int, has_key: bool, timestamp: int | None
-) -> tuple[int, int, int, int, bool, int | None]:
-    return (payload_start, payload_len, key_start, key_len, has_key, timestamp)
-
-
-# Records the host sends, made as tuples (see the module's docstring). The
-# SDK also accepts the generated dataclasses, should a componentize-py look
-# the classes up before the operator's module is imported.
-types.ElementRef = _element_ref  # type: ignore[misc,assignment]
-# A value span becomes a slice(start, len, present): made without running
-# Python code at all.
-types.ValueSpan = slice  # type: ignore[misc,assignment]

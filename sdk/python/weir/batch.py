@@ -16,10 +16,11 @@ place after ``get`` is not written unless it is ``set``.
 
 from __future__ import annotations
 
+from array import array
 from typing import Any, Generic, Protocol, TypeVar
 
 from . import _host
-from ._host import Span, new_tuple
+from ._host import PRESENT, VALUE, VALUE_SIZE
 from .codec import Codec
 from .errors import CodecError, WeirError, state_error
 
@@ -104,8 +105,8 @@ class ValueHandle(Protocol):
     def get(self) -> bytes | None: ...
     def set(self, value: bytes) -> None: ...
     def clear(self) -> None: ...
-    def get_batch(self) -> tuple[bytes, list[Any]]: ...
-    def set_batch(self, slots: list[int], data: bytes, spans: list[Any]) -> None: ...
+    def get_batch(self) -> Any: ...
+    def set_batch(self, values: Any) -> None: ...
 
 
 class CachedValue(Generic[T]):
@@ -134,13 +135,10 @@ class CachedValue(Generic[T]):
     def _load(self, b: Batch) -> None:
         """The batch's values, once per batch, on first use."""
         try:
-            data, spans = self._handle.get_batch()
+            got = self._handle.get_batch()
         except _host.Err as e:
             raise self._failed(e) from None
-        if spans and type(spans[0]) is not slice:
-            spans = [slice(s.start, s.len, s.present) for s in spans]
-        # slice(start, len, present), see weir._host.
-        self._values = [data[s.start : s.start + s.stop] if s.step else None for s in spans]
+        self._values = _values_by_slot(self.name, got.data, got.index)
         self._slots = b.slots()
         self._dirty = {}
         self._generation = b.generation
@@ -214,25 +212,46 @@ class CachedValue(Generic[T]):
             raise self._failed(e) from None
 
     def flush(self) -> None:
-        """Writes the slots this batch changed back in one ``set-batch``."""
+        """Writes the slots this batch changed back in one ``set-batch``:
+        slots in first-write order, each once with its last value."""
         dirty = self._dirty
         if not dirty:
             return
         self._dirty = {}
-        slots = list(dirty)
         values = self._values
-        buf = bytearray()
-        spans: list[Span] = []
-        make = new_tuple
-        for slot in slots:
+        parts: list[bytes] = []
+        entries: list[bytes] = []
+        at = 0
+        pack = VALUE.pack
+        for slot in dirty:
             raw = values[slot]
             if raw is None:
-                spans.append(make(Span, (0, 0, False)))
+                entries.append(pack(slot, 0, 0, 0))
             else:
-                spans.append(make(Span, (len(buf), len(raw), True)))
-                buf += raw
-        data = bytes(buf)
+                n = len(raw)
+                entries.append(pack(slot, at, n, PRESENT))
+                parts.append(raw)
+                at += n
         try:
-            self._handle.set_batch(slots, data, spans)
+            self._handle.set_batch(_host.types.ValueBatch(b"".join(parts), b"".join(entries)))
         except _host.Err as e:
             raise self._failed(e) from None
+
+
+def _values_by_slot(name: str, data: bytes, index: bytes) -> list[bytes | None]:
+    """The values of a ``get-batch``, by key slot: a value's bytes, or None
+    where the key holds none (present-and-empty is ``b""``)."""
+    if len(index) % VALUE_SIZE:
+        raise WeirError(f"state '{name}': a value batch index of {len(index)} bytes is not whole {VALUE_SIZE}-byte entries")
+    values: list[bytes | None] = [
+        data[start : start + n] if flags & PRESENT else None for _, start, n, flags in VALUE.iter_unpack(index)
+    ]
+    # The host sends one entry per slot, in slot order (checked in C: the
+    # index's slot column against 0, 1, 2, ...; both are little-endian u32s
+    # on wasm32). Should it not, the entries still land on the slots they name.
+    if memoryview(index).cast("I")[0::4] != array("I", range(len(values))):
+        placed: list[bytes | None] = [None] * (1 + max((e[0] for e in VALUE.iter_unpack(index)), default=-1))
+        for (slot, _, _, _), value in zip(VALUE.iter_unpack(index), values):
+            placed[slot] = value
+        return placed
+    return values

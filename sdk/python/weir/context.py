@@ -8,10 +8,13 @@ Output is buffered during one call from the host and sent with one
 
 from __future__ import annotations
 
-from typing import Any, Callable, Literal, NamedTuple, TypeVar, cast, overload
+import struct
+from array import array
+from itertools import accumulate
+from typing import Any, Callable, Literal, NamedTuple, TypeVar, overload
 
 from . import _host
-from ._host import Ref, new_tuple
+from ._host import ELEMENT, ELEMENT_SIZE, HAS_KEY, HAS_TIMESTAMP
 from .batch import sync_host
 from .codec import codec
 from .errors import WeirError, state_error
@@ -78,8 +81,11 @@ class Timer(NamedTuple):
         return self.key.decode("utf-8", "replace")
 
 
-# Output of the call in progress: (payload, key, timestamp) per element.
-_OUTPUT: list[tuple[Any, Any, int | None]] = []
+# Output of the call in progress: every payload, in order; and, flat, the
+# position, key and timestamp of each element that has a key or a timestamp.
+# The common output, a bare payload, costs one append.
+_PAYLOADS: list[Any] = []
+_EXTRAS: list[Any] = []
 
 
 def _as_bytes(value: Any, what: str) -> bytes:
@@ -93,38 +99,95 @@ def _as_bytes(value: Any, what: str) -> bytes:
 def flush_output() -> None:
     """Sends the output buffered during this call with one ``emit-batch``.
     Called by the export glue after every call into the operator."""
-    out = _OUTPUT
-    if not out:
+    payloads, extras = _PAYLOADS, _EXTRAS
+    if not payloads:
         return
-    parts: list[bytes] = []
-    refs: list[Ref] = []
-    at = 0
-    make = new_tuple
-    # Payloads and keys one after another in one buffer. A plain loop: it
-    # runs once per output record, and beats chains of C iterators here.
     try:
-        for payload, key, timestamp in out:
-            if type(payload) is not bytes:
-                payload = _as_bytes(payload, "a payload")
-            n = len(payload)
-            parts.append(payload)
+        if not extras:
+            data, index = _pack_plain(payloads)
+        else:
+            n = len(payloads)
+            keys: list[Any] = [None] * n
+            stamps: list[int | None] = [None] * n
+            for i, key, timestamp in zip(extras[0::3], extras[1::3], extras[2::3]):
+                keys[i] = key
+                stamps[i] = timestamp
+            data, index = _pack(payloads, keys, stamps)
+    finally:
+        payloads.clear()
+        extras.clear()
+    _host.collector.emit_batch(_host.types.ElementBatch(data, index))
+
+
+def _pack_plain(payloads: list[Any]) -> tuple[bytes, bytes]:
+    """Output without keys or timestamps, the common case, packed by C
+    loops alone: the payloads one after another, and an index whose entries
+    are all zero but for each payload's start and length."""
+    try:
+        data = b"".join(payloads)
+    except (TypeError, BufferError):
+        # str payloads (or a mix, or a buffer join cannot read): bytes first.
+        payloads = _payload_bytes(payloads)
+        data = b"".join(payloads)
+    lengths = array("I", map(len, payloads))
+    starts = array("I", accumulate(lengths, initial=0))
+    if starts.pop() != len(data):
+        # A buffer whose len() is not its size in bytes (a memoryview of
+        # wider items): copied as bytes, as emit does for memoryviews.
+        return _pack_plain(_payload_bytes(payloads))
+    # Every field after the length is 0 (no key, no flags, no event time).
+    index = array("I", bytes(ELEMENT_SIZE * len(payloads)))
+    index[0::8] = starts
+    index[1::8] = lengths
+    return data, index.tobytes()
+
+
+def _payload_bytes(payloads: list[Any]) -> list[bytes]:
+    """Payloads as bytes: str encoded as UTF-8 (a list of str by one C
+    loop), other bytes-likes copied."""
+    try:
+        return list(map(str.encode, payloads))
+    except TypeError:
+        return [p if type(p) is bytes else _as_bytes(p, "a payload") for p in payloads]
+
+
+def _pack(payloads: list[Any], keys: list[Any], stamps: list[int | None]) -> tuple[bytes, bytes]:
+    """Output with keys or timestamps: each payload followed by its key in
+    the buffer, one index entry per element. A plain loop: it runs once per
+    output record, and beats chains of C iterators here."""
+    parts: list[bytes] = []
+    entries: list[bytes] = []
+    at = 0
+    pack = ELEMENT.pack
+    for payload, key, timestamp in zip(payloads, keys, stamps):
+        if type(payload) is not bytes:
+            payload = _as_bytes(payload, "a payload")
+        n = len(payload)
+        parts.append(payload)
+        flags = 0 if timestamp is None else HAS_TIMESTAMP
+        if key is not None:
+            if type(key) is not bytes:
+                key = _as_bytes(key, "a key")
+            parts.append(key)
+            flags |= HAS_KEY
+        try:
             if key is None:
-                refs.append(make(Ref, (at, n, 0, 0, False, timestamp)))
+                entries.append(pack(at, n, 0, 0, flags, timestamp or 0))
                 at += n
             else:
-                if type(key) is not bytes:
-                    key = _as_bytes(key, "a key")
-                parts.append(key)
-                refs.append(make(Ref, (at, n, at + n, len(key), True, timestamp)))
+                entries.append(pack(at, n, at + n, len(key), flags, timestamp or 0))
                 at += n + len(key)
-    finally:
-        out.clear()
-    # Refs stand in for the generated ElementRef records (see weir._host).
-    _host.collector.emit_batch(_host.types.ElementBatch(b"".join(parts), cast(Any, refs)))
+        except struct.error:
+            raise TypeError(f"emit: a timestamp must be a 64-bit int, not {timestamp!r}") from None
+    return b"".join(parts), b"".join(entries)
 
 
 def _emit(payload: bytes | str, key: bytes | str | None = None, timestamp: int | None = None) -> None:
-    _OUTPUT.append((payload, key, timestamp))
+    if key is None and timestamp is None:
+        _PAYLOADS.append(payload)
+    else:
+        _EXTRAS.extend((len(_PAYLOADS), key, timestamp))
+        _PAYLOADS.append(payload)
 
 
 def _timer_call(call: Callable[[int], None], time: int) -> None:
@@ -146,7 +209,12 @@ class Context:
         """Sends `payload` downstream (``str`` is sent as UTF-8). With `key`,
         a keyed downstream operator sees it under that key; with
         `timestamp`, it carries that event time."""
-        _OUTPUT.append((payload, key, timestamp))
+        # _emit's body, inline: this runs once per output record.
+        if key is None and timestamp is None:
+            _PAYLOADS.append(payload)
+        else:
+            _EXTRAS.extend((len(_PAYLOADS), key, timestamp))
+            _PAYLOADS.append(payload)
 
     @staticmethod
     def current_key() -> bytes | None:

@@ -14,6 +14,7 @@ import traceback
 from typing import Any, Callable, NoReturn, Protocol
 
 from . import _host
+from ._host import ELEMENT, ELEMENT_SIZE
 from .batch import BATCH
 from .context import Context, Element, OpenContext, Timer, flush_output
 from .errors import WeirError, state_error
@@ -81,12 +82,6 @@ def _finish() -> None:
         raise _host.Err(_message(e)) from None
 
 
-def _ref_fields(ref: Any) -> tuple[int, int, int, int, bool, int | None]:
-    """An element reference as a tuple, if componentize-py made a record
-    object of it after all (see :mod:`weir._host`)."""
-    return (ref.payload_start, ref.payload_len, ref.key_start, ref.key_len, ref.has_key, ref.timestamp)
-
-
 def export(operator_class: type) -> type:
     """The ``Handler`` class componentize-py exports, driving
     `operator_class`. The operator's module ends with
@@ -125,19 +120,26 @@ def export(operator_class: type) -> type:
 
         def process_batch(self, inputs: Any) -> None:
             process = operator().process
-            refs = inputs.elements
-            if refs and type(refs[0]) is not tuple:
-                refs = [_ref_fields(r) for r in refs]
+            data, index = inputs.data, inputs.index
+            if len(index) % ELEMENT_SIZE:
+                raise _host.Err(f"element batch: an index of {len(index)} bytes is not whole {ELEMENT_SIZE}-byte entries")
             b = BATCH
             b.begin()
             try:
-                # One iteration per record, kept to the bare minimum (plain
-                # bytecode beats chains of C iterators here).
-                data = inputs.data
+                # One iteration per record, kept to the bare minimum: the
+                # index entries are unpacked in C, the rest is plain bytecode
+                # (which beats chains of C iterators here). Flag bit 0 is
+                # HAS_KEY, bit 1 HAS_TIMESTAMP (weir._host).
                 make, element = _host.new_tuple, Element
-                for i, (ps, pl, ks, kl, hk, ts) in enumerate(refs):
+                for i, (ps, pl, ks, kl, fl, ts) in enumerate(ELEMENT.iter_unpack(index)):
                     b.index = i
-                    process(ctx, make(element, (data[ps : ps + pl], data[ks : ks + kl] if hk else None, ts)))
+                    process(
+                        ctx,
+                        make(
+                            element,
+                            (data[ps : ps + pl], data[ks : ks + kl] if fl & 1 else None, ts if fl & 2 else None),
+                        ),
+                    )
             except Exception as e:
                 b.report_position()
                 b.end(False)

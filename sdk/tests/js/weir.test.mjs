@@ -28,11 +28,17 @@ const fakes = {
   registerOperatorList: register('operator-list'),
   registerBroadcastMap: register('broadcast-map'),
   emitBatch: (b) => host.emitted.push(...decodeOutput(b)),
-  registerEventTimeTimer: (t) => host.timers.push(['register', t]),
+  registerEventTimeTimer: (t) => {
+    if (host.timerError) throw host.timerError;
+    host.timers.push(['register', t]);
+  },
   registerProcessingTimeTimer: (t) => host.timers.push(['register-processing', t]),
   deleteEventTimeTimer: (t) => host.timers.push(['delete', t]),
   deleteProcessingTimeTimer: () => {},
-  setCurrentElement: (i) => host.current.push(i),
+  setCurrentElement: (i) => {
+    if (host.syncError) throw host.syncError;
+    host.current.push(i);
+  },
   batchSlots: () => {
     host.calls.push('batch-slots');
     return Uint32Array.from(host.slots);
@@ -55,61 +61,98 @@ const weir = new Function(...locals, `${body}\nreturn weir;`)(...locals.map((n) 
 
 const text = new TextDecoder();
 
-// An emit-batch's elements, packed (Int32Array) or objects, as
-// [payload, key, timestamp] with text payloads and keys.
-function decodeOutput({ data, elements }) {
-  const records = ArrayBuffer.isView(elements)
-    ? Array.from({ length: elements.length / 10 }, (_, i) => {
-        const r = elements.subarray(i * 10, i * 10 + 10);
-        return {
-          payloadStart: r[0],
-          payloadLen: r[1],
-          keyStart: r[2],
-          keyLen: r[3],
-          hasKey: (r[4] & 0xff) !== 0,
-          timestamp: r[6] & 0xff ? (BigInt(r[9]) << 32n) | BigInt(r[8] >>> 0) : undefined,
-        };
-      })
-    : elements;
-  return records.map((e) => [
-    text.decode(data.subarray(e.payloadStart, e.payloadStart + e.payloadLen)),
-    e.hasKey ? text.decode(data.subarray(e.keyStart, e.keyStart + e.keyLen)) : undefined,
-    e.timestamp === undefined ? undefined : BigInt.asIntN(64, BigInt(e.timestamp)),
-  ]);
+// An emit-batch (`{ data, index }`, 32-byte little-endian entries, read
+// here with a DataView, independently of the SDK's Int32Array) as
+// [payload, key, timestamp] with text payloads and keys. Checks what the
+// host checks: whole entries, no undefined flag bits, a zero word 5, zero
+// timestamp words without flag bit 1, and fields inside `data`.
+function decodeOutput({ data, index }) {
+  assert.ok(data instanceof Uint8Array && index instanceof Uint8Array, 'emit-batch takes byte lists');
+  return parseIndex(index).map((e) => {
+    assert.ok(e.payloadStart + e.payloadLen <= data.length && e.keyStart + e.keyLen <= data.length, 'fields inside data');
+    return [
+      text.decode(data.subarray(e.payloadStart, e.payloadStart + e.payloadLen)),
+      e.hasKey ? text.decode(data.subarray(e.keyStart, e.keyStart + e.keyLen)) : undefined,
+      e.timestamp,
+    ];
+  });
 }
 
-// A batch of (key, payload, timestamp) records, packed as the built
-// bindings hand it over, or as objects as plain componentize-js does.
-function batchOf(records, packed = true) {
+function parseIndex(index) {
+  assert.equal(index.length % 32, 0, 'whole 32-byte entries');
+  const v = new DataView(index.buffer, index.byteOffset, index.byteLength);
+  return Array.from({ length: index.length / 32 }, (_, i) => {
+    const at = i * 32;
+    const flags = v.getUint32(at + 16, true);
+    assert.equal(flags & ~3, 0, 'no undefined flag bits');
+    assert.equal(v.getUint32(at + 20, true), 0, 'word 5 is zero');
+    const timestamp = v.getBigInt64(at + 24, true);
+    if (!(flags & 2)) assert.equal(timestamp, 0n, 'no time, zero timestamp');
+    if (!(flags & 1)) assert.deepEqual([v.getUint32(at + 8, true), v.getUint32(at + 12, true)], [0, 0], 'no key, zero key words');
+    return {
+      payloadStart: v.getUint32(at, true),
+      payloadLen: v.getUint32(at + 4, true),
+      keyStart: v.getUint32(at + 8, true),
+      keyLen: v.getUint32(at + 12, true),
+      hasKey: (flags & 1) !== 0,
+      timestamp: flags & 2 ? timestamp : undefined,
+    };
+  });
+}
+
+// A process-batch of (key, payload, timestamp) records as the host sends
+// it: `{ data, index }`, 32-byte entries. `offset` puts the index at that
+// byte offset of its buffer (the SDK copies an index that is not 4-byte
+// aligned).
+function batchOf(records, offset = 0) {
   const enc = new TextEncoder();
   const parts = [];
-  const elements = [];
+  const index = new Uint8Array(offset + records.length * 32).subarray(offset);
+  const v = new DataView(index.buffer, index.byteOffset, index.byteLength);
   let at = 0;
-  for (const [key, payload, timestamp] of records) {
+  records.forEach(([key, payload, timestamp], i) => {
     const p = enc.encode(payload);
-    const k = key === undefined ? new Uint8Array(0) : enc.encode(key);
-    elements.push({ payloadStart: at, payloadLen: p.length, keyStart: at + p.length, keyLen: k.length, hasKey: key !== undefined, timestamp });
-    parts.push(p, k);
-    at += p.length + k.length;
-  }
+    v.setUint32(i * 32, at, true);
+    v.setUint32(i * 32 + 4, p.length, true);
+    at += p.length;
+    parts.push(p);
+    let flags = 0;
+    if (key !== undefined) {
+      const k = enc.encode(key);
+      v.setUint32(i * 32 + 8, at, true);
+      v.setUint32(i * 32 + 12, k.length, true);
+      at += k.length;
+      parts.push(k);
+      flags |= 1;
+    }
+    if (timestamp !== undefined) {
+      v.setBigInt64(i * 32 + 24, timestamp, true);
+      flags |= 2;
+    }
+    v.setUint32(i * 32 + 16, flags, true);
+  });
   const data = new Uint8Array(at);
   let o = 0;
   for (const p of parts) {
     data.set(p, o);
     o += p.length;
   }
-  if (!packed) return { data, elements };
-  const r = new Int32Array(elements.length * 10);
-  elements.forEach((e, i) => {
-    r.set([e.payloadStart, e.payloadLen, e.keyStart, e.keyLen, e.hasKey ? 1 : 0], i * 10);
-    if (e.timestamp !== undefined) {
-      const t = BigInt.asIntN(64, e.timestamp);
-      r[i * 10 + 6] = 1;
-      r[i * 10 + 8] = Number(BigInt.asIntN(32, t));
-      r[i * 10 + 9] = Number(t >> 32n);
-    }
+  return { data, index };
+}
+
+// A value-batch (16-byte entries: slot, start, len, flags) as [slot,
+// value bytes or null] pairs.
+function parseValues({ data, index }) {
+  assert.ok(data instanceof Uint8Array && index instanceof Uint8Array, 'set-batch takes byte lists');
+  assert.equal(index.length % 16, 0, 'whole 16-byte entries');
+  const v = new DataView(index.buffer, index.byteOffset, index.byteLength);
+  return Array.from({ length: index.length / 16 }, (_, i) => {
+    const [slot, start, len, flags] = [0, 4, 8, 12].map((o) => v.getUint32(i * 16 + o, true));
+    assert.equal(flags & ~1, 0, 'no undefined flag bits');
+    if (!(flags & 1)) assert.deepEqual([start, len], [0, 0], 'a cleared value has zero start and length');
+    assert.ok(start + len <= data.length, 'value inside data');
+    return [slot, flags & 1 ? [...data.subarray(start, start + len)] : null];
   });
-  return { data, elements: r };
 }
 
 // A host value state: each key slot's value at the start of a batch, the
@@ -132,21 +175,23 @@ function valueHandle(slots = []) {
     },
     getBatch: () => {
       host.calls.push('get-batch');
-      const spans = new Int32Array(h.slots.length * 3);
+      const index = new Uint8Array(h.slots.length * 16);
+      const v = new DataView(index.buffer);
       const bytes = [];
-      h.slots.forEach((v, i) => {
-        if (v !== undefined) spans.set([bytes.length, v.length, 1], i * 3);
-        if (v !== undefined) bytes.push(...v);
+      h.slots.forEach((value, i) => {
+        v.setUint32(i * 16, i, true);
+        if (value === undefined) return;
+        v.setUint32(i * 16 + 4, bytes.length, true);
+        v.setUint32(i * 16 + 8, value.length, true);
+        v.setUint32(i * 16 + 12, 1, true);
+        bytes.push(...value);
       });
-      return [Uint8Array.from(bytes), spans];
+      return { data: Uint8Array.from(bytes), index };
     },
-    setBatch: (slots, data, spans) => {
-      const p = ArrayBuffer.isView(spans) ? spans : spans.flatMap((s) => [s.start, s.len, s.present ? 1 : 0]);
-      const values = [...slots].map((s, i) => (p[i * 3 + 2] ? [...data.subarray(p[i * 3], p[i * 3] + p[i * 3 + 1])] : null));
-      host.calls.push(`set-batch ${JSON.stringify([...slots])} ${JSON.stringify(values)}`);
-      [...slots].forEach((s, i) => {
-        h.slots[s] = values[i] === null ? undefined : Uint8Array.from(values[i]);
-      });
+    setBatch: (values) => {
+      const entries = parseValues(values);
+      host.calls.push(`set-batch ${JSON.stringify(entries.map(([s]) => s))} ${JSON.stringify(entries.map(([, b]) => b))}`);
+      for (const [slot, b] of entries) h.slots[slot] = b === null ? undefined : Uint8Array.from(b);
     },
   };
   return h;
@@ -159,6 +204,8 @@ beforeEach(() => {
   for (const k of ['registered', 'emitted', 'current', 'timers', 'calls']) host[k].length = 0;
   host.handles = {};
   host.slots = [];
+  host.syncError = undefined;
+  host.timerError = undefined;
 });
 
 const bytes = (...b) => new Uint8Array(b.flat());
@@ -238,28 +285,26 @@ class Counter {
   }
 }
 
-for (const packed of [true, false]) {
-  test(`a batch reads value state once and writes it back once, with per-record semantics (${packed ? 'packed' : 'object'} records)`, () => {
-    host.handles.count = valueHandle([[5], undefined, [9]]);
-    const handler = weir.export(Counter);
-    handler.open(info());
-    // Records on keys b, a, b, b (slots 1, 0, 1, 1): later ones see the
-    // earlier writes.
-    host.slots = [1, 0, 1, 1];
-    handler.processBatch(batchOf([['b', 'x'], ['a', 'x'], ['b', 'x'], ['b', 'x']], packed));
-    assert.deepEqual(host.emitted.map(([p]) => p), ['b 1', 'a 6', 'b 2', 'b 3']);
-    // Slots in first-write order, each once with its last value; slot 2
-    // untouched; no per-record call.
-    assert.deepEqual(host.calls, ['batch-slots', 'get-batch', 'set-batch [1,0] [[3],[6]]']);
-    assert.deepEqual(host.current, []);
-    // The next batch reads what this one wrote.
-    host.calls.length = 0;
-    host.slots = [0, 2];
-    handler.processBatch(batchOf([['a', 'x'], ['c', 'x']], packed));
-    assert.deepEqual(host.emitted.slice(4).map(([p]) => p), ['a 7', 'c 10']);
-    assert.deepEqual(host.handles.count.slots, [bytes(7), bytes(3), bytes(10)]);
-  });
-}
+test('a batch reads value state once and writes it back once, with per-record semantics', () => {
+  host.handles.count = valueHandle([[5], undefined, [9]]);
+  const handler = weir.export(Counter);
+  handler.open(info());
+  // Records on keys b, a, b, b (slots 1, 0, 1, 1): later ones see the
+  // earlier writes.
+  host.slots = [1, 0, 1, 1];
+  handler.processBatch(batchOf([['b', 'x'], ['a', 'x'], ['b', 'x'], ['b', 'x']]));
+  assert.deepEqual(host.emitted.map(([p]) => p), ['b 1', 'a 6', 'b 2', 'b 3']);
+  // Slots in slot order, each once with its last value; slot 2 untouched;
+  // no per-record call.
+  assert.deepEqual(host.calls, ['batch-slots', 'get-batch', 'set-batch [0,1] [[6],[3]]']);
+  assert.deepEqual(host.current, []);
+  // The next batch reads what this one wrote.
+  host.calls.length = 0;
+  host.slots = [0, 2];
+  handler.processBatch(batchOf([['a', 'x'], ['c', 'x']]));
+  assert.deepEqual(host.emitted.slice(4).map(([p]) => p), ['a 7', 'c 10']);
+  assert.deepEqual(host.handles.count.slots, [bytes(7), bytes(3), bytes(10)]);
+});
 
 test('outside a batch each value state call goes to the host', () => {
   host.handles.count = valueHandle();
@@ -353,6 +398,135 @@ test('elements read their fields from the batch, unkeyed and keyed', () => {
     ['ab', [0x61, 0x62], 'xyz', [0x78, 0x79, 0x7a], 5],
     ['', undefined, 'q', [0x71], undefined],
   ]);
+  // Bytes that are not UTF-8 read as U+FFFD, as a TextDecoder reads them,
+  // also when each lone byte makes one character.
+  seen.length = 0;
+  const b = batchOf([['k', 'x']]);
+  b.data[0] = 0xff;
+  b.data[1] = 0x80;
+  handler.processBatch(b);
+  assert.deepEqual(seen, [['\uFFFD', [0x80], '\uFFFD', [0xff], undefined]]);
+});
+
+test('the batch index packs an empty key apart from no key, and signed or absent timestamps', () => {
+  const seen = [];
+  const handler = weir.export({
+    open: () => ({
+      process: (ctx, e) => {
+        seen.push([e.key && [...e.key], e.keyStr, e.payloadStr, e.timestamp]);
+        // Each record back out as it came, then with the key as bytes.
+        ctx.emit(e.payload, e.key, e.timestamp);
+        ctx.emit(e.payloadStr, e.key === undefined ? undefined : e.keyStr, e.timestamp === undefined ? undefined : BigInt(e.timestamp));
+      },
+    }),
+  });
+  handler.open(info());
+  const records = [
+    ['', 'empty key', -1n],
+    [undefined, 'no key', undefined],
+    ['k', 'zero time', 0n],
+    ['', '', -(2n ** 53n) + 1n],
+    ['k', 'late', 2n ** 53n - 1n],
+  ];
+  // An index at an odd byte offset of its buffer is read from a copy.
+  for (const offset of [0, 1]) {
+    seen.length = 0;
+    host.emitted.length = 0;
+    handler.processBatch(batchOf(records, offset));
+    assert.deepEqual(seen, [
+      [[], '', 'empty key', -1],
+      [undefined, '', 'no key', undefined],
+      [[0x6b], 'k', 'zero time', 0],
+      [[], '', '', -(2 ** 53) + 1],
+      [[0x6b], 'k', 'late', 2 ** 53 - 1],
+    ]);
+    assert.deepEqual(host.emitted, records.flatMap(([k, p, t]) => [[p, k, t], [p, k, t]]));
+  }
+  // A single element (`process`) packs the same way.
+  seen.length = 0;
+  handler.process({ payload: bytes(0x70), key: bytes(), timestamp: 2n ** 64n - 2n });
+  handler.process({ payload: bytes(), key: undefined, timestamp: undefined });
+  assert.deepEqual(seen, [
+    [[], '', 'p', -2],
+    [undefined, '', '', undefined],
+  ]);
+  // A timestamp that is not an integer number of ms is refused.
+  const bad = weir.export({ open: () => ({ process: (ctx) => ctx.emit('x', undefined, 1.5) }) });
+  bad.open(info());
+  assert.throws(() => bad.processBatch(batchOf([['k', 'x']])), (e) => e === 'emit: timestamp 1.5 is not an integer number of ms');
+});
+
+test('a cleared value is written back apart from an empty one, and read back apart', () => {
+  // An empty tuple encodes as zero bytes: a present, empty value.
+  host.handles.unit = valueHandle([[], undefined, []]);
+  const got = [];
+  const handler = weir.export({
+    open: (ctx) => {
+      const unit = ctx.valueState('unit', []);
+      return {
+        process: (c, e) => {
+          got.push(unit.get());
+          if (e.payloadStr === 'set') unit.set([]);
+          if (e.payloadStr === 'clear') unit.clear();
+        },
+      };
+    },
+  });
+  handler.open(info());
+  host.slots = [0, 1, 2, 0, 1];
+  handler.processBatch(batchOf([['a', 'clear'], ['b', 'set'], ['c', 'read'], ['a', 'read'], ['b', 'read']]));
+  assert.deepEqual(got, [[], undefined, [], undefined, []]);
+  assert.equal(host.calls.at(-1), 'set-batch [0,1] [null,[]]');
+  assert.deepEqual(host.handles.unit.slots, [undefined, bytes(), bytes()]);
+});
+
+test('small integers, read and written in place by the batch cache, encode as the codec does', () => {
+  // Around the one-byte bounds of each kind: u8 (one byte for 0-255, in
+  // place for 0-127), the unsigned varints (0-127) and zigzag (-64 to 63).
+  const cases = [
+    [weir.u8, [0, 127, 128, 255]],
+    [weir.u16, [0, 1, 127, 128, 65535]],
+    [weir.u64, [0, 127, 128, 2 ** 53 - 1, 2n ** 64n - 1n]],
+    [weir.i64, [0, 63, 64, -1, -64, -65, -(2 ** 40)]],
+    [weir.i32, [-64, 63, -2147483648]],
+  ];
+  for (const [t, values] of cases) {
+    const stored = values.map((v) => weir.encode(t, v));
+    host.handles.v = valueHandle(stored.map((b) => [...b]));
+    const seen = [];
+    const handler = weir.export({
+      open: (ctx) => {
+        const v = ctx.valueState('v', t);
+        return {
+          process: (c, e) => {
+            const i = Number(e.payloadStr);
+            // What the host held, then what this batch wrote over it.
+            seen.push(v.get());
+            v.set(values[values.length - 1 - i]);
+            seen.push(v.get());
+          },
+        };
+      },
+    });
+    handler.open(info());
+    host.slots = values.map((_, i) => i);
+    host.calls.length = 0;
+    handler.processBatch(batchOf(values.map((_, i) => ['k', String(i)])));
+    const reversed = values.slice().reverse();
+    assert.deepEqual(seen, values.flatMap((v, i) => [v, reversed[i]]), t.name);
+    assert.deepEqual(host.handles.v.slots, reversed.map((v) => weir.encode(t, v)), t.name);
+  }
+  // A value out of the type's range is refused on the in-place path too.
+  host.handles.v = valueHandle([[1]]);
+  const failing = weir.export({
+    open: (ctx) => {
+      const v = ctx.valueState('v', weir.u64);
+      return { process: () => v.set(-1) };
+    },
+  });
+  failing.open(info());
+  host.slots = [0];
+  assert.throws(() => failing.processBatch(batchOf([['k', 'x']])), (e) => e === "state 'v': cannot encode value: expected an integer from 0 to 2^64 - 1 (u64), got -1");
 });
 
 test('list and map state page through long states and sync the current record first', () => {
@@ -481,6 +655,20 @@ test('host errors are WeirErrors with the host message, and fail the call with i
   assert.throws(() => handler.process({ payload: bytes(1) }), (e) => e === "state 'l': no current key (keyed state and timers need a keyed input)");
   assert.ok(caught instanceof weir.WeirError && caught instanceof Error);
   assert.equal(caught.code, 'no-current-key');
+  // Map calls catch host errors the same way, and a failed sync of the
+  // current element names the batch.
+  host.handles.b = { put: () => { throw hostErr('read-only', "broadcast state 'b'"); }, get: () => { throw hostErr('backend', 'disk full'); } };
+  host.handles.m = { contains: () => true };
+  let b;
+  let m;
+  weir.export({ open: (ctx) => ((b = ctx.broadcastMapState('b')), (m = ctx.mapState('m')), {}) }).open(info());
+  assert.throws(() => b.put('k', 1), (e) => e instanceof weir.WeirError && e.code === 'read-only' && e.message === "state 'b': read-only here: broadcast state 'b'");
+  assert.throws(() => b.get('k'), (e) => e instanceof weir.WeirError && e.code === 'backend' && e.message === "state 'b': state backend failed: disk full");
+  host.syncError = hostErr('out-of-range', 5);
+  const h = weir.export({ open: () => ({ process: (ctx, e) => e.payloadStr === 'use' && m.contains('x') }) });
+  h.open(info());
+  host.slots = [0, 0];
+  assert.throws(() => h.processBatch(batchOf([['k', 'skip'], ['k', 'use']])), (e) => e === 'batch: element index 5 is past the batch');
 });
 
 test('operator errors fail the call with their name and message', () => {
@@ -518,4 +706,7 @@ test('timers and time are signed milliseconds; migrations convert values', () =>
   handler.onTimer({ time: 2n ** 64n - 7n, domain: 'event-time', key: bytes(0x6b) });
   assert.deepEqual(host.emitted, [['k -7 event-time', undefined, undefined]]);
   assert.deepEqual(handler.migrateValue('count', 1, bytes(0xac, 0x02)), bytes(0xac, 0x02, 1));
+  // A refused timer call fails the record with the host's reason.
+  host.timerError = hostErr('no-current-key');
+  assert.throws(() => handler.processBatch(batchOf([['a', 'x', 1n]])), (e) => e === 'timer: no current key (keyed state and timers need a keyed input)');
 });

@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 import pathlib
+import struct
 import sys
 import types as pytypes
 from typing import Any
@@ -37,11 +38,10 @@ def _record(name: str, *fields: str) -> type:
 types = pytypes.ModuleType("wit_world.imports.types")
 for _name, _fields in {
     "Element": ("payload", "key", "timestamp"),
-    "ElementRef": ("payload_start", "payload_len", "key_start", "key_len", "has_key", "timestamp"),
-    "ElementBatch": ("data", "elements"),
+    "ElementBatch": ("data", "index"),
     "StateDescriptor": ("name", "version", "encoding", "ttl"),
     "TtlConfig": ("ttl_ms", "update", "visibility"),
-    "ValueSpan": ("start", "len", "present"),
+    "ValueBatch": ("data", "index"),
     "OperatorInfo": ("uid", "subtask_index", "parallelism", "max_parallelism", "attempt_number", "params"),
     "ErrorCode_NotInOpen": ("value",),
     "ErrorCode_KindMismatch": ("value",),
@@ -55,9 +55,17 @@ types.TtlUpdate = enum.Enum("TtlUpdate", ["ON_CREATE_AND_WRITE", "ON_READ_AND_WR
 types.TtlVisibility = enum.Enum("TtlVisibility", ["NEVER_RETURN_EXPIRED", "RETURN_EXPIRED_IF_NOT_CLEANED_UP"])
 types.TimeDomain = enum.Enum("TimeDomain", ["EVENT_TIME", "PROCESSING_TIME"])
 types.Redistribution = enum.Enum("Redistribution", ["EVEN_SPLIT", "UNION"])
-# The generated record classes, as they are before the SDK replaces some
-# (see weir._host).
-ORIGINAL_TYPES = {name: getattr(types, name) for name in ["Element", "ElementRef", "ValueSpan"]}
+
+# The packed index entries of WIT 0.2.0 (types.wit), spelled out here
+# independently of the SDK's own layouts: an element-batch entry (payload
+# start, payload length, key start, key length, flags, zero, event time) and
+# a value-batch entry (slot, start, length, flags).
+ELEMENT_ENTRY = struct.Struct("<IIIIIIq")
+VALUE_ENTRY = struct.Struct("<IIII")
+
+
+class Trap(AssertionError):
+    """What makes the host trap the guest: a malformed batch."""
 
 
 class Host:
@@ -71,6 +79,8 @@ class Host:
         self.lists: dict[tuple[str, bytes | None], list[bytes]] = {}
         self.maps: dict[tuple[str, bytes | None], dict[bytes, bytes]] = {}
         self.emitted: list[tuple[bytes, bytes | None, int | None]] = []
+        # Each emit-batch's buffer and index, as they crossed.
+        self.emitted_raw: list[tuple[bytes, bytes]] = []
         self.timers: list[tuple[str, bytes, int]] = []
         self.batch_keys: list[bytes | None] = []
         self.current: int | None = None
@@ -81,6 +91,10 @@ class Host:
         self.now = 1_700_000_000_000
         # A state name whose calls fail as the backend would.
         self.failing: str | None = None
+        # When set, get-batch sends its entries in this order of slots.
+        self.value_batch_order: list[int] | None = None
+        # When set, get-batch sends an index one byte short.
+        self.value_batch_truncated = False
 
     # The key the host would act on.
     def key(self) -> bytes:
@@ -125,24 +139,44 @@ class ValueHandle:
         HOST.calls.append(("clear", self.name))
         HOST.values.pop((self.name, HOST.key()), None)
 
-    def get_batch(self) -> tuple[bytes, list[Any]]:
+    def get_batch(self) -> Any:
         HOST.calls.append(("get-batch", self.name))
         HOST.check(self.name)
-        data, spans = bytearray(), []
-        for key in HOST.slots()[1]:
+        data, index = bytearray(), bytearray()
+        for slot, key in enumerate(HOST.slots()[1]):
             value = HOST.values.get((self.name, key)) if key is not None else None
             if value is None:
-                spans.append(types.ValueSpan(0, 0, False))
+                index += VALUE_ENTRY.pack(slot, 0, 0, 0)
             else:
-                spans.append(types.ValueSpan(len(data), len(value), True))
+                index += VALUE_ENTRY.pack(slot, len(data), len(value), 1)
                 data += value
-        return bytes(data), spans
+        if HOST.value_batch_truncated:
+            index = index[:-1]
+        if HOST.value_batch_order is not None:
+            # Entries in another order than the slots' (the host promises
+            # slot order; the SDK places them by the slot they name anyway).
+            entries = [index[i * 16 : i * 16 + 16] for i in range(len(index) // 16)]
+            index = bytearray(b"".join(entries[i] for i in HOST.value_batch_order))
+        return types.ValueBatch(bytes(data), bytes(index))
 
-    def set_batch(self, slots: list[int], data: bytes, spans: list[Any]) -> None:
-        written = [data[s.start : s.start + s.len] if s.present else None for s in spans]
-        HOST.calls.append(("set-batch", self.name, list(slots), written))
-        HOST.check(self.name)
+    def set_batch(self, values: Any) -> None:
+        # The host's checks: whole entries, defined flags, a slot of the
+        # batch, a value inside `data`; any failure writes nothing.
+        data, index = values.data, values.index
+        assert type(data) is bytes and type(index) is bytes, "list<u8> crosses as bytes"
+        if len(index) % 16:
+            raise Err(types.ErrorCode_OutOfRange(len(index)))
         keys = HOST.slots()[1]
+        slots, written = [], []
+        for slot, start, n, flags in VALUE_ENTRY.iter_unpack(index):
+            if slot >= len(keys) or start + n > len(data) or flags > 1:
+                raise Err(types.ErrorCode_OutOfRange(slot))
+            if not flags:
+                assert (start, n) == (0, 0), "an absent value has start and length 0"
+            slots.append(slot)
+            written.append(data[start : start + n] if flags else None)
+        HOST.calls.append(("set-batch", self.name, slots, written))
+        HOST.check(self.name)
         for slot, value in zip(slots, written):
             key = keys[slot]
             assert key is not None
@@ -244,11 +278,23 @@ def _set_current_element(i: int) -> None:
 
 
 def _emit_batch(batch: Any) -> None:
-    # The host reads each reference by attribute, as componentize-py does.
-    HOST.calls.append(("emit-batch", len(batch.elements)))
-    for r in batch.elements:
-        key = batch.data[r.key_start : r.key_start + r.key_len] if r.has_key else None
-        HOST.emitted.append((batch.data[r.payload_start : r.payload_start + r.payload_len], key, r.timestamp))
+    # The host's checks (types.wit): whole 32-byte entries, defined flags
+    # only, zero padding, payloads and keys inside `data`; a failure traps.
+    # Fields the flags leave unused must be 0 too: the SDK writes them so.
+    data, index = batch.data, batch.index
+    if type(data) is not bytes or type(index) is not bytes:
+        raise Trap("list<u8> crosses as bytes")
+    if len(index) % 32:
+        raise Trap(f"an index of {len(index)} bytes")
+    HOST.calls.append(("emit-batch", len(index) // 32))
+    HOST.emitted_raw.append((data, index))
+    for ps, pl, ks, kl, flags, zero, ts in ELEMENT_ENTRY.iter_unpack(index):
+        if flags & ~3 or zero or ps + pl > len(data) or ks + kl > len(data):
+            raise Trap(f"a malformed entry {(ps, pl, ks, kl, flags, zero, ts)}")
+        if not flags & 1 and (ks, kl) != (0, 0) or not flags & 2 and ts:
+            raise Trap(f"an unused field is not 0 in {(ps, pl, ks, kl, flags, zero, ts)}")
+        key = data[ks : ks + kl] if flags & 1 else None
+        HOST.emitted.append((data[ps : ps + pl], key, ts if flags & 2 else None))
 
 
 def _timer(name: str) -> Any:
@@ -307,19 +353,19 @@ def host() -> Host:
 
 def batch(*elements: tuple[bytes, bytes | None, int | None]) -> Any:
     """An element-batch of (payload, key, timestamp) as the host sends it:
-    one buffer, and one reference per element, made with the ElementRef
-    class the bindings name at the time (as componentize-py does); the
-    host's current keys are set to match."""
-    data, refs = bytearray(), []
+    one buffer, and one 32-byte index entry per element (fields the flags
+    leave unused are 0); the host's current keys are set to match."""
+    data, index = bytearray(), bytearray()
     for payload, key, ts in elements:
         start = len(data)
         data += payload
-        key_start = len(data)
+        key_start = len(data) if key is not None else 0
         data += key or b""
-        refs.append(types.ElementRef(start, len(payload), key_start, len(key or b""), key is not None, ts))
+        flags = (key is not None) | (ts is not None) << 1
+        index += ELEMENT_ENTRY.pack(start, len(payload), key_start, len(key or b""), flags, 0, ts or 0)
     HOST.batch_keys = [key for _, key, _ in elements]
     HOST.current = 0
-    return types.ElementBatch(bytes(data), refs)
+    return types.ElementBatch(bytes(data), bytes(index))
 
 
 def info(**params: str) -> Any:

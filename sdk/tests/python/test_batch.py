@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from conftest import ORIGINAL_TYPES, Err, Host, batch, opened
+from conftest import Err, Host, batch, opened, types
 
 import weir
 
@@ -91,8 +91,8 @@ def test_a_failing_record_drops_the_batchs_writes_and_names_its_position(host: H
 def test_outside_a_batch_each_call_goes_to_the_host(host: Host) -> None:
     handler = opened(Counter)
     host.batch_keys, host.current = [b"k"], 0
-    handler.process(ORIGINAL_TYPES["Element"](b"k", b"k", None))
-    handler.process(ORIGINAL_TYPES["Element"](b"k", b"k", None))
+    handler.process(types.Element(b"k", b"k", None))
+    handler.process(types.Element(b"k", b"k", None))
     assert host.calls == [
         ("get", "count"),
         ("set", "count", bytes([1])),
@@ -101,21 +101,6 @@ def test_outside_a_batch_each_call_goes_to_the_host(host: Host) -> None:
         ("set", "count", bytes([2])),
         ("emit-batch", 1),
     ]
-
-
-def test_record_objects_work_as_well_as_tuples(host: Host, monkeypatch: pytest.MonkeyPatch) -> None:
-    # A componentize-py that builds the generated dataclasses (its lookup
-    # of the record classes before the SDK replaced them).
-    from conftest import types
-
-    monkeypatch.setattr(types, "ElementRef", ORIGINAL_TYPES["ElementRef"])
-    monkeypatch.setattr(types, "ValueSpan", ORIGINAL_TYPES["ValueSpan"])
-    handler = opened(Counter)
-    host.values[("count", b"b")] = weir.encode(5, weir.U64)
-    b = words("a", "b", "a")
-    assert not isinstance(b.elements[0], tuple)
-    handler.process_batch(b)
-    assert [p for p, _, _ in host.emitted] == [b"a 1", b"b 6", b"a 2"]
 
 
 class EveryCall:
@@ -201,3 +186,188 @@ def test_output_that_is_not_text_or_bytes_fails_the_call(host: Host) -> None:
     handler = opened(Emitter)
     with pytest.raises(Err, match="emit: a payload must be str or bytes, not int"):
         handler.process_batch(batch((b"x", None, None), (b"s", None, None)))
+
+
+class Seen:
+    """Keeps every element as `process` receives it."""
+
+    elements: list[weir.Element] = []
+
+    @staticmethod
+    def open(ctx: weir.OpenContext) -> Seen:
+        Seen.elements = []
+        return Seen()
+
+    def process(self, ctx: weir.Context, element: weir.Element) -> None:
+        Seen.elements.append(element)
+
+
+def test_the_packed_index_tells_an_empty_key_from_none_and_a_zero_or_negative_time_from_none(host: Host) -> None:
+    handler = opened(Seen)
+    handler.process_batch(
+        batch(
+            (b"p", b"", -5),
+            (b"", None, None),
+            (b"q", b"key", 0),
+            (b"", b"", None),
+            (b"r", None, -(2**63)),
+            (b"s", b"k2", 2**63 - 1),
+        )
+    )
+    assert Seen.elements == [
+        (b"p", b"", -5),
+        (b"", None, None),
+        (b"q", b"key", 0),
+        (b"", b"", None),
+        (b"r", None, -(2**63)),
+        (b"s", b"k2", 2**63 - 1),
+    ]
+    assert all(type(e) is weir.Element and type(e.payload) is bytes for e in Seen.elements)
+    assert Seen.elements[0].key_str == "" and Seen.elements[1].key is None
+
+
+def test_an_index_that_is_not_whole_entries_fails_the_call(host: Host) -> None:
+    handler = opened(Seen)
+    with pytest.raises(Err, match=r"^element batch: an index of 31 bytes is not whole 32-byte entries$"):
+        handler.process_batch(types.ElementBatch(b"", bytes(31)))
+    assert Seen.elements == []
+
+
+class Shapes:
+    """Emits one element per line of its payload, `<payload>|<key>|<time>`,
+    where a missing part is absent and `-` is the empty key."""
+
+    @staticmethod
+    def open(ctx: weir.OpenContext) -> Shapes:
+        return Shapes()
+
+    def process(self, ctx: weir.Context, element: weir.Element) -> None:
+        for line in element.payload_str.split("\n"):
+            payload, key, ts = (line.split("|") + ["", ""])[:3]
+            ctx.emit(payload, key=None if key == "" else "" if key == "-" else key, timestamp=int(ts) if ts else None)
+
+
+def test_output_packs_an_empty_key_apart_from_none_and_a_negative_time_apart_from_none(host: Host) -> None:
+    handler = opened(Shapes)
+    handler.process_batch(batch((b"ab|-|-1\nc\nd|k\ne||0\nf|kk|-9223372036854775808\ng||9223372036854775807", None, None)))
+    assert host.emitted == [
+        (b"ab", b"", -1),
+        (b"c", None, None),
+        (b"d", b"k", None),
+        (b"e", None, 0),
+        (b"f", b"kk", -(2**63)),
+        (b"g", None, 2**63 - 1),
+    ]
+    # The first two entries byte for byte: payload and key in one buffer,
+    # flags 3 (key and time) and the time's two's complement; then flags 0
+    # and every field but the payload's 0.
+    data, index = host.emitted_raw[0]
+    assert data.startswith(b"abc")
+    assert index[:64] == (
+        bytes([0, 0, 0, 0, 2, 0, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 3, 0, 0, 0, 0, 0, 0, 0]) + b"\xff" * 8
+        + bytes([2, 0, 0, 0, 1, 0, 0, 0]) + bytes(24)
+    )
+
+
+def test_plain_output_of_mixed_bytes_likes_is_packed_as_their_bytes(host: Host) -> None:
+    class Mixed:
+        @staticmethod
+        def open(ctx: weir.OpenContext) -> Any:
+            return Mixed()
+
+        def process(self, ctx: weir.Context, element: weir.Element) -> None:
+            if element.payload == b"y":
+                # No str, so the buffers are joined as they are.
+                ctx.emit(b"b")
+                ctx.emit(memoryview(bytes([5, 6, 7, 8])).cast("I"))
+                ctx.emit(b"c")
+                return
+            ctx.emit("é")
+            ctx.emit(b"b")
+            ctx.emit(bytearray(b"ba"))
+            ctx.emit(memoryview(b"mv"))
+            # A memoryview of 4-byte items: len() 1, 4 bytes.
+            ctx.emit(memoryview(bytes([1, 2, 3, 4])).cast("I"))
+            ctx.emit("")
+
+    handler = opened(Mixed)
+    handler.process_batch(batch((b"x", None, None)))
+    assert host.emitted == [
+        ("é".encode(), None, None),
+        (b"b", None, None),
+        (b"ba", None, None),
+        (b"mv", None, None),
+        (bytes([1, 2, 3, 4]), None, None),
+        (b"", None, None),
+    ]
+    assert host.emitted_raw[0][0] == "é".encode() + b"bbamv\x01\x02\x03\x04"
+    host.emitted.clear()
+    handler.process_batch(batch((b"y", None, None)))
+    assert host.emitted == [(b"b", None, None), (bytes([5, 6, 7, 8]), None, None), (b"c", None, None)]
+
+
+def test_a_timestamp_that_is_not_a_64_bit_int_fails_the_call(host: Host) -> None:
+    class BadTime:
+        @staticmethod
+        def open(ctx: weir.OpenContext) -> Any:
+            return BadTime()
+
+        def process(self, ctx: weir.Context, element: weir.Element) -> None:
+            ctx.emit(b"x", timestamp=eval(element.payload_str))
+
+    handler = opened(BadTime)
+    with pytest.raises(Err, match=r"^TypeError: emit: a timestamp must be a 64-bit int, not 1.5$"):
+        handler.process_batch(batch((b"1.5", None, None)))
+    with pytest.raises(Err, match=r"^TypeError: emit: a timestamp must be a 64-bit int, not 9223372036854775808$"):
+        handler.process_batch(batch((b"2**63", None, None)))
+
+
+class Unit:
+    """Value state whose value encodes to no bytes at all: `set` stores it,
+    `clear` clears it, and every record emits what `get` read first."""
+
+    @staticmethod
+    def open(ctx: weir.OpenContext) -> Unit:
+        return Unit(ctx.value_state("unit", tuple[()]))
+
+    def __init__(self, unit: weir.ValueState[tuple[()]]) -> None:
+        self.unit = unit
+
+    def process(self, ctx: weir.Context, element: weir.Element) -> None:
+        ctx.emit(f"{element.key_str}={self.unit.get()!r}")
+        if element.payload == b"set":
+            self.unit.set(())
+        elif element.payload == b"clear":
+            self.unit.clear()
+
+
+def test_a_present_empty_value_is_not_a_cleared_one_both_ways(host: Host) -> None:
+    handler = opened(Unit)
+    host.values[("unit", b"b")] = b""
+    handler.process_batch(batch((b"set", b"a", None), (b"clear", b"b", None), (b"get", b"c", None)))
+    assert [p for p, _, _ in host.emitted] == [b"a=None", b"b=()", b"c=None"]
+    # Written back: a present with no bytes, b cleared (the fake host checks
+    # a cleared entry's start and length are 0).
+    assert ("set-batch", "unit", [0, 1], [b"", None]) in host.calls
+    assert host.values == {("unit", b"a"): b""}
+    host.emitted.clear()
+    # Read back: a present and empty, b absent.
+    handler.process_batch(batch((b"get", b"a", None), (b"get", b"b", None)))
+    assert [p for p, _, _ in host.emitted] == [b"a=()", b"b=None"]
+
+
+def test_value_batch_entries_land_on_the_slots_they_name_in_any_order(host: Host) -> None:
+    handler = opened(Counter)
+    host.values[("count", b"a")] = weir.encode(10, weir.U64)
+    host.values[("count", b"c")] = weir.encode(30, weir.U64)
+    host.value_batch_order = [2, 0, 1]
+    handler.process_batch(words("a", "b", "c", "a"))
+    assert [p for p, _, _ in host.emitted] == [b"a 11", b"b 1", b"c 31", b"a 12"]
+
+
+def test_a_value_batch_index_that_is_not_whole_entries_fails_the_call_naming_the_state(host: Host) -> None:
+    handler = opened(Counter)
+    host.value_batch_truncated = True
+    with pytest.raises(Err, match=r"^state 'count': a value batch index of 31 bytes is not whole 16-byte entries"):
+        handler.process_batch(words("a", "b"))
+    assert host.calls[-1] == ("set-current-element", 0)

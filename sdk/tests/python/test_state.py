@@ -7,7 +7,7 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-from conftest import ORIGINAL_TYPES, Err, Host, batch, info, opened, types
+from conftest import Err, Host, batch, info, opened, types
 
 import weir
 
@@ -170,7 +170,7 @@ class Rules:
 def test_host_refusals_are_python_exceptions_with_the_hosts_message(host: Host) -> None:
     handler = opened(Rules)
     host.broadcast_writable = True
-    handler.process_broadcast(ORIGINAL_TYPES["Element"](b"abc", None, None))
+    handler.process_broadcast(types.Element(b"abc", None, None))
     host.broadcast_writable = False
     # Caught by the operator: the kind and the host's message.
     handler.process_batch(batch((b"catch", b"k", None)))
@@ -284,7 +284,7 @@ def test_migrate_value_and_the_operator_missing_methods() -> None:
     with pytest.raises(Err, match=r"^ValueError: state 'other': no migration from version 2"):
         handler.migrate_value("other", 2, b"")
     with pytest.raises(Err, match="does not take a broadcast input"):
-        handler.process_broadcast(ORIGINAL_TYPES["Element"](b"x", None, None))
+        handler.process_broadcast(types.Element(b"x", None, None))
     plain = opened(Pages)
     with pytest.raises(Err, match="state 'count': no migration from version 1 .define migrate_value."):
         plain.migrate_value("count", 1, b"\x01")

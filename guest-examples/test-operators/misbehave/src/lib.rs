@@ -69,15 +69,23 @@ impl Operator for Misbehave {
                 // copying any of it.
                 use weir_sdk::bindings::weir::operator::{collector, types};
                 let data = vec![b'x'; 1 << 20];
-                let one = types::ElementRef {
-                    payload_start: 0,
-                    payload_len: data.len() as u32,
-                    key_start: 0,
-                    key_len: 0,
-                    has_key: false,
-                    timestamp: None,
-                };
-                collector::emit_batch(&types::ElementBatch { data, elements: vec![one; 4096] });
+                // 4096 entries of the packed index (wit/types.wit), each the
+                // whole buffer as payload, no key, no timestamp.
+                let mut one = [0u8; 32];
+                one[4..8].copy_from_slice(&(data.len() as u32).to_le_bytes());
+                collector::emit_batch(&types::ElementBatch { data, index: one.repeat(4096) });
+                Ok(())
+            }
+            "bad-index" => {
+                // A packed index whose second entry sets a flag bit the
+                // contract does not define: the host must trap this
+                // instance, not read it.
+                use weir_sdk::bindings::weir::operator::{collector, types};
+                let mut index = [0u8; 64];
+                index[4] = 1;
+                index[36] = 1;
+                index[48] = 8;
+                collector::emit_batch(&types::ElementBatch { data: b"x".to_vec(), index: index.to_vec() });
                 Ok(())
             }
             "clock" => {

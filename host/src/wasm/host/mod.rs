@@ -13,11 +13,11 @@ mod state;
 use super::bindings::weir::operator::{
     collector, context,
     types::{
-        self, Element, ElementBatch, ErrorCode, StateDescriptor as WitDescriptor, TtlUpdate, TtlVisibility, ValueSpan,
+        self, Element, ElementBatch, ErrorCode, StateDescriptor as WitDescriptor, TtlUpdate, TtlVisibility, ValueBatch,
     },
 };
-use super::flat;
-use crate::record::{Record, Records};
+use super::flat::{self, IndexError};
+use crate::record::{Record, RecordRef, Records};
 use crate::state::key_group::{key_group_of_hash, key_hash};
 use crate::state::{KeyRef, Redistribution, StateBackend, StateDescriptor, StateError, StateId, StateKind, TtlConfig};
 use crate::wasm::Limits;
@@ -95,13 +95,15 @@ enum Current {
 }
 
 /// What `get-batch` returns: one buffer and one span per key slot.
-type BatchValues = (Vec<u8>, Vec<ValueSpan>);
+type BatchValues = ValueBatch;
 
 /// The batch a `process` or `process-batch` call is working on, in the form
 /// the guest received it.
 pub struct Input {
     /// The records, as lowered into the guest.
     pub records: ElementBatch,
+    /// Where each record is in `records.data`, as `records.index` says.
+    pub refs: Vec<RecordRef>,
     /// Key hashes from the sender's partitioner (keyed edges only).
     pub hashes: Vec<u64>,
     /// Whether the batch came over a keyed edge.
@@ -111,18 +113,18 @@ pub struct Input {
 impl Input {
     /// Number of records.
     pub fn len(&self) -> usize {
-        self.records.elements.len()
+        self.refs.len()
     }
 
     /// Whether there are none.
     pub fn is_empty(&self) -> bool {
-        self.records.elements.is_empty()
+        self.refs.is_empty()
     }
 
     /// Record `i`.
     #[inline]
     pub fn get(&self, i: usize) -> Record<'_> {
-        flat::record_at(&self.records, i)
+        flat::record_at(&self.records, &self.refs, i)
     }
 }
 
@@ -359,44 +361,34 @@ impl OperatorHost {
         if let Err(e) = backend.value_get_many(s, &keys, &mut data, &mut raw) {
             return finish(Err(e));
         }
-        let spans = raw.into_iter().map(|(start, len, present)| ValueSpan { start, len, present }).collect();
-        Ok(Ok((data, spans)))
+        Ok(Ok(flat::pack_values(data, &raw)))
     }
 
-    /// `set-batch`: writes (or clears) the given slots.
-    fn write_slots(
-        &mut self,
-        s: StateId,
-        slot_ids: &[u32],
-        data: &[u8],
-        spans: &[ValueSpan],
-    ) -> WtResult<Result<(), ErrorCode>> {
+    /// `set-batch`: writes (or clears) the slots the entries name. A bad
+    /// entry is `out-of-range` with its number, and nothing is written.
+    fn write_slots(&mut self, s: StateId, values: &ValueBatch) -> WtResult<Result<(), ErrorCode>> {
         if let Err(e) = self.compute_slots() {
             return Ok(Err(e));
         }
-        if slot_ids.len() != spans.len() {
-            return Ok(Err(ErrorCode::OutOfRange(spans.len() as u32)));
-        }
+        let writes = match flat::unpack_values(values) {
+            Ok(w) => w,
+            Err(IndexError::Length { len, entry }) => return Ok(Err(ErrorCode::OutOfRange((len / entry) as u32))),
+            Err(IndexError::Flags { entry, .. } | IndexError::OutOfBounds { entry, .. }) => {
+                return Ok(Err(ErrorCode::OutOfRange(entry as u32)));
+            }
+        };
         let OperatorHost { backend, batch, slots, max_parallelism, .. } = self;
         let (Some(b), Some(slots)) = (batch.as_deref(), slots.as_ref()) else {
             return Ok(Err(ErrorCode::NoCurrentKey));
         };
-        let mut keys = Vec::with_capacity(slot_ids.len());
-        let mut values = Vec::with_capacity(slot_ids.len());
-        for (&slot, span) in slot_ids.iter().zip(spans) {
-            let Some(&e) = slots.first.get(slot as usize) else {
-                return Ok(Err(ErrorCode::OutOfRange(slot)));
+        let mut keys = Vec::with_capacity(writes.len());
+        let mut values = Vec::with_capacity(writes.len());
+        for (i, w) in writes.iter().enumerate() {
+            let Some(&e) = slots.first.get(w.slot as usize) else {
+                return Ok(Err(ErrorCode::OutOfRange(i as u32)));
             };
             keys.push(key_of(b, e as usize, *max_parallelism));
-            values.push(if span.present {
-                let (start, end) = (span.start as usize, span.start as usize + span.len as usize);
-                let Some(value) = data.get(start..end) else {
-                    return Ok(Err(ErrorCode::OutOfRange(span.start)));
-                };
-                Some(value)
-            } else {
-                None
-            });
+            values.push(w.value);
         }
         if let Err(e) = backend.value_set_many(s, &keys, &values) {
             return finish(Err(e));
@@ -511,8 +503,7 @@ impl collector::Host for OperatorHost {
     fn emit_batch(&mut self, outputs: ElementBatch) -> WtResult<()> {
         // A guest's offsets are not trusted: a bad one traps the guest here
         // rather than panicking the task later.
-        let outputs = flat::from_wit(outputs);
-        outputs.check().map_err(|e| wasmtime::format_err!("emit-batch: emitted {e}"))?;
+        let outputs = flat::from_wit(outputs).map_err(|e| wasmtime::format_err!("emit-batch: {e}"))?;
         // What the records reference, counted before anything is copied:
         // records may share bytes, and each is copied on its way out.
         self.budget.charge(outputs.referenced_bytes(), outputs.len() as u64)?;

@@ -8,7 +8,7 @@ use super::{BatchValues, OperatorHost, Phase, finish};
 use crate::state::{Redistribution, StateId, StateKind, TimeDomain};
 use crate::wasm::bindings::weir::operator::{
     broadcast_state, keyed_state, operator_state, timers,
-    types::{ErrorCode, Redistribution as WitRedistribution, StateDescriptor as WitDescriptor, ValueSpan},
+    types::{ErrorCode, Redistribution as WitRedistribution, StateDescriptor as WitDescriptor, ValueBatch},
 };
 use wasmtime::Result as WtResult;
 use wasmtime::component::Resource;
@@ -65,14 +65,8 @@ impl keyed_state::HostValueState for OperatorHost {
         self.read_slots(h.rep())
     }
 
-    fn set_batch(
-        &mut self,
-        h: Resource<KS>,
-        slots: Vec<u32>,
-        data: Vec<u8>,
-        spans: Vec<ValueSpan>,
-    ) -> WtResult<Result<(), ErrorCode>> {
-        self.write_slots(h.rep(), &slots, &data, &spans)
+    fn set_batch(&mut self, h: Resource<KS>, values: ValueBatch) -> WtResult<Result<(), ErrorCode>> {
+        self.write_slots(h.rep(), &values)
     }
 
     fn drop(&mut self, _h: Resource<KS>) -> WtResult<()> {
@@ -103,11 +97,9 @@ impl keyed_state::HostAccumulatorState for OperatorHost {
     fn set_batch(
         &mut self,
         h: Resource<keyed_state::AccumulatorState>,
-        slots: Vec<u32>,
-        data: Vec<u8>,
-        spans: Vec<ValueSpan>,
+        values: ValueBatch,
     ) -> WtResult<Result<(), ErrorCode>> {
-        self.write_slots(h.rep(), &slots, &data, &spans)
+        self.write_slots(h.rep(), &values)
     }
 
     fn drop(&mut self, _h: Resource<keyed_state::AccumulatorState>) -> WtResult<()> {

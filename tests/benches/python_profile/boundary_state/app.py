@@ -8,12 +8,11 @@ from typing import Any
 import wit_world.exports
 from wit_world.imports import context, keyed_state, types
 
-import weir._host
-from weir._host import Span
+from weir._host import PRESENT, VALUE, VALUE_SIZE
 
 STATE: list[Any] = []
 ONE = bytes([1])
-SPANS = [weir._host.new_tuple(Span, (i, 1, True)) for i in range(65536)]
+INDEX = b"".join(VALUE.pack(i, i, 1, PRESENT) for i in range(65536))
 
 
 class Handler(wit_world.exports.Handler):
@@ -25,9 +24,8 @@ class Handler(wit_world.exports.Handler):
 
     def process_batch(self, inputs: Any) -> None:
         slots = context.batch_slots()
-        _, spans = STATE[0].get_batch()
-        n = len(spans)
-        STATE[0].set_batch(list(range(n)), ONE * n, SPANS[:n])
+        n = len(STATE[0].get_batch().index) // VALUE_SIZE
+        STATE[0].set_batch(types.ValueBatch(ONE * n, INDEX[: n * VALUE_SIZE]))
 
     def process_broadcast(self, input: Any) -> None:
         pass

@@ -7,7 +7,7 @@ from typing import Any
 
 import wit_world.exports
 
-import weir._host  # noqa: F401  (the record replacement only)
+from weir._host import ELEMENT
 
 COUNTS: dict[bytes, int] = {}
 
@@ -21,7 +21,7 @@ class Handler(wit_world.exports.Handler):
 
     def process_batch(self, inputs: Any) -> None:
         data, counts, out = inputs.data, COUNTS, []
-        for ps, pl, ks, kl, hk, ts in inputs.elements:
+        for ps, pl, ks, kl, fl, ts in ELEMENT.iter_unpack(inputs.index):
             key = data[ks : ks + kl]
             n = counts.get(key, 0) + 1
             counts[key] = n

@@ -7,6 +7,7 @@ from typing import Any
 import wit_world.exports
 
 import weir
+from weir._host import ELEMENT
 
 COUNTS: dict[bytes, bytes] = {}
 COUNT: weir.Codec[int] = weir.codec(weir.U64)
@@ -21,7 +22,7 @@ class Handler(wit_world.exports.Handler):
 
     def process_batch(self, inputs: Any) -> None:
         data, counts, out = inputs.data, COUNTS, []
-        for ps, pl, ks, kl, hk, ts in inputs.elements:
+        for ps, pl, ks, kl, fl, ts in ELEMENT.iter_unpack(inputs.index):
             key = data[ks : ks + kl]
             raw = counts.get(key)
             n = (0 if raw is None else COUNT.decode(raw)) + 1
