@@ -96,9 +96,11 @@ pub fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
 }
 
-/// Waits for the job's control endpoint and some output.
+/// Waits for the job's control endpoint and some output. The margin is
+/// for interpreted guests: a cold compile of a JavaScript component takes
+/// tens of seconds on a loaded 2-core machine before the first record.
 pub fn wait_running(dir: &JobDir) {
-    let until = Instant::now() + Duration::from_secs(30);
+    let until = Instant::now() + Duration::from_secs(180);
     while Instant::now() < until {
         let out = host(dir, &["status", "sp", "--json"]);
         if out.status.success() {
