@@ -111,6 +111,27 @@ enum Command {
         #[arg(long, value_name = "URI|PATH")]
         dir: Option<String>,
     },
+    /// Change one operator's parallelism while the job runs, its state
+    /// carried over.
+    ///
+    /// At the next checkpoint barrier the operator's key groups, with their
+    /// state, move between its old and new subtasks, without restarting the
+    /// job or its other operators. Refused above the job's
+    /// max parallelism, for an operator joined to a neighbour by a forward
+    /// edge, and while a savepoint, a swap or another rescale is under way:
+    /// then this exits non-zero with the reason. Prints the checkpoint that
+    /// carried the rescale and the pause it caused. The job file's
+    /// parallelism still applies when the job is started again.
+    Rescale {
+        /// The job's name, or its job file.
+        job: String,
+        /// The operator's uid.
+        #[arg(long, value_name = "UID")]
+        operator: String,
+        /// Its new number of subtasks, from 1 to the job's max parallelism.
+        #[arg(long, short = 'p', value_name = "N")]
+        parallelism: u32,
+    },
     /// Show what a checkpoint or savepoint holds, without running the job:
     /// operators, states, kinds, keys and bytes (per key group with
     /// --key-groups), or one key's value.
@@ -200,6 +221,7 @@ fn main() -> ExitCode {
         Command::Swap { job, operator, module, dir } => {
             dir.map(|d| cli::location(&d)).transpose().and_then(|dir| cli::control::swap(&job, operator, &module, dir))
         }
+        Command::Rescale { job, operator, parallelism } => cli::control::rescale(&job, operator, parallelism),
         Command::Inspect { target, key_groups, operator, state, key, config } => {
             let lookup = operator.zip(state).zip(key).map(|((o, s), k)| (o, s, k));
             cli::location(&target).and_then(|t| cli::inspect::inspect(&t, key_groups, lookup, config.as_deref()))

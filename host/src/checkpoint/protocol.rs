@@ -103,6 +103,8 @@ pub struct Protocol<H> {
     failures_in_a_row: u32,
     /// A savepoint was asked for and not triggered yet.
     savepoint_requested: bool,
+    /// A checkpoint was asked for (to carry an order) and not triggered yet.
+    checkpoint_requested: bool,
 }
 
 impl<H: Clone> Protocol<H> {
@@ -124,6 +126,7 @@ impl<H: Clone> Protocol<H> {
             latest_completed: restored_from,
             failures_in_a_row: 0,
             savepoint_requested: false,
+            checkpoint_requested: false,
         }
     }
 
@@ -152,10 +155,37 @@ impl<H: Clone> Protocol<H> {
         self.in_flight.as_ref().is_some_and(|f| !f.storing && f.awaiting.contains(task))
     }
 
+    /// Whether the checkpoint in flight has run past the timeout at `now`.
+    pub fn timed_out(&self, now: u64) -> bool {
+        self.in_flight.as_ref().is_some_and(|f| now.saturating_sub(f.triggered_at) >= self.config.timeout_ms)
+    }
+
     /// Asks for a savepoint: the next trigger, as soon as no checkpoint is
     /// in flight.
     pub fn request_savepoint(&mut self) {
         self.savepoint_requested = true;
+    }
+
+    /// Asks for a checkpoint as soon as none is in flight, whatever the
+    /// interval (a rescale rides on it).
+    pub fn request_checkpoint(&mut self) {
+        self.checkpoint_requested = true;
+    }
+
+    /// The tasks that acknowledge the checkpoints triggered from now on
+    /// (one in flight keeps waiting for those it was triggered with).
+    pub fn set_tasks(&mut self, tasks: impl IntoIterator<Item = String>) {
+        self.tasks = tasks.into_iter().collect();
+    }
+
+    /// How many tasks acknowledge each checkpoint.
+    pub fn task_count(&self) -> usize {
+        self.tasks.len()
+    }
+
+    /// The tasks that acknowledge each checkpoint.
+    pub fn tasks(&self) -> impl Iterator<Item = &String> {
+        self.tasks.iter()
     }
 
     /// The id the next trigger will take.
@@ -180,7 +210,8 @@ impl<H: Clone> Protocol<H> {
             .is_some_and(|interval| self.last_trigger.is_none_or(|t| now >= t.saturating_add(interval)));
         let pause_done = self.last_end.is_none_or(|t| now >= t.saturating_add(self.config.min_pause_ms));
         let savepoint = std::mem::take(&mut self.savepoint_requested);
-        if savepoint || (interval_due && pause_done) {
+        let asked = std::mem::take(&mut self.checkpoint_requested);
+        if savepoint || asked || (interval_due && pause_done) {
             let id = self.next_id;
             self.next_id += 1;
             self.last_trigger = Some(now);
@@ -282,6 +313,28 @@ mod tests {
         p.request_savepoint();
         let out = p.tick(1_000_001);
         assert!(matches!(out.as_slice(), [Command::Trigger { savepoint: true, .. }]), "{out:?}");
+    }
+
+    #[test]
+    fn a_requested_checkpoint_is_triggered_at_once_and_new_tasks_count_from_the_next() {
+        let mut p = protocol();
+        assert!(matches!(p.tick(0).as_slice(), [Command::Trigger { id: 1, savepoint: false }]));
+        ack_all(&mut p, 1);
+        p.on_metadata_written(1, Ok::<(), String>(()), 10);
+        // Well before the interval: asked for, it goes now.
+        p.request_checkpoint();
+        assert!(matches!(p.tick(400).as_slice(), [Command::Trigger { id: 2, savepoint: false }]));
+        // A rescale: op#1 goes, op#2 and op#3 come, for checkpoint 3 on.
+        p.set_tasks(["src#0", "op#0", "op#2", "op#3"].map(String::from));
+        assert_eq!(p.task_count(), 4);
+        assert!(p.on_ack(2, "src#0", 1).is_empty());
+        assert!(p.on_ack(2, "op#0", 2).is_empty());
+        let out = p.on_ack(2, "op#1", 3);
+        assert!(matches!(out.as_slice(), [Command::WriteMetadata { id: 2, .. }]), "{out:?}");
+        p.on_metadata_written(2, Ok::<(), String>(()), 420);
+        assert!(matches!(p.tick(2000).as_slice(), [Command::Trigger { id: 3, .. }]));
+        assert!(p.awaits("op#3") && !p.awaits("op#1"));
+        assert!(!p.timed_out(2000 + 4999) && p.timed_out(2000 + 5000));
     }
 
     fn protocol() -> Protocol<u32> {

@@ -97,6 +97,10 @@ struct SharedFiles {
     /// checkpoint comes back in the next under the name the database gave
     /// it when it ingested the layer, with the same bytes.
     by_content: HashMap<(u64, u128), DbFile>,
+    /// Names this database's files in `shared/`: unique to the process run
+    /// and to the database (a subtask's database built anew numbers its
+    /// files from the start, so names alone would repeat).
+    token: String,
 }
 
 /// Bytes a streamed snapshot hands to storage at a time.
@@ -120,8 +124,10 @@ impl Uploader {
     pub fn incremental(&mut self, known: &[DbFile]) {
         let by_name =
             known.iter().filter(|f| f.path.starts_with("shared/")).map(|f| ((f.name.clone(), f.size), f.clone()));
+        static DATABASES: AtomicUsize = AtomicUsize::new(0);
+        let token = format!("{}-{}", run_token(), DATABASES.fetch_add(1, Ordering::Relaxed));
         self.shared =
-            Some(Arc::new(Mutex::new(SharedFiles { by_name: by_name.collect(), by_content: HashMap::new() })));
+            Some(Arc::new(Mutex::new(SharedFiles { by_name: by_name.collect(), by_content: HashMap::new(), token })));
     }
 
     /// Writes and stores `frozen` for checkpoint `id` on a background
@@ -211,10 +217,10 @@ fn upload_files(
         let size = std::fs::metadata(path).map_err(local(path))?.len();
         local_files.push((name.clone(), path.clone(), size));
     }
-    let run = run_token();
     let mut files = Vec::new();
     let known = shared.lock().expect("not poisoned").clone();
-    let mut now = SharedFiles::default();
+    let run = known.token.clone();
+    let mut now = SharedFiles { token: run.clone(), ..SharedFiles::default() };
     for (name, path, size) in local_files {
         let is_sst = name.ends_with(".sst");
         if is_sst && let Some(f) = known.by_name.get(&(name.clone(), size)) {

@@ -1,12 +1,12 @@
-//! `host status`, `host savepoint`, `host swap` and `host cancel`: clients
-//! of a running job's control API.
+//! `host status`, `host savepoint`, `host swap`, `host rescale` and
+//! `host cancel`: clients of a running job's control API.
 
 use super::job_name;
 use anyhow::Context;
 use std::path::Path;
 use weir_host::config::units::human_bytes;
 use weir_host::control::client::Client;
-use weir_host::control::{SavepointRequest, SwapRequest};
+use weir_host::control::{RescaleRequest, SavepointRequest, SwapRequest};
 
 /// `host status`.
 pub fn status(job: &str, json: bool) -> anyhow::Result<()> {
@@ -72,6 +72,17 @@ pub fn swap(job: &str, operator: String, module: &Path, dir: Option<String>) -> 
         module.display(),
         done.pause_ms,
         done.savepoint.location
+    );
+    Ok(())
+}
+
+/// `host rescale`.
+pub fn rescale(job: &str, operator: String, parallelism: u32) -> anyhow::Result<()> {
+    let client = Client::find(&job_name(job)?)?;
+    let done = client.rescale(&RescaleRequest { operator, parallelism }).context("rescale failed")?;
+    println!(
+        "rescaled '{}' from {} to {} subtasks at checkpoint {}; pause {:.1} ms",
+        done.operator, done.from, done.to, done.checkpoint, done.pause_ms
     );
     Ok(())
 }

@@ -63,6 +63,34 @@ pub struct SwapDone {
     pub pause_ms: f64,
 }
 
+/// A request to change one operator's parallelism while the job runs.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RescaleRequest {
+    /// The operator's uid.
+    pub operator: String,
+    /// Its new number of subtasks; the job refuses 0 and more than its
+    /// `max_parallelism`.
+    pub parallelism: u32,
+}
+
+/// A rescale that took effect.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RescaleDone {
+    /// The operator's uid.
+    pub operator: String,
+    /// Its parallelism before.
+    pub from: u32,
+    /// Its parallelism after.
+    pub to: u32,
+    /// The id of the checkpoint whose barrier carried the rescale.
+    pub checkpoint: u64,
+    /// How long the operator stopped processing, in milliseconds: from the
+    /// first old subtask's barrier to the first record processed at the
+    /// new parallelism.
+    pub pause_ms: f64,
+}
+
 /// A running job's state, as `host status` shows it.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Status {
@@ -496,8 +524,8 @@ pub struct CheckpointConfig {
     pub savepoints_dir: Option<String>,
 }
 
-/// `POST /v1/savepoints` and `POST /v1/swaps` answer where to follow the
-/// action.
+/// `POST /v1/savepoints`, `POST /v1/swaps` and `POST /v1/rescales` answer
+/// where to follow the action.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Accepted {
     /// The action's id.
@@ -506,14 +534,14 @@ pub struct Accepted {
     pub location: String,
 }
 
-/// An action (savepoint, stop with savepoint, swap) and its outcome:
-/// `GET /v1/savepoints/{request_id}`, `GET /v1/swaps/{request_id}`,
-/// `GET /v1/operations`.
+/// An action (savepoint, stop with savepoint, swap, rescale) and its
+/// outcome: `GET /v1/savepoints/{request_id}`, `GET /v1/swaps/{request_id}`,
+/// `GET /v1/rescales/{request_id}`, `GET /v1/operations`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Operation {
     /// Its id.
     pub request_id: String,
-    /// "savepoint", "stop" or "swap".
+    /// "savepoint", "stop", "swap" or "rescale".
     pub kind: String,
     /// "in-progress", "completed" or "failed".
     pub status: String,
@@ -525,6 +553,8 @@ pub struct Operation {
     pub savepoint: Option<SavepointDone>,
     /// A swap's outcome.
     pub swap: Option<SwapDone>,
+    /// A rescale's outcome.
+    pub rescale: Option<RescaleDone>,
     /// Why it failed.
     pub error: Option<String>,
 }
@@ -606,5 +636,28 @@ impl Watermarks {
             })
             .collect();
         Watermarks { nodes }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_rescale_request_takes_an_operator_and_a_parallelism_and_nothing_else() {
+        let r: RescaleRequest = serde_json::from_str(r#"{"operator": "counter", "parallelism": 4}"#).unwrap();
+        assert_eq!((r.operator.as_str(), r.parallelism), ("counter", 4));
+        // 0 parses; the coordinator refuses it, saying why.
+        let zero: RescaleRequest = serde_json::from_str(r#"{"operator": "counter", "parallelism": 0}"#).unwrap();
+        assert_eq!(zero.parallelism, 0);
+        for bad in [
+            r#"{"operator": "counter", "parallelism": 4, "dir": null}"#,
+            r#"{"operator": "counter"}"#,
+            r#"{"parallelism": 4}"#,
+            r#"{"operator": "counter", "parallelism": -1}"#,
+            r#"{"operator": "counter", "parallelism": "4"}"#,
+        ] {
+            assert!(serde_json::from_str::<RescaleRequest>(bad).is_err(), "{bad}");
+        }
     }
 }

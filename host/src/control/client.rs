@@ -1,10 +1,11 @@
-//! The control API's client, for the `host status`, `host savepoint` and
-//! `host cancel` commands: finds a running job through its run file and
-//! makes one request.
+//! The control API's client, for the `host status`, `host savepoint`,
+//! `host swap`, `host rescale` and `host cancel` commands: finds a running
+//! job through its run file and makes one request.
 
 use super::server::alive;
 use super::{
-    Accepted, Operation, RunFile, SavepointDone, SavepointRequest, Status, SwapDone, SwapRequest, run_file_path,
+    Accepted, Operation, RescaleDone, RescaleRequest, RunFile, SavepointDone, SavepointRequest, Status, SwapDone,
+    SwapRequest, run_file_path,
 };
 use std::time::Duration;
 use thiserror::Error;
@@ -82,6 +83,15 @@ impl Client {
             self.call("POST", "/v1/swaps", Some(serde_json::to_vec(request).expect("serializes")))?;
         let done = self.follow(&accepted)?;
         done.swap.ok_or_else(|| self.refused("the swap completed without an outcome".into()))
+    }
+
+    /// Changes an operator's parallelism; returns once the rescale took
+    /// effect (or was refused or failed).
+    pub fn rescale(&self, request: &RescaleRequest) -> Result<RescaleDone, ClientError> {
+        let accepted: Accepted =
+            self.call("POST", "/v1/rescales", Some(serde_json::to_vec(request).expect("serializes")))?;
+        let done = self.follow(&accepted)?;
+        done.rescale.ok_or_else(|| self.refused("the rescale completed without an outcome".into()))
     }
 
     /// Polls an accepted action until it completed (or failed: its error).

@@ -1,18 +1,20 @@
 //! The control API of a running job: an HTTP server ([`server`], axum) that
-//! the `host status`, `savepoint`, `swap` and `cancel` commands talk to
-//! ([`client`], reqwest), the dashboard reads, and Prometheus scrapes; and
-//! the run file through which they find it. The coordinator answers the requests; this module
-//! only carries them.
+//! the `host status`, `savepoint`, `swap`, `rescale` and `cancel` commands
+//! talk to ([`client`], reqwest), the dashboard reads, and Prometheus
+//! scrapes; and the run file through which they find it. The coordinator
+//! answers the requests; this module only carries them.
 //!
 //! The endpoints (JSON, `docs/rest-api.md`; the resources are in [`api`]):
 //! - reads: `GET /v1/job`, `/v1/job/plan`, `/v1/job/metrics`,
 //!   `/v1/job/backpressure`, `/v1/job/watermarks`, `/v1/checkpoints`,
 //!   `/v1/checkpoints/config`, `/v1/checkpoints/{id}`, `/v1/operations`,
-//!   `/v1/savepoints/{request_id}`, `/v1/swaps/{request_id}`, and
-//!   `/metrics` (Prometheus text with Flink's names, [`metrics`]);
-//! - actions: `POST /v1/savepoints` (a savepoint, or a stop with one) and
-//!   `POST /v1/swaps` answer `202 Accepted` with the operation to follow
-//!   ([`operations`]); `POST /v1/cancel` cancels the job.
+//!   `/v1/savepoints/{request_id}`, `/v1/swaps/{request_id}`,
+//!   `/v1/rescales/{request_id}`, and `/metrics` (Prometheus text with
+//!   Flink's names, [`metrics`]);
+//! - actions: `POST /v1/savepoints` (a savepoint, or a stop with one),
+//!   `POST /v1/swaps` and `POST /v1/rescales` answer `202 Accepted` with
+//!   the operation to follow ([`operations`]); `POST /v1/cancel` cancels
+//!   the job.
 //!
 //! `GET /` serves the web dashboard ([`dashboard`]): the job as HTML
 //! tables, redrawn live by its script from the endpoints above.
@@ -108,6 +110,9 @@ pub enum RequestError {
     /// One swap at a time.
     #[error("a module swap is already in progress")]
     SwapInProgress,
+    /// One rescale at a time.
+    #[error("a rescale is already in progress")]
+    RescaleInProgress,
     /// No directory given and none configured.
     #[error(
         "no savepoint directory: pass --dir, or set state.savepoints.dir (the default needs $XDG_DATA_HOME or $HOME)"
@@ -131,6 +136,10 @@ pub enum RequestError {
     /// state the job is in now.
     #[error("{0}")]
     Failed(String),
+    /// A rescale that cannot be done; the reason says why and what to
+    /// change.
+    #[error("{0}")]
+    Refused(String),
 }
 
 /// A request the coordinator answers.
@@ -155,4 +164,6 @@ pub enum Request {
     Cancel(crossbeam_channel::Sender<()>),
     /// `POST /v1/swaps`.
     Swap(SwapRequest, crossbeam_channel::Sender<Result<SwapDone, RequestError>>),
+    /// `POST /v1/rescales`.
+    Rescale(RescaleRequest, crossbeam_channel::Sender<Result<RescaleDone, RequestError>>),
 }

@@ -1,13 +1,14 @@
 //! The control API's actions as resources: a savepoint, a stop with
-//! savepoint or a module swap is accepted at once with a request id, runs
-//! in the background, and is followed at `GET /v1/savepoints/{id}` (or
-//! `/v1/swaps/{id}`) until it completes or fails, as Flink's asynchronous
-//! operations. One task owns the table of the last [`KEPT`] operations;
-//! the request handlers talk to it by messages. It also knows which
-//! outcomes nobody has read yet, so that the server can stay up for the
-//! client of a stop with savepoint after the job itself has ended.
+//! savepoint, a module swap or a rescale is accepted at once with a request
+//! id, runs in the background, and is followed at `GET /v1/savepoints/{id}`
+//! (or `/v1/swaps/{id}`, `/v1/rescales/{id}`) until it completes or fails,
+//! as Flink's asynchronous operations. One task owns the table of the last
+//! [`KEPT`] operations; the request handlers talk to it by messages. It
+//! also knows which outcomes nobody has read yet, so that the server can
+//! stay up for the client of a stop with savepoint after the job itself has
+//! ended.
 
-use super::{Operation, RequestError, SavepointDone, SwapDone};
+use super::{Operation, RequestError, RescaleDone, SavepointDone, SwapDone};
 use crate::clock::now_ms;
 use std::collections::VecDeque;
 use tokio::sync::{mpsc, oneshot};
@@ -22,6 +23,8 @@ pub enum Outcome {
     Savepoint(SavepointDone),
     /// A swap took effect.
     Swap(SwapDone),
+    /// A rescale took effect.
+    Rescale(RescaleDone),
     /// The job refused it or it failed.
     Failed(RequestError),
     /// The job ended or restarted before answering.
@@ -50,8 +53,8 @@ impl Operations {
         Operations { tx }
     }
 
-    /// Records a new operation of `kind` ("savepoint", "stop", "swap"), in
-    /// progress; returns its id.
+    /// Records a new operation of `kind` ("savepoint", "stop", "swap",
+    /// "rescale"), in progress; returns its id.
     pub async fn start(&self, kind: &'static str) -> Option<String> {
         let (reply, rx) = oneshot::channel();
         self.tx.send(Message::Start { kind, reply }).ok()?;
@@ -103,7 +106,8 @@ async fn own(mut rx: mpsc::UnboundedReceiver<Message>) {
                 next += 1;
                 if table.len() >= KEPT {
                     // The oldest finished one goes; one in progress stays
-                    // (at most one savepoint and one swap run at a time).
+                    // (at most one savepoint, one swap and one rescale run
+                    // at a time).
                     let at = table.iter().position(|o| o.status != "in-progress").unwrap_or(0);
                     if let Some(gone) = table.remove(at) {
                         read.remove(&gone.request_id);
@@ -117,6 +121,7 @@ async fn own(mut rx: mpsc::UnboundedReceiver<Message>) {
                     end_time_ms: None,
                     savepoint: None,
                     swap: None,
+                    rescale: None,
                     error: None,
                 });
                 let _ = reply.send(request_id);
@@ -128,6 +133,7 @@ async fn own(mut rx: mpsc::UnboundedReceiver<Message>) {
                 match outcome {
                     Outcome::Savepoint(done) => o.savepoint = Some(done),
                     Outcome::Swap(done) => o.swap = Some(done),
+                    Outcome::Rescale(done) => o.rescale = Some(done),
                     Outcome::Failed(e) => {
                         o.status = "failed".into();
                         o.error = Some(e.to_string());

@@ -16,7 +16,8 @@
 
 use super::operations::{Operations, Outcome};
 use super::{
-    Accepted, BackPressure, Request, RequestError, RunFile, SavepointRequest, SwapRequest, Watermarks, run_file_path,
+    Accepted, BackPressure, Request, RequestError, RescaleRequest, RunFile, SavepointRequest, SwapRequest, Watermarks,
+    run_file_path,
 };
 use crate::clock::now_ms;
 use crate::config::{RestAuth, RestSettings};
@@ -45,7 +46,7 @@ pub const MAX_HEAD_BYTES: usize = 16 << 10;
 pub const MAX_BODY_BYTES: usize = 64 << 10;
 /// Time for a request's body to arrive.
 pub const BODY_TIMEOUT: Duration = Duration::from_secs(10);
-/// How long a savepoint or swap request may wait for its answer.
+/// How long a savepoint, swap or rescale request may wait for its answer.
 const LONG_WAIT: Duration = Duration::from_secs(3600);
 /// How long the server answers on after the job ended, for clients that
 /// have not read their action's outcome yet.
@@ -340,6 +341,8 @@ fn router(shared: Arc<Shared>, table: Operations) -> Router {
         .route("/v1/savepoints/{request_id}", get(operation))
         .route("/v1/swaps", post(trigger_swap))
         .route("/v1/swaps/{request_id}", get(operation))
+        .route("/v1/rescales", post(trigger_rescale))
+        .route("/v1/rescales/{request_id}", get(operation))
         .route("/v1/operations", get(list_operations))
         .route("/v1/cancel", post(cancel))
         .route("/metrics", get(metrics))
@@ -516,9 +519,16 @@ async fn trigger_swap(State(app): State<App>, body: Bytes) -> Response {
     }
 }
 
-/// Starts an action that takes a checkpoint's time (a savepoint, a swap):
-/// answers `202 Accepted` with where to follow it, and records its outcome
-/// there when the coordinator answers.
+async fn trigger_rescale(State(app): State<App>, body: Bytes) -> Response {
+    match serde_json::from_slice::<RescaleRequest>(&body) {
+        Ok(request) => start(app, "rescale", "rescales", |tx| Request::Rescale(request, tx), Outcome::Rescale).await,
+        Err(e) => error(StatusCode::BAD_REQUEST, &format!("bad rescale request: {e}")),
+    }
+}
+
+/// Starts an action that takes a checkpoint's time (a savepoint, a swap, a
+/// rescale): answers `202 Accepted` with where to follow it, and records
+/// its outcome there when the coordinator answers.
 async fn start<T: Send + 'static>(
     app: App,
     kind: &'static str,
@@ -596,6 +606,32 @@ mod tests {
         // The API stays behind the token.
         assert!(status_of(b"GET /v1/job?token=fuzz HTTP/1.1\r\nhost: x\r\n\r\n").contains("401"));
         assert!(status_of(b"GET /nothing HTTP/1.1\r\nhost: x\r\n\r\n").contains("401"));
+    }
+
+    /// A `POST /v1/rescales` with the token and `body`.
+    fn post_rescale(body: &str) -> String {
+        let request = format!(
+            "POST /v1/rescales HTTP/1.1\r\nauthorization: Bearer fuzz\r\ncontent-length: {}\r\n\r\n{body}",
+            body.len()
+        );
+        String::from_utf8_lossy(&answer_raw(request.as_bytes())).into_owned()
+    }
+
+    #[test]
+    fn a_rescale_needs_the_token_and_a_well_formed_body() {
+        let body = r#"{"operator": "counter", "parallelism": 4}"#;
+        let anonymous = format!("POST /v1/rescales HTTP/1.1\r\ncontent-length: {}\r\n\r\n{body}", body.len());
+        assert!(status_of(anonymous.as_bytes()).contains("401"));
+        // Well formed: it reaches the (absent) job.
+        let answer = post_rescale(body);
+        assert!(answer.starts_with("HTTP/1.1 503"), "{answer}");
+        for bad in [r#"{"operator": "counter", "parallelism": 4, "module": "x"}"#, r#"{"operator": "counter"}"#, "{"] {
+            let answer = post_rescale(bad);
+            assert!(answer.starts_with("HTTP/1.1 400"), "{bad}: {answer}");
+            assert!(answer.contains("bad rescale request: "), "{bad}: {answer}");
+        }
+        let status = status_of(b"GET /v1/rescales/rescale-1 HTTP/1.1\r\nauthorization: Bearer fuzz\r\n\r\n");
+        assert!(status.contains("404"), "{status}");
     }
 
     #[test]

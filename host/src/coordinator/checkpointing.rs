@@ -25,7 +25,7 @@ use crate::control::{CheckpointMetrics, ModuleInfo, SavepointDone};
 use crate::fault::{Classify, Domain, RetryHint};
 use crate::runtime::TaskId;
 use crate::runtime::events::{AckTiming, TaskSnapshot};
-use crate::runtime::message::{Barrier, BarrierKind, Control};
+use crate::runtime::message::{Barrier, BarrierKind, Control, RescaleOrder};
 use crate::wasm::OperatorModule;
 use crate::wasm::module::Loaded;
 use crossbeam_channel::Sender;
@@ -141,6 +141,14 @@ pub struct Attempt<'a> {
     pub(super) swap: Option<PendingSwap>,
     /// Swaps committed: (operator uid, new module), for the coordinator.
     pub(super) committed: Vec<(String, OperatorModule)>,
+    /// A rescale for the next barrier.
+    pub(super) rescale: Option<Arc<RescaleOrder>>,
+    /// The checkpoint whose barrier carried the latest rescale, until the
+    /// coordinator takes it.
+    pub(super) rescaled_at: Option<CheckpointId>,
+    /// Operators rescaled while the attempt ran: (uid, from this
+    /// checkpoint's barrier on, parallelism).
+    rescales: Vec<(String, CheckpointId, u32)>,
 }
 
 impl Checkpoints {
@@ -259,6 +267,9 @@ impl Checkpoints {
             stopped_with: None,
             swap: None,
             committed: Vec::new(),
+            rescale: None,
+            rescaled_at: None,
+            rescales: Vec::new(),
             cp: self,
         }
     }
@@ -298,10 +309,23 @@ impl Attempt<'_> {
 
     /// Time passed: triggers and timeouts.
     pub fn tick(&mut self) -> Result<(), CheckpointingError> {
+        let now = self.now_ms();
         if self.stopped {
+            // Nothing is triggered once the input ended. A checkpoint still
+            // in flight that times out is abandoned, not failed (the final
+            // checkpoint covers everything), so the job ends rather than
+            // waiting for it.
+            if self.protocol.timed_out(now)
+                && let Some(id) = self.protocol.cancel_in_flight(now)
+            {
+                tracing::warn!(checkpoint = id, "abandoned while the job ends: timed out");
+                self.discard(id, "abandoned while the job ends: timed out");
+                if self.savepoint_of(id).is_some() {
+                    self.fail_savepoint("it timed out while the job was ending".into());
+                }
+            }
             return Ok(());
         }
-        let now = self.now_ms();
         let commands = self.protocol.tick(now);
         self.execute(commands)
     }
@@ -326,6 +350,45 @@ impl Attempt<'_> {
         }
         let commands = self.protocol.on_ack(id, &task.to_string(), snapshot);
         self.execute(commands)
+    }
+
+    /// Asks for a checkpoint now, whose barrier carries `order`; `controls`
+    /// reach the new subtasks it starts.
+    pub(super) fn request_rescale(&mut self, order: Arc<RescaleOrder>, controls: &[Sender<Control>]) {
+        self.everyone.extend(controls.iter().cloned());
+        self.rescale = Some(order);
+        self.protocol.request_checkpoint();
+    }
+
+    /// The barrier of checkpoint `id` carried `order`: the operator's new
+    /// subtasks acknowledge every checkpoint after it, its old ones this
+    /// one.
+    fn rescaled(&mut self, id: CheckpointId, order: &RescaleOrder) {
+        let uid = &order.uid;
+        // The tasks that acknowledge from the next checkpoint on: the
+        // others as before, the operator's new subtasks. Old subtasks stay
+        // known by name: their part of this checkpoint is still to come.
+        let mut current: Vec<String> = self
+            .protocol
+            .tasks()
+            .filter(|name| self.tasks.get(*name).is_none_or(|t| t.node != *uid))
+            .cloned()
+            .collect();
+        for subtask in 0..order.parallelism {
+            let t = TaskId { node: uid.clone(), subtask };
+            current.push(t.to_string());
+            self.tasks.insert(t.to_string(), t);
+        }
+        self.protocol.set_tasks(current);
+        self.rescales.push((uid.to_string(), id, order.parallelism));
+        self.rescaled_at = Some(id);
+        tracing::info!(operator = %uid, checkpoint = id, from = order.from, to = order.parallelism, "rescale barrier sent");
+    }
+
+    /// Operator `uid`'s parallelism in checkpoint `id`.
+    fn parallelism_in(&self, uid: &str, id: CheckpointId) -> Option<u32> {
+        let rescaled = self.rescales.iter().rev().find(|(u, since, _)| u == uid && *since < id).map(|(_, _, p)| *p);
+        rescaled.or_else(|| self.parallelism.get(uid).copied())
     }
 
     /// A task declined checkpoint `id`.
@@ -418,12 +481,17 @@ impl Attempt<'_> {
                 Command::Trigger { id, savepoint } => {
                     self.cp.highest_id = self.cp.highest_id.max(id);
                     self.triggered.insert(id, (Instant::now(), now_ms()));
-                    self.cp.history.triggered(id, savepoint, self.tasks.len() as u32);
+                    self.cp.history.triggered(id, savepoint, self.protocol.task_count() as u32);
                     let kind = if savepoint { self.savepoint_barrier(id) } else { BarrierKind::Checkpoint };
                     tracing::debug!(checkpoint = id, savepoint, "triggered");
-                    let barrier = Arc::new(Barrier { id, kind });
+                    let rescale = self.rescale.take();
+                    let barrier = Arc::new(Barrier { id, kind, rescale: rescale.clone() });
                     for tx in &self.sources {
                         let _ = tx.send(Control::Trigger(barrier.clone()));
+                    }
+                    drop(barrier);
+                    if let Some(order) = rescale {
+                        self.rescaled(id, &order);
                     }
                 }
                 Command::WriteMetadata { id, handles } if self.savepoint_of(id).is_some() => {
@@ -542,7 +610,7 @@ impl Attempt<'_> {
             .into_iter()
             .map(|(uid, mut subtasks)| {
                 subtasks.sort_by_key(|(i, _)| *i);
-                let parallelism = self.parallelism.get(&uid).copied().unwrap_or(subtasks.len() as u32);
+                let parallelism = self.parallelism_in(&uid, id).unwrap_or(subtasks.len() as u32);
                 (uid, OperatorState { parallelism, subtasks: subtasks.into_iter().map(|(_, h)| h).collect() })
             })
             .collect();

@@ -10,15 +10,13 @@ use super::job_state::JobState;
 use super::plan::{Plan, Role};
 use super::progress::Progress;
 use super::report::{JobReport, TaskCounters};
+use super::rescale::PendingRescale;
 use super::savepoints::SwapReply;
 use super::spawn::Started;
+use super::views::{checkpoint_config, graph, run_status};
 use crate::checkpoint::metadata::SinkState;
-use crate::config::BackendKind;
 use crate::config::LoadedJob;
-use crate::control::{
-    CheckpointConfig, GraphEdge, GraphNode, JobGraph, Metrics, ModuleInfo, Request, RequestError, Restart, Status,
-    SwapRequest,
-};
+use crate::control::{JobGraph, Metrics, ModuleInfo, Request, RequestError, Restart, Status, SwapRequest};
 use crate::runtime::message::Control;
 use crate::runtime::{TaskError, TaskEvent, TaskId};
 use crate::wasm::module::{Loaded, ModuleCompiler};
@@ -26,6 +24,7 @@ use crate::wasm::{OperatorModule, WasmError};
 use crossbeam_channel::{Receiver, Sender};
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
+use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 /// How long a swap's module may take to read and compile.
@@ -48,13 +47,13 @@ pub struct RunInfo {
 }
 
 impl RunInfo {
-    fn uptime_ms(&self) -> u64 {
+    pub(super) fn uptime_ms(&self) -> u64 {
         self.started.elapsed().as_millis() as u64
     }
 }
 
 /// A swap waiting for its module to compile.
-struct Compiling {
+pub(super) struct Compiling {
     request: SwapRequest,
     reply: SwapReply,
     started: Instant,
@@ -63,15 +62,16 @@ struct Compiling {
 
 /// Runs one attempt.
 pub struct Controller<'a> {
-    job: &'a LoadedJob,
-    plan: &'a Plan,
-    state: JobState,
-    attempt: u32,
+    pub(super) job: &'a LoadedJob,
+    /// The wiring as it is now (a rescale changes it).
+    pub(super) plan: Plan,
+    pub(super) state: JobState,
+    pub(super) attempt: u32,
     run: &'a RunInfo,
-    counters: TaskCounters,
-    controls: Vec<Sender<Control>>,
-    threads: usize,
-    ended: usize,
+    pub(super) counters: TaskCounters,
+    pub(super) controls: Vec<Sender<Control>>,
+    pub(super) threads: usize,
+    pub(super) ended: usize,
     sources_left: usize,
     sinks: usize,
     /// Sinks that reached their end and wait for the final checkpoint.
@@ -79,31 +79,49 @@ pub struct Controller<'a> {
     sink_states: BTreeMap<String, SinkState>,
     /// The final checkpoint (or, after a stop, the sinks' end) was asked for.
     end_sent: bool,
-    checkpoints: Checkpointing<'a>,
+    pub(super) checkpoints: Checkpointing<'a>,
     /// The first root failure; a secondary one until a root one comes.
     failure: Option<JobError>,
     /// A swap's module being compiled.
-    compiling: Option<Compiling>,
+    pub(super) compiling: Option<Compiling>,
+    /// Where tasks send their events, for tasks a rescale starts.
+    pub(super) events_tx: Sender<TaskEvent>,
+    /// Each operator's module now, by uid.
+    pub(super) modules: HashMap<String, OperatorModule>,
+    /// Operators at another parallelism than the job file's, by uid.
+    pub(super) rescaled: BTreeMap<String, u32>,
+    /// A rescale under way.
+    pub(super) rescale: Option<PendingRescale>,
+    /// Tasks whose next `Finished` is no end of the job's work: old
+    /// subtasks of a rescale, new ones of an abandoned one.
+    pub(super) quiet_ends: HashMap<TaskId, u32>,
+    /// Threads a rescale started.
+    pub(super) spawned: Vec<(TaskId, JoinHandle<()>)>,
+    /// A task finished its work or failed (a rescale's ends aside).
+    pub(super) work_ended: bool,
     progress: Progress,
     last_draw: Instant,
 }
 
 impl<'a> Controller<'a> {
     /// A controller for the started tasks of attempt `attempt`.
+    #[allow(clippy::too_many_arguments)]
     pub fn new(
         job: &'a LoadedJob,
-        plan: &'a Plan,
+        plan: &Plan,
         started: &Started,
         attempt: u32,
         run: &'a RunInfo,
         checkpoints: Checkpointing<'a>,
+        modules: &HashMap<String, OperatorModule>,
+        rescaled: &BTreeMap<String, u32>,
     ) -> Self {
         let count = |role| plan.nodes.iter().filter(|n| n.role == role).map(|n| n.parallelism as usize).sum();
         let mut state = JobState::Starting;
         state.to(JobState::Running).expect("a starting job runs");
         Controller {
             job,
-            plan,
+            plan: plan.clone(),
             state,
             attempt,
             run,
@@ -119,19 +137,29 @@ impl<'a> Controller<'a> {
             checkpoints,
             failure: None,
             compiling: None,
+            events_tx: started.events_tx.clone(),
+            modules: modules.clone(),
+            rescaled: rescaled.clone(),
+            rescale: None,
+            quiet_ends: HashMap::new(),
+            spawned: Vec::new(),
+            work_ended: false,
             progress: Progress::new(),
             last_draw: Instant::now(),
         }
     }
 
     /// Follows the attempt until every task ended; answers `requests`
-    /// meanwhile, loading swapped-in modules with `loader`.
+    /// meanwhile, loading swapped-in modules with `loader`. Modules swapped
+    /// in go into `modules`, operators rescaled into `rescaled`, for the
+    /// attempts after this one.
     pub fn run(
         mut self,
         events: &Receiver<TaskEvent>,
         requests: &Receiver<Request>,
         compiler: &ModuleCompiler,
         modules: &mut HashMap<String, OperatorModule>,
+        rescaled: &mut BTreeMap<String, u32>,
     ) -> (JobState, Result<JobReport, JobError>) {
         let wait = self.checkpoints.poll_interval().min(self.job.settings.progress_interval);
         while self.ended < self.threads {
@@ -154,9 +182,18 @@ impl<'a> Controller<'a> {
                 default(wait) => {}
             }
             self.on_tick();
-            modules.extend(self.checkpoints.take_committed_swaps());
+            let swapped = self.checkpoints.take_committed_swaps();
+            self.modules.extend(swapped.iter().cloned());
+            modules.extend(swapped);
         }
         self.progress.finish();
+        for (id, t) in std::mem::take(&mut self.spawned) {
+            if t.join().is_err() {
+                tracing::error!(task = %id, "task thread panicked outside its body");
+            }
+        }
+        self.end_rescale();
+        rescaled.clone_from(&self.rescaled);
         self.outcome()
     }
 
@@ -172,9 +209,14 @@ impl<'a> Controller<'a> {
                 self.counters.set_guest(task, *m);
                 Ok(())
             }
+            TaskEvent::Finished(task, _) if self.quiet_end(&task) => {
+                self.ended += 1;
+                Ok(())
+            }
             TaskEvent::Finished(task, c) => {
                 tracing::debug!(task = %task, records_in = c.records_in, records_out = c.records_out, "task finished");
                 self.ended += 1;
+                self.work_ended = true;
                 if self.plan.node(&task.node).is_some_and(|n| n.role == Role::Source) {
                     self.on_source_finished(&task);
                 }
@@ -183,6 +225,7 @@ impl<'a> Controller<'a> {
             }
             TaskEvent::Failed(task, e) => {
                 self.ended += 1;
+                self.work_ended = true;
                 self.on_task_failed(task, e);
                 Ok(())
             }
@@ -191,6 +234,14 @@ impl<'a> Controller<'a> {
             }
             TaskEvent::Declined { task, id, reason } if !failing => self.checkpoints.on_decline(&task, id, &reason),
             TaskEvent::Acknowledged { .. } | TaskEvent::Declined { .. } => Ok(()),
+            TaskEvent::HandedOver(task, c) => {
+                self.on_handed_over(task, c);
+                Ok(())
+            }
+            TaskEvent::TookOver { task, barrier_at } => {
+                self.on_took_over(&task, barrier_at);
+                Ok(())
+            }
             TaskEvent::SwapPrepared { task, id, result } => {
                 self.checkpoints.on_swap_prepared(&task, id, result);
                 Ok(())
@@ -292,6 +343,9 @@ impl<'a> Controller<'a> {
                 self.cancel();
                 let _ = reply.send(());
             }
+            Request::Savepoint(_, reply) if self.rescale.is_some() => {
+                let _ = reply.send(Err(RequestError::RescaleInProgress));
+            }
             Request::Savepoint(request, reply) => {
                 let job = self.job;
                 let settings = &job.settings;
@@ -303,6 +357,7 @@ impl<'a> Controller<'a> {
                 }
             }
             Request::Swap(request, reply) => self.start_swap(request, reply, compiler),
+            Request::Rescale(request, reply) => self.start_rescale(request, reply),
         }
         self.follow_savepoint();
     }
@@ -325,6 +380,10 @@ impl<'a> Controller<'a> {
             let _ = reply.send(Err(RequestError::SwapInProgress));
             return;
         }
+        if self.rescale.is_some() {
+            let _ = reply.send(Err(RequestError::RescaleInProgress));
+            return;
+        }
         let (tx, rx) = crossbeam_channel::bounded(1);
         let (compiler, uid, path) = (compiler.clone(), operator.uid.clone(), PathBuf::from(&request.module));
         let spawned = std::thread::Builder::new().name("weir-compile".into()).spawn(move || {
@@ -342,6 +401,7 @@ impl<'a> Controller<'a> {
     fn on_compiled(&mut self, result: Result<Loaded, WasmError>) {
         let Some(Compiling { request, reply, .. }) = self.compiling.take() else { return };
         let job = self.job;
+        let subtasks = self.plan.node(&request.operator).map_or(1, |n| n.parallelism);
         let (Some(operator), Ok(c)) = (job.spec.operators.iter().find(|o| o.uid == request.operator), self.accepting())
         else {
             let _ = reply.send(Err(RequestError::Failing));
@@ -354,7 +414,7 @@ impl<'a> Controller<'a> {
             Ok(loaded) => c.request_swap(
                 &operator.uid,
                 loaded,
-                operator.parallelism,
+                subtasks,
                 request.dir,
                 job.settings.savepoint_dir.as_deref(),
                 &job.settings.storage,
@@ -371,7 +431,7 @@ impl<'a> Controller<'a> {
 
     /// The checkpointing that takes a savepoint or swap now, or why none
     /// can be taken.
-    fn accepting(&mut self) -> Result<&mut Checkpointing<'a>, RequestError> {
+    pub(super) fn accepting(&mut self) -> Result<&mut Checkpointing<'a>, RequestError> {
         match self.state {
             JobState::Failing | JobState::Cancelling => Err(RequestError::Failing),
             JobState::Finishing => Err(RequestError::Finishing),
@@ -393,7 +453,7 @@ impl<'a> Controller<'a> {
 
     /// Keeps the job's state in step with its savepoint: savepointing or
     /// stopping while one is under way, running again when it failed.
-    fn follow_savepoint(&mut self) {
+    pub(super) fn follow_savepoint(&mut self) {
         let c = &self.checkpoints;
         let (pending, stop, stopped) = (c.savepoint_pending(), c.stop_pending(), c.stopped_with().is_some());
         let next = match self.state {
@@ -420,6 +480,7 @@ impl<'a> Controller<'a> {
         if let Err(e) = result {
             self.fail(e.into());
         }
+        self.follow_rescale();
         self.follow_savepoint();
         if self.last_draw.elapsed() >= self.job.settings.progress_interval {
             self.last_draw = Instant::now();
@@ -463,12 +524,12 @@ impl<'a> Controller<'a> {
             checkpoints: self.periodic().map(|c| c.status()),
             latest_checkpoint: self.checkpoints.cp.stats.latest,
             nodes: self.counters.status(&self.plan.nodes),
-            ..run_status(self.job, self.run, self.attempt, self.state, self.plan)
+            ..run_status(self.job, self.run, self.attempt, self.state, &self.plan)
         }
     }
 
     fn graph(&self) -> JobGraph {
-        graph(self.job, self.plan, self.run, self.checkpoints.cp)
+        graph(self.job, &self.plan, self.run, self.checkpoints.cp)
     }
 
     fn metrics(&self) -> Metrics {
@@ -516,92 +577,6 @@ impl<'a> Controller<'a> {
     }
 }
 
-/// The job's status apart from its tasks' counters.
-fn run_status(job: &LoadedJob, run: &RunInfo, attempt: u32, state: JobState, plan: &Plan) -> Status {
-    Status {
-        job: job.spec.name.clone(),
-        pid: std::process::id(),
-        attempt,
-        state: state.to_string(),
-        uptime_ms: run.uptime_ms(),
-        records_read: 0,
-        records_written: 0,
-        checkpoints: None,
-        latest_checkpoint: None,
-        nodes: Vec::new(),
-        start_time_ms: run.start_time_ms,
-        parallelism: plan.nodes.iter().map(|n| n.parallelism).max().unwrap_or(1),
-        max_parallelism: job.spec.max_parallelism,
-        restarts: run.restarts.clone(),
-    }
-}
-
-/// The job graph, with each operator's module as it runs now.
-fn graph(job: &LoadedJob, plan: &Plan, run: &RunInfo, checkpoints: &Checkpoints) -> JobGraph {
-    let spec = &job.spec;
-    let swapped = checkpoints.swapped_modules();
-    let backend = match job.settings.backend {
-        BackendKind::HashMap => "hashmap",
-        BackendKind::RocksDb => "rocksdb",
-    };
-    let nodes = plan
-        .nodes
-        .iter()
-        .map(|n| {
-            let id = n.id.to_string();
-            let kind = match n.role {
-                Role::Source => spec.sources.iter().find(|s| s.id == id).map(|s| s.kind.clone()),
-                Role::Sink => spec.sinks.iter().find(|s| s.connector.id == id).map(|s| s.connector.kind.clone()),
-                Role::Operator => Some("wasm".to_string()),
-            };
-            let operator = n.role == Role::Operator;
-            let module = swapped.get(&id).or_else(|| run.modules.get(&id)).cloned().filter(|_| operator);
-            GraphNode {
-                role: n.role.name().to_string(),
-                kind: kind.unwrap_or_default(),
-                parallelism: n.parallelism,
-                module,
-                backend: operator.then(|| backend.to_string()),
-                id,
-            }
-        })
-        .collect();
-    let edges = plan
-        .edges
-        .iter()
-        .map(|e| GraphEdge {
-            from: e.from.to_string(),
-            to: e.to.to_string(),
-            partitioning: e.partition.name().to_string(),
-        })
-        .collect();
-    JobGraph { job: spec.name.clone(), max_parallelism: spec.max_parallelism, nodes, edges }
-}
-
-/// `GET /v1/checkpoints/config`: the settings the job checkpoints with.
-fn checkpoint_config(job: &LoadedJob) -> CheckpointConfig {
-    let s = &job.settings;
-    let c = s.checkpointing.as_ref();
-    let ms = |d: Duration| d.as_millis() as u64;
-    CheckpointConfig {
-        enabled: c.is_some(),
-        mode: c.map_or("exactly-once", |c| c.mode.name()).to_string(),
-        interval_ms: c.map(|c| ms(c.interval)),
-        timeout_ms: c.map(|c| ms(c.timeout)),
-        min_pause_ms: c.map(|c| ms(c.min_pause)),
-        tolerable_failures: c.map(|c| c.tolerable_failures),
-        retained: c.map(|c| c.retained),
-        backend: match s.backend {
-            BackendKind::HashMap => "hashmap",
-            BackendKind::RocksDb => "rocksdb",
-        }
-        .to_string(),
-        incremental: s.backend == BackendKind::RocksDb && s.rocksdb.incremental,
-        checkpoints_dir: s.storage.dir.clone(),
-        savepoints_dir: s.savepoint_dir.clone(),
-    }
-}
-
 /// How long a restarting job waits, answering requests: a cancel ends the
 /// wait (and the job), a status says it is restarting.
 pub fn wait_to_restart(
@@ -645,6 +620,9 @@ pub fn wait_to_restart(
                 let _ = reply.send(Err(RequestError::Failing));
             }
             Ok(Request::Swap(_, reply)) => {
+                let _ = reply.send(Err(RequestError::Failing));
+            }
+            Ok(Request::Rescale(_, reply)) => {
                 let _ = reply.send(Err(RequestError::Failing));
             }
             Err(crossbeam_channel::RecvTimeoutError::Timeout) => return true,

@@ -3,8 +3,9 @@
 //! wiring ([`plan`]), starts the tasks ([`spawn`]),
 //! follows one attempt ([`controller`]) through the job's states
 //! ([`job_state`]), drives checkpoints and savepoints ([`checkpointing`],
-//! [`savepoints`]), restarts the job from its latest checkpoint as the
-//! restart strategy allows, and reports ([`report`], [`progress`]).
+//! [`savepoints`]) and live rescales ([`rescale`]), restarts the job from
+//! its latest checkpoint as the restart strategy allows, and reports
+//! ([`report`], [`progress`], [`views`]).
 //!
 //! [`run_job`] is the library's entry point: `host run` is a thin layer
 //! over it.
@@ -17,9 +18,11 @@ pub mod modules;
 pub mod plan;
 pub mod progress;
 pub mod report;
+pub mod rescale;
 pub mod savepoints;
 pub mod spawn;
 pub mod start;
+pub mod views;
 
 pub use job_state::JobState;
 pub use report::{JobReport, NodeReport};
@@ -207,11 +210,14 @@ pub fn run_job(job: &LoadedJob, start: &StartFrom) -> Result<JobReport, JobError
     // By uid; a committed module swap replaces an entry, so a restart
     // after it runs the new module.
     let mut modules: HashMap<String, OperatorModule> = run_modules.by_uid;
-    let plan = plan::plan(spec);
+    // Operators a live rescale moved to another parallelism: a restart
+    // keeps it.
+    let mut rescaled: BTreeMap<String, u32> = BTreeMap::new();
 
     let mut restore_from = initial.clone();
     let mut attempt = 0u32;
     loop {
+        let plan = plan::plan_rescaled(spec, &rescaled);
         if let Some(r) = &restore_from {
             checkpoints.history.restored(RestoredCheckpoint {
                 id: r.metadata.id,
@@ -232,8 +238,9 @@ pub fn run_job(job: &LoadedJob, start: &StartFrom) -> Result<JobReport, JobError
         let startup = run_started.elapsed();
         tracing::info!(job = %spec.name, tasks = started.threads.len(), startup_ms = startup.as_millis() as u64, attempt, "job started");
         let cp = checkpoints.attempt(started.tasks.clone(), started.sources.clone(), started.controls.clone());
-        let controller = Controller::new(job, &plan, &started, attempt, &run, cp);
-        let (ended, outcome) = controller.run(&started.events, &requests, &loader.compiler(), &mut modules);
+        let controller = Controller::new(job, &plan, &started, attempt, &run, cp, &modules, &rescaled);
+        let (ended, outcome) =
+            controller.run(&started.events, &requests, &loader.compiler(), &mut modules, &mut rescaled);
         for (id, t) in started.threads {
             if t.join().is_err() {
                 tracing::error!(task = %id, "task thread panicked outside its body");

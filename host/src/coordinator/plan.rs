@@ -121,12 +121,19 @@ impl Plan {
 
 /// Plans the wiring of `spec`.
 pub fn plan(spec: &JobSpec) -> Plan {
+    plan_rescaled(spec, &BTreeMap::new())
+}
+
+/// Plans the wiring of `spec` with the operators in `rescaled` (uid to
+/// parallelism) at the parallelism a live rescale gave them.
+pub fn plan_rescaled(spec: &JobSpec, rescaled: &BTreeMap<String, u32>) -> Plan {
     let mut nodes = Vec::new();
     for s in &spec.sources {
         nodes.push(Node { id: s.id.as_str().into(), role: Role::Source, parallelism: s.parallelism });
     }
     for o in &spec.operators {
-        nodes.push(Node { id: o.uid.as_str().into(), role: Role::Operator, parallelism: o.parallelism });
+        let parallelism = rescaled.get(&o.uid).copied().unwrap_or(o.parallelism);
+        nodes.push(Node { id: o.uid.as_str().into(), role: Role::Operator, parallelism });
     }
     for s in &spec.sinks {
         nodes.push(Node { id: s.connector.id.as_str().into(), role: Role::Sink, parallelism: 1 });

@@ -7,6 +7,7 @@ use super::plan::{Node, Role};
 use crate::control::{GuestMetrics, NodeStatus, SavepointDone, TaskMetrics, TaskRates};
 use crate::runtime::{Counters, TaskId};
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Per node: its counters summed over subtasks.
@@ -54,7 +55,13 @@ impl JobReport {
 
 /// The latest counters of every task, as they report them.
 #[derive(Debug, Default)]
-pub struct TaskCounters(HashMap<TaskId, Counters>, HashMap<TaskId, Sample>, HashMap<TaskId, GuestMetrics>);
+pub struct TaskCounters(
+    HashMap<TaskId, Counters>,
+    HashMap<TaskId, Sample>,
+    HashMap<TaskId, GuestMetrics>,
+    /// Per node, the counts of subtasks a rescale retired.
+    HashMap<Arc<str>, Counters>,
+);
 
 /// A task's counters when it reported them, and its rates over the
 /// interval before.
@@ -112,6 +119,20 @@ impl TaskCounters {
         self.0.insert(task, c);
     }
 
+    /// Subtask `task` ended at a rescale with `c`: its counts stay in its
+    /// node's, its meters go (a new subtask may take its index).
+    pub fn retire(&mut self, task: &TaskId, c: Counters) {
+        self.0.remove(task);
+        self.1.remove(task);
+        self.2.remove(task);
+        // Counts only: a retired subtask holds no node's watermark back.
+        let carried = self.3.entry(task.node.clone()).or_default();
+        carried.records_in += c.records_in;
+        carried.records_out += c.records_out;
+        carried.idle_ns += c.idle_ns;
+        carried.backpressured_ns += c.backpressured_ns;
+    }
+
     /// Operator subtask `task` reported its guest's metrics.
     pub fn set_guest(&mut self, task: TaskId, m: GuestMetrics) {
         self.2.insert(task, m);
@@ -125,6 +146,12 @@ impl TaskCounters {
                 let mut counters = Counters::default();
                 for (_, c) in self.0.iter().filter(|(t, _)| t.node == n.id) {
                     counters += *c;
+                }
+                if let Some(retired) = self.3.get(&n.id) {
+                    counters.records_in += retired.records_in;
+                    counters.records_out += retired.records_out;
+                    counters.idle_ns += retired.idle_ns;
+                    counters.backpressured_ns += retired.backpressured_ns;
                 }
                 NodeReport { id: n.id.to_string(), role: n.role.name(), parallelism: n.parallelism, counters }
             })

@@ -2,6 +2,8 @@
 //! planned channel, each task built from its connector or module (restored
 //! as the restore plan says), one named thread per task. A panic in a task
 //! is caught at the thread's edge and reported as that task's failure.
+//! A live rescale starts an operator's new subtasks the same way, wired
+//! into the running tasks through the order its barrier carries.
 
 use super::plan::{Plan, Role, TaskPlan};
 use crate::checkpoint::restore::RestoreSource;
@@ -14,8 +16,9 @@ use crate::config::{CheckpointMode, LoadedJob};
 use crate::runtime::TaskError;
 use crate::runtime::events::{Counters, Reporter, TaskEvent, TaskId};
 use crate::runtime::inputs::{Alignment, Inputs};
-use crate::runtime::message::{Control, Message};
+use crate::runtime::message::{Control, Handover, Message, RescaleOrder};
 use crate::runtime::operator::OperatorTask;
+use crate::runtime::rescale::TakeOver;
 use crate::runtime::router::{Edge, Router};
 use crate::runtime::sink::{Sink, SinkTask};
 use crate::runtime::source::{Source, SourceContext, SubtaskInfo, run_source};
@@ -67,6 +70,9 @@ pub struct Started {
     /// Every task with its node's parallelism (each acknowledges every
     /// checkpoint).
     pub tasks: Vec<(TaskId, u32)>,
+    /// Where tasks send their events (for tasks started later: a
+    /// rescale's).
+    pub events_tx: Sender<TaskEvent>,
 }
 
 /// Builds and starts every task of `a`.
@@ -84,8 +90,14 @@ pub fn start(a: Attempt<'_>) -> Started {
         receivers.push(Some(rx));
     }
     let (events_tx, events) = unbounded::<TaskEvent>();
-    let mut started =
-        Started { threads: Vec::new(), events, controls: Vec::new(), sources: Vec::new(), tasks: Vec::new() };
+    let mut started = Started {
+        threads: Vec::new(),
+        events,
+        controls: Vec::new(),
+        sources: Vec::new(),
+        tasks: Vec::new(),
+        events_tx: events_tx.clone(),
+    };
     for t in &a.plan.tasks {
         let (ctl_tx, ctl_rx) = unbounded();
         started.controls.push(ctl_tx.clone());
@@ -99,21 +111,118 @@ pub fn start(a: Attempt<'_>) -> Started {
             .iter()
             .map(|&c| (receivers[c].take().expect("one reader per channel"), a.plan.channels[c].broadcast))
             .collect();
-        let inputs = Inputs::new(inputs, ctl_rx, settings.idle_timeout).with_alignment(alignment);
-        let edges = t
+        let outputs = t
             .outputs
             .iter()
-            .map(|o| {
-                let tx = o.channels.iter().map(|&c| senders[c].take().expect("one writer per channel")).collect();
-                Edge::new(o.to.clone(), o.partition, tx, a.job.spec.max_parallelism, settings.batch_size)
-            })
+            .map(|o| o.channels.iter().map(|&c| senders[c].take().expect("one writer per channel")).collect())
             .collect();
-        let router = Router::new(edges, settings.batch_size);
+        let (inputs, router) = wire(&a, t, inputs, outputs, ctl_rx, alignment);
         let reporter = Reporter::new(t.id.clone(), events_tx.clone(), settings.progress_interval);
-        let body = task_body(&a, t, parallelism, inputs, router, reporter);
+        let body = task_body(&a, t, parallelism, inputs, router, reporter, None);
         started.threads.push((t.id.clone(), spawn(t.id.clone(), body, events_tx.clone())));
     }
     started
+}
+
+/// Task `t`'s input and output sides over its channels' ends.
+fn wire(
+    a: &Attempt<'_>,
+    t: &TaskPlan,
+    inputs: Vec<(Receiver<Message>, bool)>,
+    outputs: Vec<Vec<Sender<Message>>>,
+    control: Receiver<Control>,
+    alignment: Alignment,
+) -> (Inputs, Router) {
+    let settings = &a.job.settings;
+    let from = t.inputs.iter().map(|&c| a.plan.channels[c].from.node.clone()).collect();
+    let inputs =
+        Inputs::new(inputs, control, settings.idle_timeout).with_alignment(alignment).owned_by(t.id.clone(), from);
+    let edges = t
+        .outputs
+        .iter()
+        .zip(outputs)
+        .map(|(o, tx)| Edge::new(o.to.clone(), o.partition, tx, a.job.spec.max_parallelism, settings.batch_size))
+        .collect();
+    (inputs, Router::new(edges, settings.batch_size).owned_by(t.id.clone()))
+}
+
+/// The new subtasks of a rescaled operator, started and waiting for their
+/// state, and the order their barrier carries.
+pub struct Rescaled {
+    /// The order for the barrier.
+    pub order: Arc<RescaleOrder>,
+    /// Each new subtask's control channel.
+    pub controls: Vec<Sender<Control>>,
+    /// Each new subtask's thread.
+    pub threads: Vec<(TaskId, JoinHandle<()>)>,
+}
+
+/// Starts operator `uid`'s subtasks of `a.plan` (the plan with its new
+/// parallelism), which take over from its `from` running subtasks at the
+/// barrier that carries the returned order. The channels between them and
+/// the operator's neighbours are new; the neighbours get their ends from
+/// the order.
+pub fn start_rescaled(a: &Attempt<'_>, uid: &str, from: u32, events_tx: &Sender<TaskEvent>) -> Rescaled {
+    let settings = &a.job.settings;
+    let alignment = match settings.checkpointing.map(|c| c.mode) {
+        Some(CheckpointMode::AtLeastOnce) => Alignment::AtLeastOnce,
+        _ => Alignment::ExactlyOnce,
+    };
+    let touches = |c: &super::plan::Channel| &*c.from.node == uid || &*c.to.node == uid;
+    let mut senders: HashMap<usize, Sender<Message>> = HashMap::new();
+    let mut receivers: HashMap<usize, Receiver<Message>> = HashMap::new();
+    for (i, _) in a.plan.channels.iter().enumerate().filter(|(_, c)| touches(c)) {
+        let (tx, rx) = bounded(settings.channel_capacity);
+        senders.insert(i, tx);
+        receivers.insert(i, rx);
+    }
+    let parallelism = a.plan.node(uid).map_or(1, |n| n.parallelism);
+    let mut order = RescaleOrder {
+        uid: uid.into(),
+        from,
+        parallelism,
+        senders: HashMap::new(),
+        receivers: HashMap::new(),
+        handover: Vec::new(),
+    };
+    let mut new_tasks = Vec::new();
+    for t in &a.plan.tasks {
+        if &*t.id.node == uid {
+            new_tasks.push(t);
+            continue;
+        }
+        for o in t.outputs.iter().filter(|o| &*o.to == uid) {
+            order.senders.insert(t.id.clone(), o.channels.iter().map(|c| senders[c].clone()).collect());
+        }
+        let from_uid: Vec<_> = t
+            .inputs
+            .iter()
+            .filter(|&&c| &*a.plan.channels[c].from.node == uid)
+            .map(|c| (receivers[c].clone(), a.plan.channels[*c].broadcast))
+            .collect();
+        if !from_uid.is_empty() {
+            order.receivers.insert(t.id.clone(), from_uid);
+        }
+    }
+    let mut handovers = Vec::new();
+    for _ in &new_tasks {
+        let (tx, rx) = unbounded::<Handover>();
+        order.handover.push(tx);
+        handovers.push(rx);
+    }
+    let mut rescaled = Rescaled { order: Arc::new(order), controls: Vec::new(), threads: Vec::new() };
+    for (t, handover) in new_tasks.into_iter().zip(handovers) {
+        let (ctl_tx, ctl_rx) = unbounded();
+        rescaled.controls.push(ctl_tx);
+        let inputs = t.inputs.iter().map(|c| (receivers[c].clone(), a.plan.channels[*c].broadcast)).collect();
+        let outputs = t.outputs.iter().map(|o| o.channels.iter().map(|c| senders[c].clone()).collect()).collect();
+        let (inputs, router) = wire(a, t, inputs, outputs, ctl_rx, alignment);
+        let reporter = Reporter::new(t.id.clone(), events_tx.clone(), settings.progress_interval);
+        let take_over = TakeOver { from, handover };
+        let body = task_body(a, t, parallelism, inputs, router, reporter, Some(take_over));
+        rescaled.threads.push((t.id.clone(), spawn(t.id.clone(), body, events_tx.clone())));
+    }
+    rescaled
 }
 
 type Body = Box<dyn FnOnce() -> Result<Counters, TaskError> + Send>;
@@ -126,6 +235,7 @@ fn task_body(
     inputs: Inputs,
     router: Router,
     reporter: Reporter,
+    take_over: Option<TakeOver>,
 ) -> Body {
     let settings = &a.job.settings;
     let node = &*t.id.node;
@@ -206,6 +316,7 @@ fn task_body(
                 uploader: Uploader::new(format!("{}-{}", t.id.node, t.id.subtask), a.storage.clone(), max_parallelism),
                 backend,
                 restore,
+                take_over,
                 guest: Default::default(),
             };
             Box::new(move || task.run())

@@ -144,6 +144,18 @@ pub enum TaskEvent {
         /// Its counters.
         counters: Counters,
     },
+    /// An old subtask of a rescaled operator is handing its state over at
+    /// the rescale's barrier, with its final counters; it ends next.
+    HandedOver(TaskId, Counters),
+    /// A new subtask of a rescaled operator restored its state and opened
+    /// its module: it processes records from here. `barrier_at` is when
+    /// the first old subtask's barrier came.
+    TookOver {
+        /// Which subtask.
+        task: TaskId,
+        /// When the rescale's first barrier was aligned.
+        barrier_at: Instant,
+    },
     /// An operator subtask stopped at the barrier of module swap `id` with
     /// the new module opened over its state (`Ok`: when the barrier came),
     /// or could not (`Err`: why); it waits for `SwapCommit` or `SwapAbort`.

@@ -8,7 +8,13 @@
 //! so no record after the barrier is processed before the snapshot; in
 //! at-least-once mode channels keep flowing and the barrier is reported when
 //! the last one delivers it. A channel that ended counts as aligned.
+//!
+//! A barrier that rescales an upstream operator replaces, once aligned,
+//! the channels from that operator's old subtasks by those from its new
+//! ones: an old subtask's channel goes quiet (and then away) after the
+//! barrier, and the new ones carry what follows it.
 
+use super::events::TaskId;
 use super::message::{Barrier, Control, Message};
 use crate::checkpoint::protocol::CheckpointId;
 use crate::record::Batch;
@@ -56,6 +62,11 @@ pub enum Alignment {
 struct Channel {
     rx: Receiver<Message>,
     broadcast: bool,
+    /// The upstream node.
+    from: Option<Arc<str>>,
+    /// Its upstream subtask ended at a rescale's barrier, which it
+    /// delivered: it is not read again.
+    retired: bool,
     /// The latest watermark it delivered.
     watermark: i64,
     /// When it last delivered anything.
@@ -66,8 +77,25 @@ struct Channel {
     barriered: bool,
 }
 
+impl Channel {
+    fn new(rx: Receiver<Message>, broadcast: bool, from: Option<Arc<str>>) -> Self {
+        Channel {
+            rx,
+            broadcast,
+            from,
+            retired: false,
+            watermark: i64::MIN,
+            last_seen: Instant::now(),
+            idle: false,
+            barriered: false,
+        }
+    }
+}
+
 /// The receiving side of a task.
 pub struct Inputs {
+    /// The subtask that reads (a rescale's new channels are found by it).
+    owner: Option<TaskId>,
     channels: Vec<Channel>,
     idle_timeout: Option<Duration>,
     alignment: Alignment,
@@ -91,19 +119,9 @@ impl Inputs {
         control: Receiver<Control>,
         idle_timeout: Option<Duration>,
     ) -> Self {
-        let now = Instant::now();
         Inputs {
-            channels: receivers
-                .into_iter()
-                .map(|(rx, broadcast)| Channel {
-                    rx,
-                    broadcast,
-                    watermark: i64::MIN,
-                    last_seen: now,
-                    idle: false,
-                    barriered: false,
-                })
-                .collect(),
+            owner: None,
+            channels: receivers.into_iter().map(|(rx, broadcast)| Channel::new(rx, broadcast, None)).collect(),
             idle_timeout,
             alignment: Alignment::ExactlyOnce,
             aligning: None,
@@ -111,6 +129,26 @@ impl Inputs {
             last_alignment: Duration::ZERO,
             watermark: i64::MIN,
             control,
+        }
+    }
+
+    /// The inputs of subtask `owner`, whose channels come from the nodes
+    /// `from` (one per channel, in order).
+    pub fn owned_by(mut self, owner: TaskId, from: Vec<Arc<str>>) -> Self {
+        self.owner = Some(owner);
+        for (c, from) in self.channels.iter_mut().zip(from) {
+            c.from = Some(from);
+        }
+        self
+    }
+
+    /// Waits for a message on `rx`, answering the coordinator meanwhile:
+    /// `Err` with the control message (or `Cancel` if the coordinator is
+    /// gone) that came first.
+    pub fn recv_or_control<T>(&self, rx: &Receiver<T>) -> Result<T, Control> {
+        crossbeam_channel::select! {
+            recv(rx) -> m => m.map_err(|_| Control::Cancel),
+            recv(self.control) -> c => Err(c.unwrap_or(Control::Cancel)),
         }
     }
 
@@ -133,7 +171,8 @@ impl Inputs {
 
     /// Whether channel `i` may be read now.
     fn readable(&self, i: usize) -> bool {
-        !(self.alignment == Alignment::ExactlyOnce && self.channels[i].barriered)
+        let c = &self.channels[i];
+        !(c.retired || (self.alignment == Alignment::ExactlyOnce && c.barriered))
     }
 
     /// Reports the minimum watermark over the active channels if it
@@ -162,9 +201,33 @@ impl Inputs {
                 c.barriered = false;
             }
             self.last_alignment = self.aligning_since.take().map_or(Duration::ZERO, |t| t.elapsed());
-            return self.aligning.take().map(Next::Barrier);
+            let barrier = self.aligning.take()?;
+            self.rescale(&barrier);
+            return Some(Next::Barrier(barrier));
         }
         None
+    }
+
+    /// At an aligned barrier that rescales an upstream operator: its old
+    /// subtasks' channels go, its new subtasks' come.
+    fn rescale(&mut self, barrier: &Barrier) {
+        let Some(order) = &barrier.rescale else { return };
+        let Some(new) = self.owner.as_ref().and_then(|o| order.receivers.get(o)) else { return };
+        self.channels.retain(|c| c.from.as_ref() != Some(&order.uid));
+        for (rx, broadcast) in new {
+            self.channels.push(Channel::new(rx.clone(), *broadcast, Some(order.uid.clone())));
+        }
+    }
+
+    /// Whether channel `i` delivered the barrier being aligned, which
+    /// rescales the operator at either end: its old subtasks end at the
+    /// barrier, and upstream subtasks send to the new ones after it, so the
+    /// channel closes. (Seen in at-least-once mode only, where a channel
+    /// that delivered the barrier is still read.)
+    fn retiring(&self, i: usize) -> bool {
+        let c = &self.channels[i];
+        let Some(r) = self.aligning.as_ref().and_then(|b| b.rescale.as_ref()) else { return false };
+        c.barriered && (c.from.as_ref() == Some(&r.uid) || self.owner.as_ref().is_some_and(|o| o.node == r.uid))
     }
 
     fn take(&mut self, i: usize, message: Result<Message, RecvError>) -> Option<Next> {
@@ -204,6 +267,10 @@ impl Inputs {
                     return None;
                 }
                 self.aligned().or_else(|| self.advanced())
+            }
+            Err(_) if self.retiring(i) => {
+                self.channels[i].retired = true;
+                None
             }
             Err(_) => Some(Next::Disconnected),
         }
@@ -247,6 +314,7 @@ impl Inputs {
                             }
                         },
                         Err(TryRecvError::Empty) => {}
+                        Err(TryRecvError::Disconnected) if self.retiring(i) => self.channels[i].retired = true,
                         Err(TryRecvError::Disconnected) => return Next::Disconnected,
                     }
                 }
@@ -411,5 +479,75 @@ mod tests {
         tx[0].send(Message::Barrier(Barrier::checkpoint(2))).unwrap();
         tx[2].send(Message::EndOfInput).unwrap();
         assert_eq!(tag(inputs.next_batch()), "barrier 2");
+    }
+
+    #[test]
+    fn an_aligned_rescale_barrier_replaces_the_old_subtasks_channels_by_the_new_ones() {
+        use crate::runtime::message::{BarrierKind, RescaleOrder};
+        let owner = TaskId { node: "sink".into(), subtask: 0 };
+        let (txs, rxs): (Vec<_>, Vec<_>) = (0..3).map(|_| unbounded()).unzip();
+        let (_ctl_tx, ctl_rx) = bounded(1);
+        // Channel 0 from "other", channels 1 and 2 from the rescaled "op".
+        let from = vec!["other".into(), "op".into(), "op".into()];
+        let mut inputs =
+            Inputs::new(rxs.into_iter().map(|r| (r, false)).collect(), ctl_rx, None).owned_by(owner.clone(), from);
+        let (new_tx, new_rx) = unbounded();
+        let order = RescaleOrder {
+            uid: "op".into(),
+            from: 2,
+            parallelism: 1,
+            senders: Default::default(),
+            receivers: [(owner, vec![(new_rx, false)])].into_iter().collect(),
+            handover: Vec::new(),
+        };
+        let barrier = Arc::new(Barrier { id: 9, kind: BarrierKind::Checkpoint, rescale: Some(Arc::new(order)) });
+        let mut txs = txs.into_iter();
+        let (other, old_a, old_b) = (txs.next().unwrap(), txs.next().unwrap(), txs.next().unwrap());
+        old_a.send(Message::Barrier(barrier.clone())).unwrap();
+        drop(old_a); // the old subtask ends right after its barrier
+        other.send(Message::Barrier(barrier.clone())).unwrap();
+        old_b.send(data("late old")).unwrap();
+        old_b.send(Message::Barrier(barrier)).unwrap();
+        drop(old_b);
+        new_tx.send(data("new")).unwrap();
+        assert_eq!(tag(inputs.next_batch()), "late old");
+        assert_eq!(tag(inputs.next_batch()), "barrier 9");
+        // From here the new channel is read and the old ones are gone.
+        assert_eq!(tag(inputs.next_batch()), "new");
+        other.send(data("other")).unwrap();
+        assert_eq!(tag(inputs.next_batch()), "other");
+        new_tx.send(Message::EndOfInput).unwrap();
+        other.send(Message::EndOfInput).unwrap();
+        assert_eq!(tag(inputs.next_batch()), "ended");
+    }
+
+    #[test]
+    fn in_at_least_once_mode_an_old_subtask_outlives_its_inputs_closing_after_its_rescale_barrier() {
+        use crate::runtime::message::{BarrierKind, RescaleOrder};
+        let owner = TaskId { node: "op".into(), subtask: 0 };
+        let (txs, rxs): (Vec<_>, Vec<_>) = (0..2).map(|_| unbounded()).unzip();
+        let (_ctl_tx, ctl_rx) = bounded(1);
+        let mut inputs = Inputs::new(rxs.into_iter().map(|r| (r, false)).collect(), ctl_rx, None)
+            .with_alignment(Alignment::AtLeastOnce)
+            .owned_by(owner, vec!["src".into(), "src".into()]);
+        let order = RescaleOrder {
+            uid: "op".into(),
+            from: 1,
+            parallelism: 2,
+            senders: Default::default(),
+            receivers: Default::default(),
+            handover: Vec::new(),
+        };
+        let barrier = Arc::new(Barrier { id: 3, kind: BarrierKind::Checkpoint, rescale: Some(Arc::new(order)) });
+        let mut txs = txs.into_iter();
+        let (a, b) = (txs.next().unwrap(), txs.next().unwrap());
+        // Upstream subtask a switches to the new subtasks after the barrier:
+        // its channel here closes while b's barrier is still to come.
+        a.send(Message::Barrier(barrier.clone())).unwrap();
+        drop(a);
+        b.send(data("before")).unwrap();
+        assert_eq!(tag(inputs.next_batch()), "before");
+        b.send(Message::Barrier(barrier)).unwrap();
+        assert_eq!(tag(inputs.next_batch()), "barrier 3");
     }
 }

@@ -4,14 +4,18 @@
 //!
 //! A checkpoint barrier carries everything a task must do at it, as Flink's
 //! `CheckpointBarrier` carries its `CheckpointOptions`: whether it is a
-//! savepoint and where its state goes, whether the job stops after it, and
-//! which operator swaps its module. No task consults a table the
-//! coordinator writes: orders travel as messages only.
+//! savepoint and where its state goes, whether the job stops after it,
+//! which operator swaps its module, and which operator changes its
+//! parallelism (with the channels of its new subtasks). No task consults a
+//! table the coordinator writes: orders travel as messages only.
 
+use super::events::TaskId;
 use crate::checkpoint::protocol::CheckpointId;
 use crate::checkpoint::storage::CheckpointStorage;
 use crate::record::Batch;
 use crate::wasm::OperatorModule;
+use crossbeam_channel::{Receiver, Sender};
+use std::collections::HashMap;
 use std::fmt;
 use std::sync::Arc;
 
@@ -37,6 +41,60 @@ pub struct Barrier {
     pub id: CheckpointId,
     /// What kind of snapshot, and what else happens at it.
     pub kind: BarrierKind,
+    /// An operator's change of parallelism taken at this barrier.
+    pub rescale: Option<Arc<RescaleOrder>>,
+}
+
+/// Operator `uid` goes from its subtasks to `parallelism` new ones at this
+/// barrier (`host rescale`). The new subtasks already run and wait for the
+/// state; the barrier carries the ends of their channels to the tasks
+/// around them, so that each switches exactly at the barrier:
+/// - an upstream subtask sends the barrier on its old channels, then sends
+///   everything after it on `senders[its id]`;
+/// - a downstream subtask, once the barrier is aligned, stops reading the
+///   old subtasks' channels and reads `receivers[its id]` instead;
+/// - each old subtask snapshots its state after the barrier and sends it to
+///   every new subtask through `handover`, then ends.
+///
+/// Records of one key before the barrier were processed by its old
+/// subtask, after it by its new one: nothing is lost, duplicated or
+/// reordered per key.
+pub struct RescaleOrder {
+    /// The operator.
+    pub uid: Arc<str>,
+    /// Its subtasks before.
+    pub from: u32,
+    /// Its subtasks after.
+    pub parallelism: u32,
+    /// Per upstream subtask: its new channels to the operator, in new
+    /// subtask order.
+    pub senders: HashMap<TaskId, Vec<Sender<Message>>>,
+    /// Per downstream subtask: its new channels from the operator (with
+    /// whether the edge is a broadcast one).
+    pub receivers: HashMap<TaskId, Vec<(Receiver<Message>, bool)>>,
+    /// Per new subtask: where the old subtasks send their state.
+    pub handover: Vec<Sender<Handover>>,
+}
+
+/// One old subtask's state, handed to a new subtask at a rescale.
+pub struct Handover {
+    /// The old subtask.
+    pub from: u32,
+    /// Its state at the barrier, as a canonical snapshot (shared by every
+    /// new subtask).
+    pub snapshot: Arc<Vec<u8>>,
+    /// When its barrier was aligned.
+    pub barrier_at: std::time::Instant,
+}
+
+impl fmt::Debug for RescaleOrder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RescaleOrder")
+            .field("uid", &self.uid)
+            .field("from", &self.from)
+            .field("parallelism", &self.parallelism)
+            .finish_non_exhaustive()
+    }
 }
 
 /// What a barrier asks for.
@@ -93,7 +151,12 @@ impl fmt::Debug for BarrierKind {
 impl Barrier {
     /// A periodic checkpoint's barrier.
     pub fn checkpoint(id: CheckpointId) -> Arc<Self> {
-        Arc::new(Barrier { id, kind: BarrierKind::Checkpoint })
+        Arc::new(Barrier { id, kind: BarrierKind::Checkpoint, rescale: None })
+    }
+
+    /// The rescale this barrier orders for operator `uid`, if any.
+    pub fn rescale_of(&self, uid: &str) -> Option<&Arc<RescaleOrder>> {
+        self.rescale.as_ref().filter(|r| &*r.uid == uid)
     }
 
     /// Where a savepoint's state goes (none for a checkpoint).
@@ -144,4 +207,7 @@ pub enum Control {
     /// Operator subtasks that prepared module swap `id`: go back to the old
     /// module, with the state as of the swap's barrier.
     SwapAbort(CheckpointId),
+    /// New subtasks of a rescale whose barrier was never sent (the input
+    /// ended first): end without having started.
+    RescaleAbandoned,
 }

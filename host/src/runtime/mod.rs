@@ -14,6 +14,7 @@ pub mod events;
 pub mod inputs;
 pub mod message;
 pub mod operator;
+pub mod rescale;
 pub mod router;
 pub mod sink;
 pub mod source;

@@ -5,12 +5,15 @@
 //! At a barrier it freezes its state (the synchronous part of a snapshot:
 //! no copy), forwards the barrier, and hands the frozen state to its
 //! uploader with the barrier's target; a swap the barrier orders for this
-//! operator happens there too ([`super::swap`]).
+//! operator happens there too ([`super::swap`]), and so does a rescale's
+//! handover ([`super::rescale`]): an old subtask ends at it, a new one
+//! starts from it.
 
 use super::error::TaskError;
 use super::events::{AckTiming, Counters, Reporter, TaskEvent, TaskId, TaskSnapshot};
 use super::inputs::{Inputs, Next};
 use super::message::Barrier;
+use super::rescale::{TakeOver, Waited};
 use super::router::{RouteError, Router};
 use crate::checkpoint::metadata::DbFile;
 use crate::checkpoint::restore::RestoreError;
@@ -97,6 +100,8 @@ pub struct OperatorTask {
     pub backend: BackendSpec,
     /// State to start from.
     pub restore: Option<SubtaskRestore>,
+    /// A new subtask of a rescale: the state comes from the old subtasks.
+    pub take_over: Option<TakeOver>,
     /// Calls and memory of the instances it had.
     pub guest: GuestTotals,
 }
@@ -106,17 +111,22 @@ impl OperatorTask {
     pub fn run(mut self) -> Result<Counters, TaskError> {
         let restore = self.restore.take();
         let started = Instant::now();
-        let opened = self.open_state(restore.as_ref()).map_err(|source| TaskError::State {
-            uid: self.id.node.clone(),
-            subtask: self.id.subtask,
-            cause: Box::new(source),
-        })?;
-        let restored = restore.is_some().then_some(opened.restored);
+        let (opened, took_over) = match self.take_over.take() {
+            Some(t) => match self.wait_for_state(&t)? {
+                Waited::Restored(opened, barrier_at) => (opened, Some(barrier_at)),
+                Waited::Abandoned => return Ok(Counters::default()),
+            },
+            None => (self.open_state(restore.as_ref()).map_err(|e| self.state_error(e))?, None),
+        };
+        let restored = (restore.is_some() || took_over.is_some()).then_some(opened.restored);
         drop(restore);
         self.reset_uploads(&opened.adopted);
         let mut instance = self.instantiate(&self.module.clone(), opened.backend)?;
         instance.open(&self.info()).map_err(|f| self.guest_error("failed in open".into(), f))?;
         self.forward(&mut instance)?;
+        if let Some(barrier_at) = took_over {
+            self.reporter.send(TaskEvent::TookOver { task: self.id.clone(), barrier_at });
+        }
         match restored {
             // How long recovery took is what an operator of the job asks
             // first after a crash.
@@ -155,7 +165,15 @@ impl OperatorTask {
                 }
                 Next::Timeout => self.end_batch(&mut counters, &instance)?,
                 Next::BarrierAborted(_) | Next::Control(_) => {}
-                Next::Barrier(barrier) => instance = self.on_barrier(instance, barrier)?,
+                Next::Barrier(barrier) => {
+                    let (rescale, at) = (barrier.rescale_of(&self.id.node).cloned(), Instant::now());
+                    instance = self.on_barrier(instance, barrier)?;
+                    if let Some(order) = rescale {
+                        self.fill(&mut counters);
+                        self.hand_over(&mut instance, &order, at, counters)?;
+                        return Ok(counters);
+                    }
+                }
                 Next::Batch { batch, broadcast: true } => {
                     counters.records_in += batch.len() as u64;
                     for record in batch.iter() {
@@ -195,11 +213,16 @@ impl OperatorTask {
         instance.end_of_input().map_err(|f| self.guest_error("failed in end-of-input".into(), f))?;
         self.forward(&mut instance)?;
         self.router.end().map_err(|e| self.route_error(e))?;
+        self.fill(&mut counters);
+        Ok(counters)
+    }
+
+    /// Brings the counters the router and inputs keep up to date.
+    fn fill(&self, counters: &mut Counters) {
         counters.records_out = self.router.records_out();
         counters.backpressured_ns = self.router.backpressured_ns();
         counters.input_watermark = self.inputs.watermark();
         counters.output_watermark = self.router.output_watermark();
-        Ok(counters)
     }
 
     /// The synchronous part of a checkpoint: freeze the state (no copy),
@@ -283,10 +306,7 @@ impl OperatorTask {
     /// (with the guest's metrics).
     fn end_batch(&mut self, counters: &mut Counters, instance: &OperatorInstance) -> Result<(), TaskError> {
         self.router.flush().map_err(|e| self.route_error(e))?;
-        counters.records_out = self.router.records_out();
-        counters.backpressured_ns = self.router.backpressured_ns();
-        counters.input_watermark = self.inputs.watermark();
-        counters.output_watermark = self.router.output_watermark();
+        self.fill(counters);
         if self.reporter.tick(*counters) {
             let backend = match self.backend.kind {
                 BackendKind::HashMap => "hashmap",

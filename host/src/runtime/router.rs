@@ -2,9 +2,12 @@
 //! downstream node (forward, key, rebalance), buffers them into batches, and
 //! sends with back-pressure (a full channel blocks the sender). It notes when
 //! the oldest record still buffered arrived, so its task can send partly
-//! filled batches before `pipeline.max_batch_delay` passes.
+//! filled batches before `pipeline.max_batch_delay` passes. A barrier that
+//! rescales a downstream operator switches the edge to it onto the new
+//! subtasks' channels right after the barrier.
 
 use super::error::TaskError;
+use super::events::TaskId;
 use super::message::{Barrier, Message};
 use crate::config::Partition;
 use crate::record::{Batch, Record, Records};
@@ -64,6 +67,8 @@ impl Edge {
 
 /// Everything one subtask sends.
 pub struct Router {
+    /// The subtask that sends (a rescale's new channels are found by it).
+    owner: Option<TaskId>,
     edges: Vec<Edge>,
     batch_size: usize,
     sent: u64,
@@ -82,6 +87,7 @@ impl Router {
     /// A router over `edges`.
     pub fn new(edges: Vec<Edge>, batch_size: usize) -> Self {
         Router {
+            owner: None,
             edges,
             batch_size,
             sent: 0,
@@ -90,6 +96,12 @@ impl Router {
             output_watermark: i64::MIN,
             deferred_watermark: None,
         }
+    }
+
+    /// The router of subtask `owner`.
+    pub fn owned_by(mut self, owner: TaskId) -> Self {
+        self.owner = Some(owner);
+        self
     }
 
     /// Records routed so far (counted once per record, whatever the fan-out).
@@ -231,6 +243,23 @@ impl Router {
                 send_timed(s, Message::Barrier(barrier.clone()), &mut self.blocked_ns)?;
             }
         }
+        self.rescale(barrier)
+    }
+
+    /// After `barrier`, the edge to the operator it rescales goes to the
+    /// new subtasks, which hear the latest watermark first.
+    fn rescale(&mut self, barrier: &Barrier) -> Result<(), RouteError> {
+        let Some(order) = &barrier.rescale else { return Ok(()) };
+        let Some(senders) = self.owner.as_ref().and_then(|o| order.senders.get(o)) else { return Ok(()) };
+        let batch_size = self.batch_size;
+        for edge in self.edges.iter_mut().filter(|e| e.to == order.uid) {
+            *edge = Edge::new(edge.to.clone(), edge.partition, senders.clone(), edge.max_parallelism, batch_size);
+            if self.output_watermark > i64::MIN {
+                for s in &edge.senders {
+                    send_timed(s, Message::Watermark(self.output_watermark), &mut self.blocked_ns)?;
+                }
+            }
+        }
         Ok(())
     }
 
@@ -332,5 +361,69 @@ mod tests {
         let mut r = Router::new(vec![Edge::new("counter".into(), Partition::Key, vec![tx], 128, 4)], 4);
         let unkeyed = Record { payload: &[1], key: None, timestamp: None };
         assert_eq!(r.push(unkeyed), Err(RouteError::MissingKey { to: "counter".into() }));
+    }
+
+    #[test]
+    fn a_rescale_barrier_moves_the_edge_to_the_new_subtasks_after_it() {
+        use crate::runtime::message::RescaleOrder;
+        let owner = TaskId { node: "src".into(), subtask: 0 };
+        let (old_tx, old_rx): (Vec<_>, Vec<_>) = (0..2).map(|_| bounded(100)).unzip();
+        let (new_tx, new_rx): (Vec<_>, Vec<_>) = (0..3).map(|_| bounded(100)).unzip();
+        let mut r =
+            Router::new(vec![Edge::new("op".into(), Partition::Key, old_tx, 128, 1)], 1).owned_by(owner.clone());
+        r.watermark(7).unwrap();
+        r.push(rec("before")).unwrap();
+        let order = RescaleOrder {
+            uid: "op".into(),
+            from: 2,
+            parallelism: 3,
+            senders: [(owner, new_tx)].into_iter().collect(),
+            receivers: Default::default(),
+            handover: Vec::new(),
+        };
+        let barrier = Arc::new(Barrier {
+            id: 4,
+            kind: super::super::message::BarrierKind::Checkpoint,
+            rescale: Some(Arc::new(order)),
+        });
+        r.barrier(&barrier).unwrap();
+        let keys: Vec<String> = (0..30).map(|i| format!("k{i}")).collect();
+        for k in &keys {
+            r.push(rec(k)).unwrap();
+        }
+        r.flush().unwrap();
+        // The old subtasks got the record before and the barrier, nothing after.
+        let old: Vec<Vec<String>> = old_rx
+            .iter()
+            .map(|rx| {
+                let mut seen = Vec::new();
+                while let Ok(m) = rx.try_recv() {
+                    seen.push(match m {
+                        Message::Data(b) => b
+                            .iter()
+                            .map(|r| String::from_utf8_lossy(r.payload).into_owned())
+                            .collect::<Vec<_>>()
+                            .join(","),
+                        Message::Barrier(b) => format!("barrier {}", b.id),
+                        Message::Watermark(w) => format!("watermark {w}"),
+                        Message::EndOfInput => "end".into(),
+                    });
+                }
+                seen
+            })
+            .collect();
+        assert!(old.iter().all(|seen| seen.last().map(String::as_str) == Some("barrier 4")), "{old:?}");
+        assert_eq!(old.concat().iter().filter(|s| s.as_str() == "before").count(), 1);
+        // The new ones: the watermark first, then each key at its owner of 3.
+        let mut total = 0;
+        for (i, rx) in new_rx.iter().enumerate() {
+            assert!(matches!(rx.try_recv(), Ok(Message::Watermark(7))));
+            for k in drain(rx) {
+                let kg = key_group_of_hash(key_hash(k.as_bytes()), 128);
+                assert_eq!(subtask_for_key_group(kg, 128, 3) as usize, i);
+                total += 1;
+            }
+        }
+        assert_eq!(total, keys.len());
     }
 }

@@ -191,7 +191,11 @@ impl SinkTask {
                         return Ok(counters);
                     }
                     Control::Cancel => return Err(TaskError::Cancelled),
-                    Control::Trigger(_) | Control::Resume | Control::SwapCommit(_) | Control::SwapAbort(_) => {}
+                    Control::Trigger(_)
+                    | Control::Resume
+                    | Control::SwapCommit(_)
+                    | Control::SwapAbort(_)
+                    | Control::RescaleAbandoned => {}
                 }
             }
         }

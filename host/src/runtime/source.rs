@@ -389,7 +389,11 @@ impl SourceContext {
                 }
                 Ok(())
             }
-            Control::Resume | Control::EndStopped | Control::SwapCommit(_) | Control::SwapAbort(_) => Ok(()),
+            Control::Resume
+            | Control::EndStopped
+            | Control::SwapCommit(_)
+            | Control::SwapAbort(_)
+            | Control::RescaleAbandoned => Ok(()),
         }
     }
 

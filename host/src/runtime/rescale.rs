@@ -1,0 +1,118 @@
+//! Live rescale (`host rescale`), the operator subtasks' side: an
+//! operator's key groups move from its old subtasks to new ones at a
+//! barrier, in memory, while the job runs.
+//!
+//! The coordinator starts the new subtasks first; each waits for the state
+//! ([`TakeOver`]). The barrier that carries the [`RescaleOrder`] reaches
+//! every old subtask, which takes its part of the checkpoint as usual,
+//! forwards the barrier, then writes its whole state as one canonical
+//! snapshot and sends it to every new subtask and ends. A new subtask
+//! restores, from each old subtask's snapshot, the key groups of its own
+//! range and its share of operator and broadcast state (as a restore at
+//! another parallelism deals them), opens the module, and reads the
+//! channels the operator's upstream subtasks switched to right after the
+//! barrier.
+
+use super::error::TaskError;
+use super::events::{Counters, TaskEvent};
+use super::message::{Control, Handover, RescaleOrder};
+use super::operator::OperatorTask;
+use crate::checkpoint::restore::RestoreError;
+use crate::checkpoint::restore::backend::Opened;
+use crate::state::snapshot::{OperatorShare, SnapshotError, restore_snapshot_stream, write_snapshot};
+use crate::wasm::OperatorInstance;
+use crossbeam_channel::Receiver;
+use std::sync::Arc;
+use std::time::Instant;
+
+/// What a new subtask of a rescaled operator starts from.
+pub struct TakeOver {
+    /// The operator's subtasks before: one handover from each.
+    pub from: u32,
+    /// Where they arrive.
+    pub handover: Receiver<Handover>,
+}
+
+/// How a new subtask's wait for its state ended.
+pub(super) enum Waited {
+    /// Every old subtask's state is in the backend; the first old
+    /// subtask's barrier came at this instant.
+    Restored(Opened, Instant),
+    /// The rescale was abandoned before its barrier: end without starting.
+    Abandoned,
+}
+
+impl OperatorTask {
+    /// An old subtask at the rescale's barrier (its part of the checkpoint
+    /// taken, the barrier forwarded): hands its state to every new subtask.
+    /// The subtask ends after this.
+    pub(super) fn hand_over(
+        &mut self,
+        instance: &mut OperatorInstance,
+        order: &RescaleOrder,
+        barrier_at: Instant,
+        counters: Counters,
+    ) -> Result<(), TaskError> {
+        let mut frozen = instance.freeze_state();
+        let snapshot = write_snapshot(frozen.as_mut(), self.max_parallelism)
+            .map_err(|e| self.state_error(snapshot_error("the state handed over at a rescale", e)))?;
+        drop(frozen);
+        // Before the state leaves: the coordinator hears that this
+        // subtask retires before any new subtask can have run.
+        self.reporter.send(TaskEvent::HandedOver(self.id.clone(), counters));
+        let snapshot = Arc::new(snapshot);
+        for tx in &order.handover {
+            let _ = tx.send(Handover { from: self.id.subtask, snapshot: snapshot.clone(), barrier_at });
+        }
+        tracing::debug!(task = %self.id, bytes = snapshot.len(), "state handed over at a rescale");
+        Ok(())
+    }
+
+    /// A new subtask: waits for every old subtask's state and restores its
+    /// share into a new backend.
+    pub(super) fn wait_for_state(&mut self, t: &TakeOver) -> Result<Waited, TaskError> {
+        let mut opened = self.open_state(None).map_err(|e| self.state_error(e))?;
+        let mut first_barrier: Option<Instant> = None;
+        let mut seen = vec![false; t.from as usize];
+        while seen.iter().any(|s| !s) {
+            let h = match self.inputs.recv_or_control(&t.handover) {
+                Ok(h) => h,
+                Err(Control::RescaleAbandoned) => return Ok(Waited::Abandoned),
+                Err(Control::Cancel) => return Err(TaskError::Cancelled),
+                Err(_) => continue,
+            };
+            let Some(slot) = seen.get_mut(h.from as usize).filter(|s| !**s) else {
+                return Err(TaskError::Panicked {
+                    task: self.id.clone(),
+                    message: format!("a rescale handed over the state of subtask {} twice or out of range", h.from),
+                });
+            };
+            *slot = true;
+            first_barrier = Some(first_barrier.map_or(h.barrier_at, |f| f.min(h.barrier_at)));
+            let share = OperatorShare::Rescaled { from: h.from, to: self.id.subtask, parallelism: self.parallelism };
+            // The bytes were written by this process a moment ago: the
+            // checks a file from elsewhere needs are not repeated.
+            let summary = restore_snapshot_stream(
+                &mut &h.snapshot[..],
+                opened.backend.as_mut(),
+                self.range,
+                self.max_parallelism,
+                share,
+            )
+            .map_err(|e| self.state_error(snapshot_error("the state handed over at a rescale", e)))?;
+            opened.restored.entries += summary.entries;
+            opened.restored.bytes += h.snapshot.len() as u64;
+        }
+        Ok(Waited::Restored(opened, first_barrier.unwrap_or_else(Instant::now)))
+    }
+
+    /// A state error of this subtask.
+    pub(super) fn state_error(&self, cause: RestoreError) -> TaskError {
+        TaskError::State { uid: self.id.node.clone(), subtask: self.id.subtask, cause: Box::new(cause) }
+    }
+}
+
+/// A snapshot error as a restore error of `what`.
+pub(super) fn snapshot_error(what: &str, cause: SnapshotError) -> RestoreError {
+    RestoreError::Snapshot { location: what.into(), cause }
+}

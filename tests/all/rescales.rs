@@ -1,0 +1,193 @@
+//! Live rescale (`host rescale`) end to end on the savepoint tests' job
+//! (the paced generator into the word-count counter, keyed, with
+//! checkpoints every 200 ms into a transactional file sink): the counter
+//! goes from 2 subtasks to 3 while the job runs, the process is killed with
+//! SIGKILL, resumed, rescaled from 2 to 1, killed again and resumed to the
+//! end, on the hashmap backend and on incremental RocksDB. Every word's
+//! updates must read exactly 1, 2, ..., n in the published output, and the
+//! final counts must equal the generator's stream counted directly; a
+//! record lost, repeated or reordered per key at a rescale's barrier fails
+//! the test. Requests that cannot be carried out are refused with the
+//! reason and change nothing.
+
+use super::savepoints::{RECORDS, expected, host, published, start, text, wait_running, write_job};
+use super::support::{JobDir, final_counts};
+use std::process::{Child, Output};
+use std::time::{Duration, Instant};
+
+/// `host rescale sp --operator <uid> -p <p>`.
+fn rescale(dir: &JobDir, uid: &str, p: &str) -> Output {
+    host(dir, &["rescale", "sp", "--operator", uid, "-p", p])
+}
+
+fn status(dir: &JobDir) -> serde_json::Value {
+    let out = host(dir, &["status", "sp", "--json"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// The counter's parallelism as `host status` shows it.
+fn counter_parallelism(dir: &JobDir) -> u64 {
+    let s = status(dir);
+    let nodes = s["nodes"].as_array().expect("nodes");
+    nodes.iter().find(|n| n["id"] == "counter").expect("the counter")["parallelism"].as_u64().unwrap()
+}
+
+/// Waits until the job completed a checkpoint after `after`.
+fn wait_for_checkpoint_after(dir: &JobDir, after: u64) {
+    let until = Instant::now() + Duration::from_secs(60);
+    while Instant::now() < until {
+        if status(dir)["latest_checkpoint"].as_u64().is_some_and(|c| c > after) {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    panic!("no checkpoint after {after}");
+}
+
+/// Rescales the running counter to `p` and checks what the command said;
+/// then waits for a checkpoint after the rescale's own and kills the job.
+fn rescale_then_kill(dir: &JobDir, mut child: Child, from: u32, p: u32) {
+    let out = rescale(dir, "counter", &p.to_string());
+    let said = text(&out.stdout) + &text(&out.stderr);
+    assert!(out.status.success(), "{said}");
+    assert!(said.contains(&format!("rescaled 'counter' from {from} to {p} subtasks")), "{said}");
+    let at: u64 = said
+        .split("at checkpoint ")
+        .nth(1)
+        .and_then(|s| s.split(';').next())
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no checkpoint id in {said:?}"));
+    assert_eq!(counter_parallelism(dir), u64::from(p));
+    wait_for_checkpoint_after(dir, at);
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+}
+
+#[test]
+fn live_rescales_with_a_kill_after_each_keep_every_count_exact() {
+    for backend in ["hashmap", "rocksdb-incremental"] {
+        let dir = JobDir::new();
+        write_job(&dir, 2, if backend == "hashmap" { "hashmap" } else { "rocksdb" }, 5_000);
+        if backend == "rocksdb-incremental" {
+            let job = dir.read("job.toml").replace(
+                "state.backend = \"rocksdb\"",
+                "state.backend.type = \"rocksdb\"\nstate.backend.incremental = true",
+            );
+            dir.write("job.toml", job);
+        }
+        let child = start(&dir, &[]);
+        wait_running(&dir);
+        rescale_then_kill(&dir, child, 2, 3);
+        let before = published(&dir).lines().count() as u64;
+        assert!(before < RECORDS, "{backend}: killed mid-run, {before} lines published");
+        // The job file still says 2: a resume runs 2 subtasks over the
+        // state 3 wrote.
+        let child = start(&dir, &["--resume"]);
+        wait_running(&dir);
+        assert_eq!(counter_parallelism(&dir), 2, "{backend}");
+        rescale_then_kill(&dir, child, 2, 1);
+        let out = weir_tests::run_host(dir.path(), &["run", "job.toml", "--resume"]);
+        assert!(out.status.success(), "{backend}: {}", text(&out.stderr));
+        let all = published(&dir);
+        assert_eq!(all.lines().count() as u64, RECORDS, "{backend}: one output line per record");
+        assert_eq!(final_counts(&all), expected(), "{backend}");
+    }
+}
+
+#[test]
+fn a_rescale_that_cannot_be_done_is_refused_with_the_reason_and_changes_nothing() {
+    let dir = JobDir::new();
+    write_job(&dir, 2, "hashmap", 8_000);
+    let child = start(&dir, &[]);
+    wait_running(&dir);
+    for (uid, p, says) in [
+        ("counter", "129", "128 key groups"),
+        ("counter", "0", "0 subtasks"),
+        ("counter", "2", "already runs on 2 subtasks"),
+        ("nothing", "2", "no operator 'nothing'"),
+    ] {
+        let out = rescale(&dir, uid, p);
+        let err = text(&out.stderr);
+        assert!(!out.status.success(), "{uid} -p {p} must be refused");
+        assert!(err.contains(says), "{uid} -p {p}: {err}");
+    }
+    assert_eq!(counter_parallelism(&dir), 2);
+    // The job goes on, rescaled once, to the end.
+    let out = rescale(&dir, "counter", "4");
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let (ok, err) = finish_within(child, Duration::from_secs(120));
+    assert!(ok, "{err}");
+    let all = published(&dir);
+    assert_eq!(all.lines().count() as u64, RECORDS);
+    assert_eq!(final_counts(&all), expected());
+}
+
+/// `host rescale eo --operator <uid> -p <p>` on the tokenizer-counter
+/// pipeline; a refusal fails the test with the job's log.
+fn rescale_pipeline(dir: &JobDir, child: &mut Child, uid: &str, p: u32) {
+    let out = host(dir, &["rescale", "eo", "--operator", uid, "-p", &p.to_string()]);
+    if !out.status.success() {
+        let _ = child.kill();
+        let _ = child.wait();
+        let mut log = String::new();
+        use std::io::Read;
+        child.stderr.take().unwrap().read_to_string(&mut log).unwrap();
+        panic!("{uid} -p {p}: {}\njob log:\n{log}", text(&out.stderr));
+    }
+}
+
+#[test]
+fn rescaling_each_operator_of_a_pipeline_in_turn_keeps_counts_exact_in_both_checkpoint_modes() {
+    use super::checkpoints::{Job, committed, write_job as write_pipeline};
+    for mode in ["exactly-once", "at-least-once"] {
+        let dir = JobDir::new();
+        let ck = format!("file://{}", dir.path().join("ck").display());
+        let checkpointing = format!(
+            "[checkpointing]\ninterval = \"200ms\"\nmode = \"{mode}\"\n\n[state.checkpoints]\ndir = \"{ck}\"\n"
+        );
+        // The tokenizer reads lines with rebalance and feeds the counter
+        // keyed: rescaling it switches an operator's output and input,
+        // rescaling the counter an operator's and a sink's.
+        let want = write_pipeline(&dir, &Job::new(checkpointing, 4_000), 30_000, None);
+        let mut child = start(&dir, &[]);
+        wait_status(&dir);
+        for (uid, p) in [("tokenizer", 3), ("counter", 1), ("tokenizer", 1), ("counter", 3)] {
+            rescale_pipeline(&dir, &mut child, uid, p);
+        }
+        let (ok, err) = finish_within(child, Duration::from_secs(120));
+        assert!(ok, "{mode}: {err}");
+        assert_eq!(final_counts(&committed(dir.path())), want, "{mode}");
+    }
+}
+
+/// Waits until the `eo` job answers with some output.
+fn wait_status(dir: &JobDir) {
+    let until = Instant::now() + Duration::from_secs(180);
+    while Instant::now() < until {
+        let out = host(dir, &["status", "eo", "--json"]);
+        if out.status.success() {
+            let s: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+            if s["records_written"].as_u64().unwrap_or(0) > 0 {
+                return;
+            }
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    panic!("the job never showed progress");
+}
+
+/// Waits up to `limit` for the job to end on its own: its success and
+/// stderr. A job still running then is killed and fails the test.
+fn finish_within(mut child: Child, limit: Duration) -> (bool, String) {
+    let until = Instant::now() + limit;
+    while child.try_wait().unwrap().is_none() {
+        if Instant::now() > until {
+            child.kill().unwrap();
+            let (_, err) = super::savepoints::finish(child);
+            panic!("the job did not end within {limit:?}:\n{err}");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    super::savepoints::finish(child)
+}
