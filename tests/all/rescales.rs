@@ -10,7 +10,7 @@
 //! the test. Requests that cannot be carried out are refused with the
 //! reason and change nothing.
 
-use super::savepoints::{RECORDS, expected, host, published, start, text, wait_running, write_job};
+use super::savepoints::{RECORDS, expected, host, published, start, text, wait_running, wait_running_job, write_job};
 use super::support::{JobDir, final_counts};
 use std::process::{Child, Output};
 use std::time::{Duration, Instant};
@@ -151,7 +151,7 @@ fn rescaling_each_operator_of_a_pipeline_in_turn_keeps_counts_exact_in_both_chec
         // rescaling the counter an operator's and a sink's.
         let want = write_pipeline(&dir, &Job::new(checkpointing, 4_000), 30_000, None);
         let mut child = start(&dir, &[]);
-        wait_status(&dir);
+        wait_running_job(&dir, "eo");
         for (uid, p) in [("tokenizer", 3), ("counter", 1), ("tokenizer", 1), ("counter", 3)] {
             rescale_pipeline(&dir, &mut child, uid, p);
         }
@@ -159,22 +159,6 @@ fn rescaling_each_operator_of_a_pipeline_in_turn_keeps_counts_exact_in_both_chec
         assert!(ok, "{mode}: {err}");
         assert_eq!(final_counts(&committed(dir.path())), want, "{mode}");
     }
-}
-
-/// Waits until the `eo` job answers with some output.
-fn wait_status(dir: &JobDir) {
-    let until = Instant::now() + Duration::from_secs(180);
-    while Instant::now() < until {
-        let out = host(dir, &["status", "eo", "--json"]);
-        if out.status.success() {
-            let s: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-            if s["records_written"].as_u64().unwrap_or(0) > 0 {
-                return;
-            }
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    panic!("the job never showed progress");
 }
 
 /// Waits up to `limit` for the job to end on its own: its success and

@@ -96,13 +96,18 @@ pub fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
 }
 
-/// Waits for the job's control endpoint and some output. The margin is
+/// Waits for the job's control endpoint and some output.
+pub fn wait_running(dir: &JobDir) {
+    wait_running_job(dir, "sp");
+}
+
+/// Waits for job `job`'s control endpoint and some output. The margin is
 /// for interpreted guests: a cold compile of a JavaScript component takes
 /// tens of seconds on a loaded 2-core machine before the first record.
-pub fn wait_running(dir: &JobDir) {
+pub fn wait_running_job(dir: &JobDir, job: &str) {
     let until = Instant::now() + Duration::from_secs(180);
     while Instant::now() < until {
-        let out = host(dir, &["status", "sp", "--json"]);
+        let out = host(dir, &["status", job, "--json"]);
         if out.status.success() {
             let s: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
             if s["records_written"].as_u64().unwrap_or(0) > 0 {
