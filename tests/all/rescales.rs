@@ -10,7 +10,10 @@
 //! the test. Requests that cannot be carried out are refused with the
 //! reason and change nothing.
 
-use super::savepoints::{RECORDS, expected, host, published, start, text, wait_running, wait_running_job, write_job};
+use super::savepoints::{
+    RECORDS, expected, host, published, start, text, wait_for_checkpoint_after, wait_running, wait_running_job,
+    write_job,
+};
 use super::support::{JobDir, final_counts};
 use std::process::{Child, Output};
 use std::time::{Duration, Instant};
@@ -31,18 +34,6 @@ fn counter_parallelism(dir: &JobDir) -> u64 {
     let s = status(dir);
     let nodes = s["nodes"].as_array().expect("nodes");
     nodes.iter().find(|n| n["id"] == "counter").expect("the counter")["parallelism"].as_u64().unwrap()
-}
-
-/// Waits until the job completed a checkpoint after `after`.
-fn wait_for_checkpoint_after(dir: &JobDir, after: u64) {
-    let until = Instant::now() + Duration::from_secs(60);
-    while Instant::now() < until {
-        if status(dir)["latest_checkpoint"].as_u64().is_some_and(|c| c > after) {
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    panic!("no checkpoint after {after}");
 }
 
 /// Rescales the running counter to `p` and checks what the command said;
@@ -68,14 +59,7 @@ fn rescale_then_kill(dir: &JobDir, mut child: Child, from: u32, p: u32) {
 fn live_rescales_with_a_kill_after_each_keep_every_count_exact() {
     for backend in ["hashmap", "rocksdb-incremental"] {
         let dir = JobDir::new();
-        write_job(&dir, 2, if backend == "hashmap" { "hashmap" } else { "rocksdb" }, 5_000);
-        if backend == "rocksdb-incremental" {
-            let job = dir.read("job.toml").replace(
-                "state.backend = \"rocksdb\"",
-                "state.backend.type = \"rocksdb\"\nstate.backend.incremental = true",
-            );
-            dir.write("job.toml", job);
-        }
+        write_job(&dir, 2, backend, 5_000);
         let child = start(&dir, &[]);
         wait_running(&dir);
         rescale_then_kill(&dir, child, 2, 3);

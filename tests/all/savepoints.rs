@@ -17,16 +17,21 @@ const KEYS: u64 = 500;
 const SEED: u64 = 7;
 
 /// The counter job: the generator (paced, so it runs for a few seconds)
-/// into the counter at parallelism `p` on `backend`, into a transactional
-/// file sink; checkpoints every 200 ms; savepoints under `sp/`.
+/// into the counter at parallelism `p` on `backend` (`hashmap`, `rocksdb`
+/// or `rocksdb-incremental`), into a transactional file sink; checkpoints
+/// every 200 ms; savepoints under `sp/`.
 pub fn write_job(dir: &JobDir, p: u32, backend: &str, rate: u32) {
     let root = dir.path().display();
+    let backend = match backend {
+        "rocksdb-incremental" => "state.backend.type = \"rocksdb\"\nstate.backend.incremental = true".to_string(),
+        b => format!("state.backend = \"{b}\""),
+    };
     dir.write(
         "job.toml",
         format!(
             r#"name = "sp"
 parallelism = {p}
-state.backend = "{backend}"
+{backend}
 
 [checkpointing]
 interval = "200ms"
@@ -117,6 +122,22 @@ pub fn wait_running_job(dir: &JobDir, job: &str) {
         std::thread::sleep(Duration::from_millis(50));
     }
     panic!("the job never showed progress");
+}
+
+/// Waits until the job `sp` completed a checkpoint after `after`.
+pub fn wait_for_checkpoint_after(dir: &JobDir, after: u64) {
+    let until = Instant::now() + Duration::from_secs(60);
+    while Instant::now() < until {
+        let out = host(dir, &["status", "sp", "--json"]);
+        if out.status.success() {
+            let s: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+            if s["latest_checkpoint"].as_u64().is_some_and(|c| c > after) {
+                return;
+            }
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    panic!("no checkpoint after {after}");
 }
 
 pub fn finish(mut child: Child) -> (bool, String) {

@@ -8,10 +8,11 @@
 //! over its migrated state. Output is checked line by line against the
 //! generator's stream computed directly.
 
-use super::savepoints::{RECORDS, expected, finish, host, published, start, text, wait_running, write_job};
+use super::savepoints::{
+    RECORDS, expected, finish, host, published, start, text, wait_for_checkpoint_after, wait_running, write_job,
+};
 use super::support::{JobDir, final_counts};
 use std::process::Output;
-use std::time::{Duration, Instant};
 use weir_tests::artifacts;
 
 /// `host swap` on the running counter job; returns the command's output.
@@ -118,14 +119,7 @@ fn counter_states(dir: &JobDir, uri: &str) -> String {
 fn a_swap_that_changed_state_before_failing_rolls_back_every_byte() {
     for backend in ["hashmap", "rocksdb", "rocksdb-incremental"] {
         let dir = JobDir::new();
-        write_job(&dir, 2, if backend == "hashmap" { "hashmap" } else { "rocksdb" }, 8_000);
-        if backend == "rocksdb-incremental" {
-            let job = dir.read("job.toml").replace(
-                "state.backend = \"rocksdb\"",
-                "state.backend.type = \"rocksdb\"\nstate.backend.incremental = true",
-            );
-            dir.write("job.toml", job);
-        }
+        write_job(&dir, 2, backend, 8_000);
         let child = start(&dir, &[]);
         wait_running(&dir);
         // Adds to a new operator list state in open, then rewrites three
@@ -151,22 +145,6 @@ fn a_swap_that_changed_state_before_failing_rolls_back_every_byte() {
         assert_eq!(all.lines().count() as u64, RECORDS, "{backend}");
         assert_eq!(final_counts(&all), expected(), "{backend}");
     }
-}
-
-/// Waits until the job `sp` completed a checkpoint after `after`.
-fn wait_for_checkpoint_after(dir: &JobDir, after: u64) {
-    let until = Instant::now() + Duration::from_secs(30);
-    while Instant::now() < until {
-        let out = host(dir, &["status", "sp", "--json"]);
-        if out.status.success() {
-            let s: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-            if s["latest_checkpoint"].as_u64().is_some_and(|c| c > after) {
-                return;
-            }
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    panic!("no checkpoint after {after}");
 }
 
 /// Starts the counter job, swaps it to version 2 (a copy of the component
