@@ -132,6 +132,53 @@ enum Command {
         #[arg(long, short = 'p', value_name = "N")]
         parallelism: u32,
     },
+    /// Try another module on an operator's live traffic, with its real
+    /// state, before switching to it.
+    ///
+    /// At the next checkpoint barrier each subtask of the operator forks a
+    /// copy of its state into a shadow running --module, fed the same input
+    /// as the live operator from then on. The shadow's output goes nowhere:
+    /// it is compared, per output key, with the live output (equal,
+    /// different, only live, only shadow, the keys that differ, samples).
+    /// The live job and its output are untouched; a shadow that fails or
+    /// falls --max-lag batches behind is dropped with its report.
+    ///
+    /// With --duration this waits and prints the final report; without,
+    /// the shadow runs until `--stop`, `--promote` or the end of input, and
+    /// `--report` shows how it goes. `--promote` ends it and swaps its
+    /// module in at the next barrier, over the live state (the state that
+    /// produced the output downstream has seen). A shadow does not survive
+    /// a restart of the job.
+    Shadow {
+        /// The job's name, or its job file.
+        job: String,
+        /// The operator's uid.
+        #[arg(long, value_name = "UID", required_unless_present_any = ["report", "stop", "promote"])]
+        operator: Option<String>,
+        /// The component to try (.wasm).
+        #[arg(long, value_name = "PATH", required_unless_present_any = ["report", "stop", "promote"])]
+        module: Option<PathBuf>,
+        /// End the shadow after this long (e.g. 30s, 5m) and print its
+        /// report.
+        #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration)]
+        duration: Option<std::time::Duration>,
+        /// Input batches a shadow subtask may fall behind the live one
+        /// before it is dropped.
+        #[arg(long, value_name = "N", default_value_t = weir_host::control::DEFAULT_MAX_LAG)]
+        max_lag: u32,
+        /// Print the report of the shadow run so far.
+        #[arg(long, conflicts_with_all = ["operator", "module", "stop", "promote"])]
+        report: bool,
+        /// End the shadow run and print its final report.
+        #[arg(long, conflicts_with_all = ["operator", "module", "promote"])]
+        stop: bool,
+        /// End the shadow run and swap its module in, over the live state.
+        #[arg(long, conflicts_with_all = ["operator", "module"])]
+        promote: bool,
+        /// Print the report as JSON.
+        #[arg(long)]
+        json: bool,
+    },
     /// Show what a checkpoint or savepoint holds, without running the job:
     /// operators, states, kinds, keys and bytes (per key group with
     /// --key-groups), or one key's value.
@@ -222,6 +269,17 @@ fn main() -> ExitCode {
             dir.map(|d| cli::location(&d)).transpose().and_then(|dir| cli::control::swap(&job, operator, &module, dir))
         }
         Command::Rescale { job, operator, parallelism } => cli::control::rescale(&job, operator, parallelism),
+        Command::Shadow { job, operator, module, duration, max_lag, report, stop, promote, json } => {
+            use cli::shadow::Action;
+            let action = match (operator.zip(module), report, stop, promote) {
+                (_, true, _, _) => Ok(Action::Report),
+                (_, _, true, _) => Ok(Action::Stop),
+                (_, _, _, true) => Ok(Action::Promote),
+                (Some((operator, module)), ..) => Ok(Action::Start { operator, module, duration, max_lag }),
+                (None, ..) => Err(anyhow::anyhow!("give --operator and --module, or --report, --stop or --promote")),
+            };
+            action.and_then(|a| cli::shadow::shadow(&job, a, json))
+        }
         Command::Inspect { target, key_groups, operator, state, key, config } => {
             let lookup = operator.zip(state).zip(key).map(|((o, s), k)| (o, s, k));
             cli::location(&target).and_then(|t| cli::inspect::inspect(&t, key_groups, lookup, config.as_deref()))

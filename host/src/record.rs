@@ -151,7 +151,7 @@ pub struct OutOfBounds {
 }
 
 /// Records moving together from one subtask to another.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub struct Batch {
     /// The records, flat.
     pub records: Records,

@@ -37,6 +37,7 @@ mod restarts;
 mod rocksdb_backend;
 mod savepoints;
 mod session_windows;
+mod shadows;
 mod sinks;
 mod state_kinds;
 mod support;

@@ -91,7 +91,7 @@ fn a_failed_swap_rolls_back_and_the_old_module_goes_on() {
 /// 1 (`word n`) to version 2 (`word=n`): one line per record, every word
 /// counting on across the swap, no version-1 line after a word's first
 /// version-2 line. Returns (version-1 lines, version-2 lines).
-fn assert_swapped_once(all: &str) -> (usize, usize) {
+pub fn assert_swapped_once(all: &str) -> (usize, usize) {
     let v1 = all.lines().filter(|l| l.contains(' ')).count();
     let v2 = all.lines().filter(|l| l.contains('=')).count();
     assert_eq!((v1 + v2) as u64, RECORDS, "one output line per record");

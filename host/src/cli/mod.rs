@@ -8,6 +8,7 @@ pub mod control;
 pub mod inspect;
 pub mod new;
 pub mod run;
+pub mod shadow;
 
 use anyhow::Context;
 use std::path::{Path, PathBuf};

@@ -524,8 +524,8 @@ pub struct CheckpointConfig {
     pub savepoints_dir: Option<String>,
 }
 
-/// `POST /v1/savepoints`, `POST /v1/swaps` and `POST /v1/rescales` answer
-/// where to follow the action.
+/// `POST /v1/savepoints`, `/v1/swaps`, `/v1/rescales`, `/v1/shadows` and
+/// `/v1/shadow/promote` answer where to follow the action.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Accepted {
     /// The action's id.
@@ -534,14 +534,15 @@ pub struct Accepted {
     pub location: String,
 }
 
-/// An action (savepoint, stop with savepoint, swap, rescale) and its
-/// outcome: `GET /v1/savepoints/{request_id}`, `GET /v1/swaps/{request_id}`,
-/// `GET /v1/rescales/{request_id}`, `GET /v1/operations`.
+/// An action (savepoint, stop with savepoint, swap, rescale, the start of
+/// a shadow run) and its outcome: `GET /v1/savepoints/{request_id}`,
+/// `GET /v1/swaps/{request_id}`, `GET /v1/rescales/{request_id}`,
+/// `GET /v1/shadows/{request_id}`, `GET /v1/operations`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Operation {
     /// Its id.
     pub request_id: String,
-    /// "savepoint", "stop", "swap" or "rescale".
+    /// "savepoint", "stop", "swap", "rescale" or "shadow".
     pub kind: String,
     /// "in-progress", "completed" or "failed".
     pub status: String,
@@ -555,6 +556,9 @@ pub struct Operation {
     pub swap: Option<SwapDone>,
     /// A rescale's outcome.
     pub rescale: Option<RescaleDone>,
+    /// A shadow run that started.
+    #[serde(default)]
+    pub shadow: Option<super::ShadowStarted>,
     /// Why it failed.
     pub error: Option<String>,
 }

@@ -1,11 +1,11 @@
 //! The control API's client, for the `host status`, `host savepoint`,
-//! `host swap`, `host rescale` and `host cancel` commands: finds a running
+//! `host swap`, `host rescale`, `host shadow` and `host cancel` commands: finds a running
 //! job through its run file and makes one request.
 
 use super::server::alive;
 use super::{
-    Accepted, Operation, RescaleDone, RescaleRequest, RunFile, SavepointDone, SavepointRequest, Status, SwapDone,
-    SwapRequest, run_file_path,
+    Accepted, Operation, RescaleDone, RescaleRequest, RunFile, SavepointDone, SavepointRequest, ShadowReport,
+    ShadowRequest, ShadowStarted, Status, SwapDone, SwapRequest, run_file_path,
 };
 use std::time::Duration;
 use thiserror::Error;
@@ -92,6 +92,33 @@ impl Client {
             self.call("POST", "/v1/rescales", Some(serde_json::to_vec(request).expect("serializes")))?;
         let done = self.follow(&accepted)?;
         done.rescale.ok_or_else(|| self.refused("the rescale completed without an outcome".into()))
+    }
+
+    /// Starts a shadow run; returns once its state was forked (or it was
+    /// refused).
+    pub fn shadow(&self, request: &ShadowRequest) -> Result<ShadowStarted, ClientError> {
+        let accepted: Accepted =
+            self.call("POST", "/v1/shadows", Some(serde_json::to_vec(request).expect("serializes")))?;
+        let done = self.follow(&accepted)?;
+        done.shadow.ok_or_else(|| self.refused("the shadow run started without an outcome".into()))
+    }
+
+    /// The shadow run's report so far (the last run's, once it ended).
+    pub fn shadow_report(&self) -> Result<ShadowReport, ClientError> {
+        self.call("GET", "/v1/shadow", None)
+    }
+
+    /// Ends the shadow run; its final report.
+    pub fn stop_shadow(&self) -> Result<ShadowReport, ClientError> {
+        self.call("POST", "/v1/shadow/stop", Some(b"{}".to_vec()))
+    }
+
+    /// Ends the shadow run and swaps its module in, with the live state;
+    /// returns once the swap took effect (or was rolled back).
+    pub fn promote_shadow(&self) -> Result<SwapDone, ClientError> {
+        let accepted: Accepted = self.call("POST", "/v1/shadow/promote", Some(b"{}".to_vec()))?;
+        let done = self.follow(&accepted)?;
+        done.swap.ok_or_else(|| self.refused("the promotion completed without an outcome".into()))
     }
 
     /// Polls an accepted action until it completed (or failed: its error).

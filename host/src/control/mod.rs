@@ -1,5 +1,5 @@
 //! The control API of a running job: an HTTP server ([`server`], axum) that
-//! the `host status`, `savepoint`, `swap`, `rescale` and `cancel` commands
+//! the `host status`, `savepoint`, `swap`, `rescale`, `shadow` and `cancel` commands
 //! talk to ([`client`], reqwest), the dashboard reads, and Prometheus
 //! scrapes; and the run file through which they find it. The coordinator
 //! answers the requests; this module only carries them.
@@ -9,12 +9,14 @@
 //!   `/v1/job/backpressure`, `/v1/job/watermarks`, `/v1/checkpoints`,
 //!   `/v1/checkpoints/config`, `/v1/checkpoints/{id}`, `/v1/operations`,
 //!   `/v1/savepoints/{request_id}`, `/v1/swaps/{request_id}`,
-//!   `/v1/rescales/{request_id}`, and `/metrics` (Prometheus text with
-//!   Flink's names, [`metrics`]);
+//!   `/v1/rescales/{request_id}`, `/v1/shadows/{request_id}`, `/v1/shadow`
+//!   (the shadow run's report, [`shadow`]), and `/metrics` (Prometheus
+//!   text with Flink's names, [`metrics`]);
 //! - actions: `POST /v1/savepoints` (a savepoint, or a stop with one),
-//!   `POST /v1/swaps` and `POST /v1/rescales` answer `202 Accepted` with
-//!   the operation to follow ([`operations`]); `POST /v1/cancel` cancels
-//!   the job.
+//!   `POST /v1/swaps`, `POST /v1/rescales`, `POST /v1/shadows` and
+//!   `POST /v1/shadow/promote` answer `202 Accepted` with the operation to
+//!   follow ([`operations`]); `POST /v1/shadow/stop` ends a shadow run and
+//!   answers its report; `POST /v1/cancel` cancels the job.
 //!
 //! `GET /` serves the web dashboard ([`dashboard`]): the job as HTML
 //! tables, redrawn live by its script from the endpoints above.
@@ -30,9 +32,11 @@ pub mod dashboard;
 pub mod metrics;
 pub mod operations;
 pub mod server;
+pub mod shadow;
 
 pub use api::*;
 use serde::{Deserialize, Serialize};
+pub use shadow::*;
 use std::path::PathBuf;
 
 /// Where a running job's control endpoint is: written at start to
@@ -136,10 +140,16 @@ pub enum RequestError {
     /// state the job is in now.
     #[error("{0}")]
     Failed(String),
-    /// A rescale that cannot be done; the reason says why and what to
-    /// change.
+    /// A rescale or shadow run that cannot be done; the reason says why
+    /// and what to change.
     #[error("{0}")]
     Refused(String),
+    /// One shadow run at a time.
+    #[error("a shadow run is already in progress (stop or promote it first)")]
+    ShadowInProgress,
+    /// Nothing to stop or promote.
+    #[error("no shadow run is in progress")]
+    NoShadow,
 }
 
 /// A request the coordinator answers.
@@ -166,4 +176,15 @@ pub enum Request {
     Swap(SwapRequest, crossbeam_channel::Sender<Result<SwapDone, RequestError>>),
     /// `POST /v1/rescales`.
     Rescale(RescaleRequest, crossbeam_channel::Sender<Result<RescaleDone, RequestError>>),
+    /// `POST /v1/shadows`.
+    Shadow(ShadowRequest, crossbeam_channel::Sender<Result<ShadowStarted, RequestError>>),
+    /// `GET /v1/shadow`: the shadow run's report (the last one's, once it
+    /// ended).
+    ShadowReport(crossbeam_channel::Sender<Option<ShadowReport>>),
+    /// `POST /v1/shadow/stop`: ends the shadow run; answers its final
+    /// report.
+    StopShadow(crossbeam_channel::Sender<Result<ShadowReport, RequestError>>),
+    /// `POST /v1/shadow/promote`: ends the shadow run and swaps its module
+    /// in, with the live state, at the next barrier.
+    PromoteShadow(crossbeam_channel::Sender<Result<SwapDone, RequestError>>),
 }

@@ -1,14 +1,15 @@
 //! The control API's actions as resources: a savepoint, a stop with
-//! savepoint, a module swap or a rescale is accepted at once with a request
-//! id, runs in the background, and is followed at `GET /v1/savepoints/{id}`
-//! (or `/v1/swaps/{id}`, `/v1/rescales/{id}`) until it completes or fails,
+//! savepoint, a module swap, a rescale or the start of a shadow run is
+//! accepted at once with a request id, runs in the background, and is
+//! followed at `GET /v1/savepoints/{id}` (or `/v1/swaps/{id}`,
+//! `/v1/rescales/{id}`, `/v1/shadows/{id}`) until it completes or fails,
 //! as Flink's asynchronous operations. One task owns the table of the last
 //! [`KEPT`] operations; the request handlers talk to it by messages. It
 //! also knows which outcomes nobody has read yet, so that the server can
 //! stay up for the client of a stop with savepoint after the job itself has
 //! ended.
 
-use super::{Operation, RequestError, RescaleDone, SavepointDone, SwapDone};
+use super::{Operation, RequestError, RescaleDone, SavepointDone, ShadowStarted, SwapDone};
 use crate::clock::now_ms;
 use std::collections::VecDeque;
 use tokio::sync::{mpsc, oneshot};
@@ -25,6 +26,8 @@ pub enum Outcome {
     Swap(SwapDone),
     /// A rescale took effect.
     Rescale(RescaleDone),
+    /// A shadow run started.
+    Shadow(ShadowStarted),
     /// The job refused it or it failed.
     Failed(RequestError),
     /// The job ended or restarted before answering.
@@ -54,7 +57,7 @@ impl Operations {
     }
 
     /// Records a new operation of `kind` ("savepoint", "stop", "swap",
-    /// "rescale"), in progress; returns its id.
+    /// "rescale", "shadow"), in progress; returns its id.
     pub async fn start(&self, kind: &'static str) -> Option<String> {
         let (reply, rx) = oneshot::channel();
         self.tx.send(Message::Start { kind, reply }).ok()?;
@@ -106,7 +109,7 @@ async fn own(mut rx: mpsc::UnboundedReceiver<Message>) {
                 next += 1;
                 if table.len() >= KEPT {
                     // The oldest finished one goes; one in progress stays
-                    // (at most one savepoint, one swap and one rescale run
+                    // (at most one savepoint, swap, rescale and shadow run
                     // at a time).
                     let at = table.iter().position(|o| o.status != "in-progress").unwrap_or(0);
                     if let Some(gone) = table.remove(at) {
@@ -122,6 +125,7 @@ async fn own(mut rx: mpsc::UnboundedReceiver<Message>) {
                     savepoint: None,
                     swap: None,
                     rescale: None,
+                    shadow: None,
                     error: None,
                 });
                 let _ = reply.send(request_id);
@@ -134,6 +138,7 @@ async fn own(mut rx: mpsc::UnboundedReceiver<Message>) {
                     Outcome::Savepoint(done) => o.savepoint = Some(done),
                     Outcome::Swap(done) => o.swap = Some(done),
                     Outcome::Rescale(done) => o.rescale = Some(done),
+                    Outcome::Shadow(started) => o.shadow = Some(started),
                     Outcome::Failed(e) => {
                         o.status = "failed".into();
                         o.error = Some(e.to_string());

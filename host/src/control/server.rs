@@ -16,8 +16,8 @@
 
 use super::operations::{Operations, Outcome};
 use super::{
-    Accepted, BackPressure, Request, RequestError, RescaleRequest, RunFile, SavepointRequest, SwapRequest, Watermarks,
-    run_file_path,
+    Accepted, BackPressure, Request, RequestError, RescaleRequest, RunFile, SavepointRequest, ShadowRequest,
+    SwapRequest, Watermarks, run_file_path,
 };
 use crate::clock::now_ms;
 use crate::config::{RestAuth, RestSettings};
@@ -343,6 +343,11 @@ fn router(shared: Arc<Shared>, table: Operations) -> Router {
         .route("/v1/swaps/{request_id}", get(operation))
         .route("/v1/rescales", post(trigger_rescale))
         .route("/v1/rescales/{request_id}", get(operation))
+        .route("/v1/shadows", post(trigger_shadow))
+        .route("/v1/shadows/{request_id}", get(operation))
+        .route("/v1/shadow", get(shadow_report))
+        .route("/v1/shadow/stop", post(stop_shadow))
+        .route("/v1/shadow/promote", post(promote_shadow))
         .route("/v1/operations", get(list_operations))
         .route("/v1/cancel", post(cancel))
         .route("/metrics", get(metrics))
@@ -524,6 +529,35 @@ async fn trigger_rescale(State(app): State<App>, body: Bytes) -> Response {
         Ok(request) => start(app, "rescale", "rescales", |tx| Request::Rescale(request, tx), Outcome::Rescale).await,
         Err(e) => error(StatusCode::BAD_REQUEST, &format!("bad rescale request: {e}")),
     }
+}
+
+async fn trigger_shadow(State(app): State<App>, body: Bytes) -> Response {
+    match serde_json::from_slice::<ShadowRequest>(&body) {
+        Ok(request) => start(app, "shadow", "shadows", |tx| Request::Shadow(request, tx), Outcome::Shadow).await,
+        Err(e) => error(StatusCode::BAD_REQUEST, &format!("bad shadow request: {e}")),
+    }
+}
+
+async fn shadow_report(State(app): State<App>) -> Response {
+    match ask(&app.shared, Request::ShadowReport, SHORT_WAIT).await {
+        Some(Some(report)) => axum::Json(report).into_response(),
+        Some(None) => error(StatusCode::NOT_FOUND, "no shadow run in this job yet (start one with POST /v1/shadows)"),
+        None => gone(),
+    }
+}
+
+/// Ends the shadow run; answers its final report once every subtask of it
+/// ended.
+async fn stop_shadow(State(app): State<App>) -> Response {
+    match ask(&app.shared, Request::StopShadow, SHORT_WAIT + SHORT_WAIT).await {
+        Some(Ok(report)) => axum::Json(report).into_response(),
+        Some(Err(e)) => error(StatusCode::CONFLICT, &e.to_string()),
+        None => gone(),
+    }
+}
+
+async fn promote_shadow(State(app): State<App>) -> Response {
+    start(app, "swap", "swaps", Request::PromoteShadow, Outcome::Swap).await
 }
 
 /// Starts an action that takes a checkpoint's time (a savepoint, a swap, a

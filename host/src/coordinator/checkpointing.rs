@@ -25,7 +25,7 @@ use crate::control::{CheckpointMetrics, ModuleInfo, SavepointDone};
 use crate::fault::{Classify, Domain, RetryHint};
 use crate::runtime::TaskId;
 use crate::runtime::events::{AckTiming, TaskSnapshot};
-use crate::runtime::message::{Barrier, BarrierKind, Control, RescaleOrder};
+use crate::runtime::message::{Barrier, BarrierKind, Control, RescaleOrder, ShadowOrder};
 use crate::wasm::OperatorModule;
 use crate::wasm::module::Loaded;
 use crossbeam_channel::Sender;
@@ -149,6 +149,11 @@ pub struct Attempt<'a> {
     /// Operators rescaled while the attempt ran: (uid, from this
     /// checkpoint's barrier on, parallelism).
     rescales: Vec<(String, CheckpointId, u32)>,
+    /// A shadow run to fork at the next barrier.
+    pub(super) shadow: Option<Arc<ShadowOrder>>,
+    /// The checkpoint whose barrier forked the latest shadow run, until the
+    /// coordinator takes it.
+    pub(super) shadowed_at: Option<CheckpointId>,
 }
 
 impl Checkpoints {
@@ -270,6 +275,8 @@ impl Checkpoints {
             rescale: None,
             rescaled_at: None,
             rescales: Vec::new(),
+            shadow: None,
+            shadowed_at: None,
             cp: self,
         }
     }
@@ -357,6 +364,12 @@ impl Attempt<'_> {
     pub(super) fn request_rescale(&mut self, order: Arc<RescaleOrder>, controls: &[Sender<Control>]) {
         self.everyone.extend(controls.iter().cloned());
         self.rescale = Some(order);
+        self.protocol.request_checkpoint();
+    }
+
+    /// Asks for a checkpoint now, whose barrier forks shadow run `order`.
+    pub(super) fn request_shadow(&mut self, order: ShadowOrder) {
+        self.shadow = Some(Arc::new(order));
         self.protocol.request_checkpoint();
     }
 
@@ -485,7 +498,11 @@ impl Attempt<'_> {
                     let kind = if savepoint { self.savepoint_barrier(id) } else { BarrierKind::Checkpoint };
                     tracing::debug!(checkpoint = id, savepoint, "triggered");
                     let rescale = self.rescale.take();
-                    let barrier = Arc::new(Barrier { id, kind, rescale: rescale.clone() });
+                    let shadow = self.shadow.take();
+                    if shadow.is_some() {
+                        self.shadowed_at = Some(id);
+                    }
+                    let barrier = Arc::new(Barrier { id, kind, rescale: rescale.clone(), shadow });
                     for tx in &self.sources {
                         let _ = tx.send(Control::Trigger(barrier.clone()));
                     }

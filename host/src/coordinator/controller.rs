@@ -12,11 +12,14 @@ use super::progress::Progress;
 use super::report::{JobReport, TaskCounters};
 use super::rescale::PendingRescale;
 use super::savepoints::SwapReply;
+use super::shadow::{ShadowReply, Shadows};
 use super::spawn::Started;
 use super::views::{checkpoint_config, graph, run_status};
 use crate::checkpoint::metadata::SinkState;
 use crate::config::LoadedJob;
-use crate::control::{JobGraph, Metrics, ModuleInfo, Request, RequestError, Restart, Status, SwapRequest};
+use crate::control::{
+    JobGraph, Metrics, ModuleInfo, Request, RequestError, Restart, ShadowRequest, Status, SwapRequest,
+};
 use crate::runtime::message::Control;
 use crate::runtime::{TaskError, TaskEvent, TaskId};
 use crate::wasm::module::{Loaded, ModuleCompiler};
@@ -52,12 +55,31 @@ impl RunInfo {
     }
 }
 
-/// A swap waiting for its module to compile.
+/// A swap or shadow run waiting for its module to compile.
 pub(super) struct Compiling {
-    request: SwapRequest,
-    reply: SwapReply,
+    purpose: Purpose,
     started: Instant,
     done: Receiver<Result<Loaded, WasmError>>,
+}
+
+/// What a module is compiled for.
+enum Purpose {
+    Swap(SwapRequest, SwapReply),
+    Shadow(ShadowRequest, ShadowReply),
+}
+
+impl Purpose {
+    /// Answers that the module could not be used.
+    fn fail(self, e: RequestError) {
+        match self {
+            Purpose::Swap(_, reply) => {
+                let _ = reply.send(Err(e));
+            }
+            Purpose::Shadow(_, reply) => {
+                let _ = reply.send(Err(e));
+            }
+        }
+    }
 }
 
 /// Runs one attempt.
@@ -82,8 +104,10 @@ pub struct Controller<'a> {
     pub(super) checkpoints: Checkpointing<'a>,
     /// The first root failure; a secondary one until a root one comes.
     failure: Option<JobError>,
-    /// A swap's module being compiled.
+    /// A swap's or shadow run's module being compiled.
     pub(super) compiling: Option<Compiling>,
+    /// Shadow runs.
+    pub(super) shadows: Shadows,
     /// Where tasks send their events, for tasks a rescale starts.
     pub(super) events_tx: Sender<TaskEvent>,
     /// Each operator's module now, by uid.
@@ -137,6 +161,7 @@ impl<'a> Controller<'a> {
             checkpoints,
             failure: None,
             compiling: None,
+            shadows: Shadows::default(),
             events_tx: started.events_tx.clone(),
             modules: modules.clone(),
             rescaled: rescaled.clone(),
@@ -193,6 +218,7 @@ impl<'a> Controller<'a> {
             }
         }
         self.end_rescale();
+        self.end_shadow_with_attempt();
         rescaled.clone_from(&self.rescaled);
         self.outcome()
     }
@@ -240,6 +266,10 @@ impl<'a> Controller<'a> {
             }
             TaskEvent::TookOver { task, barrier_at } => {
                 self.on_took_over(&task, barrier_at);
+                Ok(())
+            }
+            TaskEvent::Shadow(task, report) => {
+                self.on_shadow_report(&task, *report);
                 Ok(())
             }
             TaskEvent::SwapPrepared { task, id, result } => {
@@ -358,14 +388,29 @@ impl<'a> Controller<'a> {
             }
             Request::Swap(request, reply) => self.start_swap(request, reply, compiler),
             Request::Rescale(request, reply) => self.start_rescale(request, reply),
+            Request::Shadow(request, reply) => match self.check_shadow(&request) {
+                Ok(()) => self.compile(
+                    request.operator.clone(),
+                    request.module.clone(),
+                    Purpose::Shadow(request, reply),
+                    compiler,
+                ),
+                Err(e) => {
+                    let _ = reply.send(Err(e));
+                }
+            },
+            Request::ShadowReport(reply) => {
+                let _ = reply.send(self.shadow_report());
+            }
+            Request::StopShadow(reply) => self.stop_shadow(reply),
+            Request::PromoteShadow(reply) => self.promote_shadow(reply, compiler),
         }
         self.follow_savepoint();
     }
 
-    /// A swap request: the new module is read and compiled on a thread of
-    /// its own (a large module, or a file that blocks, must not stop the
-    /// coordinator), then [`Controller::on_compiled`] takes it on.
-    fn start_swap(&mut self, request: SwapRequest, reply: SwapReply, compiler: &ModuleCompiler) {
+    /// A swap request: the new module is compiled (see
+    /// [`Controller::compile`]), then [`Controller::on_compiled`] takes it on.
+    pub(super) fn start_swap(&mut self, request: SwapRequest, reply: SwapReply, compiler: &ModuleCompiler) {
         let job = self.job;
         let Some(operator) = job.spec.operators.iter().find(|o| o.uid == request.operator) else {
             let known = job.spec.operators.iter().map(|o| o.uid.as_str()).collect::<Vec<_>>().join(", ");
@@ -384,22 +429,40 @@ impl<'a> Controller<'a> {
             let _ = reply.send(Err(RequestError::RescaleInProgress));
             return;
         }
+        if self.shadows.running() {
+            let _ = reply.send(Err(RequestError::ShadowInProgress));
+            return;
+        }
+        let uid = operator.uid.clone();
+        let module = request.module.clone();
+        self.compile(uid, module, Purpose::Swap(request, reply), compiler);
+    }
+
+    /// Reads and compiles operator `uid`'s new module on a thread of its
+    /// own (a large module, or a file that blocks, must not stop the
+    /// coordinator).
+    fn compile(&mut self, uid: String, module: String, purpose: Purpose, compiler: &ModuleCompiler) {
         let (tx, rx) = crossbeam_channel::bounded(1);
-        let (compiler, uid, path) = (compiler.clone(), operator.uid.clone(), PathBuf::from(&request.module));
+        let (compiler, path) = (compiler.clone(), PathBuf::from(module));
         let spawned = std::thread::Builder::new().name("weir-compile".into()).spawn(move || {
             let _ = tx.send(compiler.load(&uid, &path));
         });
         if let Err(e) = spawned {
-            let _ = reply.send(Err(RequestError::Module(format!("cannot start a thread to compile it: {e}"))));
+            purpose.fail(RequestError::Module(format!("cannot start a thread to compile it: {e}")));
             return;
         }
-        self.compiling = Some(Compiling { request, reply, started: Instant::now(), done: rx });
+        self.compiling = Some(Compiling { purpose, started: Instant::now(), done: rx });
     }
 
     /// The swap's module was compiled (or could not be): the swap goes on
     /// riding the next savepoint, or is answered with why not.
     fn on_compiled(&mut self, result: Result<Loaded, WasmError>) {
-        let Some(Compiling { request, reply, .. }) = self.compiling.take() else { return };
+        let Some(Compiling { purpose, .. }) = self.compiling.take() else { return };
+        let (request, reply, loaded) = match (purpose, result) {
+            (purpose, Err(e)) => return purpose.fail(RequestError::Module(e.to_string())),
+            (Purpose::Shadow(request, reply), Ok(loaded)) => return self.shadow_compiled(request, reply, loaded),
+            (Purpose::Swap(request, reply), Ok(loaded)) => (request, reply, loaded),
+        };
         let job = self.job;
         let subtasks = self.plan.node(&request.operator).map_or(1, |n| n.parallelism);
         let (Some(operator), Ok(c)) = (job.spec.operators.iter().find(|o| o.uid == request.operator), self.accepting())
@@ -407,20 +470,15 @@ impl<'a> Controller<'a> {
             let _ = reply.send(Err(RequestError::Failing));
             return;
         };
-        match result {
-            Err(e) => {
-                let _ = reply.send(Err(RequestError::Module(e.to_string())));
-            }
-            Ok(loaded) => c.request_swap(
-                &operator.uid,
-                loaded,
-                subtasks,
-                request.dir,
-                job.settings.savepoint_dir.as_deref(),
-                &job.settings.storage,
-                reply,
-            ),
-        }
+        c.request_swap(
+            &operator.uid,
+            loaded,
+            subtasks,
+            request.dir,
+            job.settings.savepoint_dir.as_deref(),
+            &job.settings.storage,
+            reply,
+        );
         self.follow_savepoint();
     }
 
@@ -471,16 +529,17 @@ impl<'a> Controller<'a> {
     fn on_tick(&mut self) {
         if self.compiling.as_ref().is_some_and(|c| c.started.elapsed() > SWAP_COMPILE_TIMEOUT) {
             let c = self.compiling.take().expect("checked");
-            let _ = c.reply.send(Err(RequestError::Module(format!(
+            c.purpose.fail(RequestError::Module(format!(
                 "compiling it took longer than {} s",
                 SWAP_COMPILE_TIMEOUT.as_secs()
-            ))));
+            )));
         }
         let result = self.drive_checkpoints();
         if let Err(e) = result {
             self.fail(e.into());
         }
         self.follow_rescale();
+        self.follow_shadow();
         self.follow_savepoint();
         if self.last_draw.elapsed() >= self.job.settings.progress_interval {
             self.last_draw = Instant::now();
@@ -624,6 +683,18 @@ pub fn wait_to_restart(
             }
             Ok(Request::Rescale(_, reply)) => {
                 let _ = reply.send(Err(RequestError::Failing));
+            }
+            Ok(Request::Shadow(_, reply)) => {
+                let _ = reply.send(Err(RequestError::Failing));
+            }
+            Ok(Request::ShadowReport(reply)) => {
+                let _ = reply.send(None);
+            }
+            Ok(Request::StopShadow(reply)) => {
+                let _ = reply.send(Err(RequestError::NoShadow));
+            }
+            Ok(Request::PromoteShadow(reply)) => {
+                let _ = reply.send(Err(RequestError::NoShadow));
             }
             Err(crossbeam_channel::RecvTimeoutError::Timeout) => return true,
             Err(crossbeam_channel::RecvTimeoutError::Disconnected) => {

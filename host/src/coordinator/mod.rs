@@ -3,7 +3,8 @@
 //! wiring ([`plan`]), starts the tasks ([`spawn`]),
 //! follows one attempt ([`controller`]) through the job's states
 //! ([`job_state`]), drives checkpoints and savepoints ([`checkpointing`],
-//! [`savepoints`]) and live rescales ([`rescale`]), restarts the job from
+//! [`savepoints`]), live rescales ([`rescale`]) and shadow runs
+//! ([`shadow`]), restarts the job from
 //! its latest checkpoint as the restart strategy allows, and reports
 //! ([`report`], [`progress`], [`views`]).
 //!
@@ -20,6 +21,7 @@ pub mod progress;
 pub mod report;
 pub mod rescale;
 pub mod savepoints;
+pub mod shadow;
 pub mod spawn;
 pub mod start;
 pub mod views;

@@ -8,7 +8,7 @@
 //! same one, or one above the job's max parallelism (key groups are the
 //! unit that moves); an operator joined to a neighbour by a forward edge
 //! (forward pairs subtask i with subtask i, so both sides would have to
-//! change); while a savepoint, swap or other rescale is under way; once any
+//! change); while a savepoint, swap, shadow run or other rescale is under way; once any
 //! task has finished (the input is ending).
 
 use super::controller::Controller;
@@ -95,6 +95,9 @@ impl Controller<'_> {
         }
         if self.rescale.is_some() {
             return Err(RequestError::RescaleInProgress);
+        }
+        if self.shadows.running() {
+            return Err(RequestError::ShadowInProgress);
         }
         if self.checkpoints.savepoint_pending() {
             return Err(RequestError::SavepointInProgress);

@@ -318,6 +318,7 @@ fn task_body(
                 restore,
                 take_over,
                 guest: Default::default(),
+                shadow: Default::default(),
             };
             Box::new(move || task.run())
         }

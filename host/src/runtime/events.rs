@@ -7,7 +7,7 @@ use super::swap::SwapError;
 use crate::checkpoint::metadata::{SinkState, SourcePosition, StateHandle};
 use crate::checkpoint::protocol::CheckpointId;
 use crate::checkpoint::upload::CheckpointError;
-use crate::control::GuestMetrics;
+use crate::control::{GuestMetrics, ShadowReport};
 use crossbeam_channel::Sender;
 use std::fmt;
 use std::sync::Arc;
@@ -167,6 +167,9 @@ pub enum TaskEvent {
         /// When its barrier arrived, or why the new module failed.
         result: Result<Instant, SwapError>,
     },
+    /// A shadow of an operator subtask reports what it compared so far,
+    /// and whether it ended.
+    Shadow(TaskId, Box<ShadowReport>),
 }
 
 /// Sends a task's events, and its progress at most once per interval.
@@ -213,6 +216,11 @@ impl Reporter {
     /// A channel to the coordinator, for a background thread of this task.
     pub fn sender(&self) -> Sender<TaskEvent> {
         self.events.clone()
+    }
+
+    /// How often it reports progress.
+    pub fn interval(&self) -> Duration {
+        self.interval
     }
 
     /// The task's id.

@@ -500,7 +500,8 @@ mod tests {
             receivers: [(owner, vec![(new_rx, false)])].into_iter().collect(),
             handover: Vec::new(),
         };
-        let barrier = Arc::new(Barrier { id: 9, kind: BarrierKind::Checkpoint, rescale: Some(Arc::new(order)) });
+        let barrier =
+            Arc::new(Barrier { id: 9, kind: BarrierKind::Checkpoint, rescale: Some(Arc::new(order)), shadow: None });
         let mut txs = txs.into_iter();
         let (other, old_a, old_b) = (txs.next().unwrap(), txs.next().unwrap(), txs.next().unwrap());
         old_a.send(Message::Barrier(barrier.clone())).unwrap();
@@ -538,7 +539,8 @@ mod tests {
             receivers: Default::default(),
             handover: Vec::new(),
         };
-        let barrier = Arc::new(Barrier { id: 3, kind: BarrierKind::Checkpoint, rescale: Some(Arc::new(order)) });
+        let barrier =
+            Arc::new(Barrier { id: 3, kind: BarrierKind::Checkpoint, rescale: Some(Arc::new(order)), shadow: None });
         let mut txs = txs.into_iter();
         let (a, b) = (txs.next().unwrap(), txs.next().unwrap());
         // Upstream subtask a switches to the new subtasks after the barrier:

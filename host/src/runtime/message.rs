@@ -5,8 +5,9 @@
 //! A checkpoint barrier carries everything a task must do at it, as Flink's
 //! `CheckpointBarrier` carries its `CheckpointOptions`: whether it is a
 //! savepoint and where its state goes, whether the job stops after it,
-//! which operator swaps its module, and which operator changes its
-//! parallelism (with the channels of its new subtasks). No task consults a
+//! which operator swaps its module, which operator changes its parallelism
+//! (with the channels of its new subtasks), and which operator forks a
+//! shadow of itself. No task consults a
 //! table the coordinator writes: orders travel as messages only.
 
 use super::events::TaskId;
@@ -43,6 +44,29 @@ pub struct Barrier {
     pub kind: BarrierKind,
     /// An operator's change of parallelism taken at this barrier.
     pub rescale: Option<Arc<RescaleOrder>>,
+    /// A shadow run forked at this barrier.
+    pub shadow: Option<Arc<ShadowOrder>>,
+}
+
+/// Operator `uid`'s subtasks each fork a shadow of themselves at this
+/// barrier (`host shadow`): `module` over a copy of the state, fed the same
+/// input from then on, its output only compared with the live one.
+#[derive(Clone)]
+pub struct ShadowOrder {
+    /// The shadow's number in the run.
+    pub id: u64,
+    /// The operator.
+    pub uid: Arc<str>,
+    /// The module the shadow runs, compiled and pre-linked.
+    pub module: OperatorModule,
+    /// Input batches a shadow subtask may fall behind before it is dropped.
+    pub max_lag: u32,
+}
+
+impl fmt::Debug for ShadowOrder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ShadowOrder").field("id", &self.id).field("uid", &self.uid).finish_non_exhaustive()
+    }
 }
 
 /// Operator `uid` goes from its subtasks to `parallelism` new ones at this
@@ -151,7 +175,12 @@ impl fmt::Debug for BarrierKind {
 impl Barrier {
     /// A periodic checkpoint's barrier.
     pub fn checkpoint(id: CheckpointId) -> Arc<Self> {
-        Arc::new(Barrier { id, kind: BarrierKind::Checkpoint, rescale: None })
+        Arc::new(Barrier { id, kind: BarrierKind::Checkpoint, rescale: None, shadow: None })
+    }
+
+    /// The shadow this barrier forks for operator `uid`, if any.
+    pub fn shadow_of(&self, uid: &str) -> Option<&Arc<ShadowOrder>> {
+        self.shadow.as_ref().filter(|s| &*s.uid == uid)
     }
 
     /// The rescale this barrier orders for operator `uid`, if any.
@@ -210,4 +239,6 @@ pub enum Control {
     /// New subtasks of a rescale whose barrier was never sent (the input
     /// ended first): end without having started.
     RescaleAbandoned,
+    /// Operator subtasks running shadow `id`: end it.
+    ShadowStop(u64),
 }

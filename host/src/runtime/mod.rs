@@ -16,6 +16,7 @@ pub mod message;
 pub mod operator;
 pub mod rescale;
 pub mod router;
+pub mod shadow;
 pub mod sink;
 pub mod source;
 pub mod swap;

@@ -7,14 +7,16 @@
 //! uploader with the barrier's target; a swap the barrier orders for this
 //! operator happens there too ([`super::swap`]), and so does a rescale's
 //! handover ([`super::rescale`]): an old subtask ends at it, a new one
-//! starts from it.
+//! starts from it; and the fork of a shadow run ([`super::shadow`]), which
+//! the subtask feeds every input it processes from then on.
 
 use super::error::TaskError;
 use super::events::{AckTiming, Counters, Reporter, TaskEvent, TaskId, TaskSnapshot};
 use super::inputs::{Inputs, Next};
-use super::message::Barrier;
+use super::message::{Barrier, Control};
 use super::rescale::{TakeOver, Waited};
 use super::router::{RouteError, Router};
+use super::shadow::{Input, ShadowStart, Shadowing};
 use crate::checkpoint::metadata::DbFile;
 use crate::checkpoint::restore::RestoreError;
 use crate::checkpoint::restore::backend::{BackendSpec, Opened, SubtaskRestore, open_backend};
@@ -104,6 +106,8 @@ pub struct OperatorTask {
     pub take_over: Option<TakeOver>,
     /// Calls and memory of the instances it had.
     pub guest: GuestTotals,
+    /// Its shadow run, if one was forked.
+    pub shadow: Shadowing,
 }
 
 impl OperatorTask {
@@ -162,8 +166,10 @@ impl OperatorTask {
                     instance.set_watermark(w);
                     self.fire_timers(&mut instance, TimeDomain::EventTime, w)?;
                     self.router.watermark(w).map_err(|e| self.route_error(e))?;
+                    self.shadow.step(Input::Watermark(w));
                 }
                 Next::Timeout => self.end_batch(&mut counters, &instance)?,
+                Next::Control(Control::ShadowStop(id)) => self.shadow.stop(id),
                 Next::BarrierAborted(_) | Next::Control(_) => {}
                 Next::Barrier(barrier) => {
                     let (rescale, at) = (barrier.rescale_of(&self.id.node).cloned(), Instant::now());
@@ -176,6 +182,7 @@ impl OperatorTask {
                 }
                 Next::Batch { batch, broadcast: true } => {
                     counters.records_in += batch.len() as u64;
+                    let copy = self.shadow.active().then(|| batch.clone());
                     for record in batch.iter() {
                         instance.process_broadcast(record).map_err(|f| {
                             let what = match &f.record {
@@ -186,16 +193,23 @@ impl OperatorTask {
                         })?;
                         self.forward(&mut instance)?;
                     }
+                    if let Some(b) = copy {
+                        self.shadow.step(Input::Broadcast(b));
+                    }
                     self.end_batch(&mut counters, &instance)?;
                 }
                 Next::Batch { batch, broadcast: false } => {
                     let before = counters.records_in;
                     let len = batch.len();
                     counters.records_in += len as u64;
+                    let copy = self.shadow.active().then(|| batch.clone());
                     if let Err(f) = instance.process(batch) {
                         return Err(self.guest_error(describe_position(before, len, &f), f));
                     }
                     self.forward(&mut instance)?;
+                    if let Some(b) = copy {
+                        self.shadow.step(Input::Batch(b));
+                    }
                     self.end_batch(&mut counters, &instance)?;
                 }
                 Next::Ended => {
@@ -212,6 +226,7 @@ impl OperatorTask {
         }
         instance.end_of_input().map_err(|f| self.guest_error("failed in end-of-input".into(), f))?;
         self.forward(&mut instance)?;
+        self.shadow.end();
         self.router.end().map_err(|e| self.route_error(e))?;
         self.fill(&mut counters);
         Ok(counters)
@@ -246,6 +261,21 @@ impl OperatorTask {
                 Err(reason) => TaskEvent::Declined { task, id, reason },
             });
         });
+        if let Some(order) = barrier.shadow_of(&self.id.node) {
+            self.shadow.start(ShadowStart {
+                task: self.id.clone(),
+                order: (**order).clone(),
+                checkpoint: barrier.id,
+                frozen: instance.freeze_state(),
+                backend: self.backend.clone(),
+                range: self.range,
+                max_parallelism: self.max_parallelism,
+                limits: self.limits,
+                info: self.info(),
+                events: self.reporter.sender(),
+                interval: self.reporter.interval(),
+            });
+        }
         match barrier.swap_for(&self.id.node) {
             Some(order) => self.swap(instance, barrier.id, order.clone()),
             None => Ok(instance),
@@ -349,9 +379,15 @@ impl OperatorTask {
 
     /// Routes what the guest emitted.
     pub(super) fn forward(&mut self, instance: &mut OperatorInstance) -> Result<(), TaskError> {
-        let router = &mut self.router;
+        let (router, shadow) = (&mut self.router, &mut self.shadow);
         instance
-            .drain_outputs(|out| if out.is_empty() { Ok(()) } else { router.push_all(out) })
+            .drain_outputs(|out| {
+                if out.is_empty() {
+                    return Ok(());
+                }
+                shadow.capture(out);
+                router.push_all(out)
+            })
             .map_err(|e| e.into_task_error(&self.id.node))
     }
 }

@@ -385,6 +385,7 @@ mod tests {
             id: 4,
             kind: super::super::message::BarrierKind::Checkpoint,
             rescale: Some(Arc::new(order)),
+            shadow: None,
         });
         r.barrier(&barrier).unwrap();
         let keys: Vec<String> = (0..30).map(|i| format!("k{i}")).collect();

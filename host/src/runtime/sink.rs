@@ -195,7 +195,8 @@ impl SinkTask {
                     | Control::Resume
                     | Control::SwapCommit(_)
                     | Control::SwapAbort(_)
-                    | Control::RescaleAbandoned => {}
+                    | Control::RescaleAbandoned
+                    | Control::ShadowStop(_) => {}
                 }
             }
         }

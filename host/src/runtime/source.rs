@@ -393,7 +393,8 @@ impl SourceContext {
             | Control::EndStopped
             | Control::SwapCommit(_)
             | Control::SwapAbort(_)
-            | Control::RescaleAbandoned => Ok(()),
+            | Control::RescaleAbandoned
+            | Control::ShadowStop(_) => Ok(()),
         }
     }
 

@@ -1,0 +1,164 @@
+//! How a shadow's output is compared with the live output: step by step
+//! (a step is one input both modules processed: a batch, a watermark, the
+//! end of input), and within a step per output key, in order. The n-th
+//! record the live module emitted for a key is compared with the n-th the
+//! shadow emitted for it; what one side has beyond the other is "only
+//! live" or "only shadow". Two modules that emit the same records per key
+//! in another interleaving of keys are equal.
+//!
+//! What is kept is bounded: counts, at most [`KEYS_LISTED`] keys with a
+//! difference and [`SAMPLES_KEPT`] samples, whatever the run's length.
+
+use crate::control::{DiffSample, KEYS_LISTED, KeyDiff, OutputDiff, SAMPLES_KEPT, show_bytes};
+use crate::record::{Record, Records};
+use std::collections::BTreeMap;
+
+/// One subtask's comparison so far.
+#[derive(Debug, Default)]
+pub struct Tally {
+    /// Records by outcome.
+    pub counts: OutputDiff,
+    /// Per key with a difference: different, only live, only shadow.
+    keys: BTreeMap<Option<Vec<u8>>, [u64; 3]>,
+    /// Differences on keys beyond the first [`KEYS_LISTED`].
+    unlisted: u64,
+    samples: Vec<DiffSample>,
+}
+
+impl Tally {
+    /// Compares what the live module and the shadow emitted for one step.
+    pub fn compare(&mut self, live: &Records, shadow: &Records) {
+        // The common case, two modules that agree: the same records in the
+        // same order.
+        if live.len() == shadow.len() && live.iter().zip(shadow.iter()).all(|(a, b)| a == b) {
+            self.counts.equal += live.len() as u64;
+            return;
+        }
+        type Sides<'a> = (Vec<Record<'a>>, Vec<Record<'a>>);
+        let mut by_key: BTreeMap<Option<&[u8]>, Sides<'_>> = BTreeMap::new();
+        for r in live.iter() {
+            by_key.entry(r.key).or_default().0.push(r);
+        }
+        for r in shadow.iter() {
+            by_key.entry(r.key).or_default().1.push(r);
+        }
+        for (key, (l, s)) in by_key {
+            let mut diff = [0u64; 3];
+            for i in 0..l.len().max(s.len()) {
+                let (a, b) = (l.get(i), s.get(i));
+                let slot = match (a, b) {
+                    (Some(a), Some(b)) if a == b => {
+                        self.counts.equal += 1;
+                        continue;
+                    }
+                    (Some(_), Some(_)) => {
+                        self.counts.different += 1;
+                        0
+                    }
+                    (Some(_), None) => {
+                        self.counts.only_live += 1;
+                        1
+                    }
+                    (None, _) => {
+                        self.counts.only_shadow += 1;
+                        2
+                    }
+                };
+                diff[slot] += 1;
+                if self.samples.len() < SAMPLES_KEPT {
+                    self.samples.push(DiffSample {
+                        key: key.map(show_bytes),
+                        live: a.map(|r| show_bytes(r.payload)),
+                        shadow: b.map(|r| show_bytes(r.payload)),
+                    });
+                }
+            }
+            if diff != [0; 3] {
+                self.note(key, diff);
+            }
+        }
+    }
+
+    fn note(&mut self, key: Option<&[u8]>, diff: [u64; 3]) {
+        let owned = key.map(<[u8]>::to_vec);
+        let room = self.keys.len() < KEYS_LISTED;
+        match self.keys.get_mut(&owned) {
+            Some(d) => d.iter_mut().zip(diff).for_each(|(d, n)| *d += n),
+            None if room => {
+                self.keys.insert(owned, diff);
+            }
+            None => self.unlisted += diff.iter().sum::<u64>(),
+        }
+    }
+
+    /// The keys with a difference, in key order; differences on keys not
+    /// listed; the samples.
+    pub fn listed(&self) -> (Vec<KeyDiff>, u64, Vec<DiffSample>) {
+        let keys = self
+            .keys
+            .iter()
+            .map(|(k, d)| KeyDiff {
+                key: k.as_deref().map(show_bytes),
+                different: d[0],
+                only_live: d[1],
+                only_shadow: d[2],
+            })
+            .collect();
+        (keys, self.unlisted, self.samples.clone())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn records(rs: &[(&str, &str)]) -> Records {
+        let mut out = Records::default();
+        for (k, p) in rs {
+            out.push(Record { payload: p.as_bytes(), key: Some(k.as_bytes()), timestamp: Some(1) });
+        }
+        out
+    }
+
+    #[test]
+    fn records_are_matched_per_key_in_order() {
+        let mut t = Tally::default();
+        t.compare(&records(&[("a", "a 1"), ("b", "b 1")]), &records(&[("a", "a 1"), ("b", "b 1")]));
+        assert_eq!(t.counts, OutputDiff { equal: 2, ..OutputDiff::default() });
+        // Another interleaving of keys is equal; a changed record, one too
+        // many and one missing are told apart.
+        t.compare(
+            &records(&[("a", "a 2"), ("q", "q 1"), ("b", "b 2"), ("b", "b 3")]),
+            &records(&[("b", "b 2"), ("a", "a 2"), ("q", "q 2"), ("z", "z 1")]),
+        );
+        assert_eq!(t.counts, OutputDiff { equal: 4, different: 1, only_live: 1, only_shadow: 1 });
+        let (keys, unlisted, samples) = t.listed();
+        let keys: Vec<_> =
+            keys.iter().map(|k| (k.key.clone().unwrap(), k.different, k.only_live, k.only_shadow)).collect();
+        assert_eq!(keys, [("b".into(), 0, 1, 0), ("q".into(), 1, 0, 0), ("z".into(), 0, 0, 1)]);
+        assert_eq!(unlisted, 0);
+        assert_eq!(
+            samples[1],
+            DiffSample { key: Some("q".into()), live: Some("q 1".into()), shadow: Some("q 2".into()) }
+        );
+        // A timestamp is part of the record.
+        let mut late = Records::default();
+        late.push(Record { payload: b"a 1", key: Some(b"a"), timestamp: Some(2) });
+        t.compare(&records(&[("a", "a 1")]), &late);
+        assert_eq!(t.counts.different, 2);
+    }
+
+    #[test]
+    fn keys_listed_are_bounded_and_the_rest_counted() {
+        let mut t = Tally::default();
+        for i in 0..KEYS_LISTED + 3 {
+            let k = format!("k{i}");
+            t.compare(&records(&[(&k, "1")]), &Records::default());
+        }
+        let (keys, unlisted, samples) = t.listed();
+        assert_eq!(keys.len(), KEYS_LISTED);
+        assert_eq!(unlisted, 3);
+        assert_eq!(samples.len(), SAMPLES_KEPT);
+        assert_eq!(t.counts.only_live, KEYS_LISTED as u64 + 3);
+    }
+}
