@@ -497,6 +497,9 @@ mod tests {
             .collect()
     }
 
+    /// What one old subtask sends: the snapshot and the hand-off.
+    type Sent = (Vec<u8>, Option<Arc<KeyGroupHandOff>>);
+
     /// The new subtasks as a live rescale builds them now: a hand-off where
     /// the old backend has one. Also returns what was handed.
     fn by_hand_off(
@@ -504,8 +507,8 @@ mod tests {
         to: u32,
         max_parallelism: u32,
         new: &dyn Fn(KeyGroupRange) -> Backend,
-    ) -> (Vec<Backend>, Vec<(Vec<u8>, Option<Arc<KeyGroupHandOff>>)>) {
-        let handed: Vec<(Vec<u8>, Option<Arc<KeyGroupHandOff>>)> = old
+    ) -> (Vec<Backend>, Vec<Sent>) {
+        let handed: Vec<Sent> = old
             .iter_mut()
             .map(|b| {
                 let h = hand_off_state(b.freeze().as_mut(), max_parallelism).unwrap();
