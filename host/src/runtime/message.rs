@@ -105,8 +105,12 @@ pub struct Handover {
     /// The old subtask.
     pub from: u32,
     /// Its state at the barrier, as a canonical snapshot (shared by every
-    /// new subtask).
+    /// new subtask): all of it, or, beside `keyed`, its descriptors and
+    /// operator and broadcast state.
     pub snapshot: Arc<Vec<u8>>,
+    /// Its key groups and timers by pointer, where its backend hands them
+    /// off so (hashmap): each new subtask takes out its own groups.
+    pub keyed: Option<Arc<crate::state::KeyGroupHandOff>>,
     /// When its barrier was aligned.
     pub barrier_at: std::time::Instant,
 }

@@ -5,13 +5,20 @@
 //! The coordinator starts the new subtasks first; each waits for the state
 //! ([`TakeOver`]). The barrier that carries the [`RescaleOrder`] reaches
 //! every old subtask, which takes its part of the checkpoint as usual,
-//! forwards the barrier, then writes its whole state as one canonical
-//! snapshot and sends it to every new subtask and ends. A new subtask
-//! restores, from each old subtask's snapshot, the key groups of its own
-//! range and its share of operator and broadcast state (as a restore at
-//! another parallelism deals them), opens the module, and reads the
-//! channels the operator's upstream subtasks switched to right after the
-//! barrier.
+//! forwards the barrier, then hands its state to every new subtask and
+//! ends. A new subtask takes, from each old subtask's state, the key groups
+//! of its own range and its share of operator and broadcast state (as a
+//! restore at another parallelism deals them), opens the module, and reads
+//! the channels the operator's upstream subtasks switched to right after
+//! the barrier.
+//!
+//! The state goes in memory, in one of two forms. A hashmap backend hands
+//! its key groups' tables and timers over by pointer (a
+//! [`crate::state::KeyGroupHandOff`]) beside a small snapshot of its
+//! descriptors and operator state: nothing keyed is encoded or decoded, so
+//! the pause no longer grows with the keys. Any other backend (RocksDB)
+//! writes its whole state as one canonical snapshot, which each new subtask
+//! decodes. Both are read by the same [`take_over_state`].
 
 use super::error::TaskError;
 use super::events::{Counters, TaskEvent};
@@ -19,7 +26,8 @@ use super::message::{Control, Handover, RescaleOrder};
 use super::operator::OperatorTask;
 use crate::checkpoint::restore::RestoreError;
 use crate::checkpoint::restore::backend::Opened;
-use crate::state::snapshot::{OperatorShare, SnapshotError, restore_snapshot_stream, write_snapshot};
+use crate::state::hashmap::{hand_off_state, take_over_state};
+use crate::state::snapshot::{OperatorShare, SnapshotError};
 use crate::wasm::OperatorInstance;
 use crossbeam_channel::Receiver;
 use std::sync::Arc;
@@ -54,17 +62,28 @@ impl OperatorTask {
         counters: Counters,
     ) -> Result<(), TaskError> {
         let mut frozen = instance.freeze_state();
-        let snapshot = write_snapshot(frozen.as_mut(), self.max_parallelism)
+        let handed = hand_off_state(frozen.as_mut(), self.max_parallelism)
             .map_err(|e| self.state_error(snapshot_error("the state handed over at a rescale", e)))?;
         drop(frozen);
         // Before the state leaves: the coordinator hears that this
         // subtask retires before any new subtask can have run.
         self.reporter.send(TaskEvent::HandedOver(self.id.clone(), counters));
-        let snapshot = Arc::new(snapshot);
+        let snapshot = Arc::new(handed.snapshot);
+        let keyed = handed.keyed.map(Arc::new);
         for tx in &order.handover {
-            let _ = tx.send(Handover { from: self.id.subtask, snapshot: snapshot.clone(), barrier_at });
+            let _ = tx.send(Handover {
+                from: self.id.subtask,
+                snapshot: snapshot.clone(),
+                keyed: keyed.clone(),
+                barrier_at,
+            });
         }
-        tracing::debug!(task = %self.id, bytes = snapshot.len(), "state handed over at a rescale");
+        tracing::debug!(
+            task = %self.id,
+            bytes = snapshot.len(),
+            by_pointer = keyed.is_some(),
+            "state handed over at a rescale"
+        );
         Ok(())
     }
 
@@ -92,9 +111,10 @@ impl OperatorTask {
             let share = OperatorShare::Rescaled { from: h.from, to: self.id.subtask, parallelism: self.parallelism };
             // The bytes were written by this process a moment ago: the
             // checks a file from elsewhere needs are not repeated.
-            let summary = restore_snapshot_stream(
-                &mut &h.snapshot[..],
+            let summary = take_over_state(
                 opened.backend.as_mut(),
+                &h.snapshot,
+                h.keyed.as_deref(),
                 self.range,
                 self.max_parallelism,
                 share,

@@ -14,6 +14,8 @@ pub mod ttl;
 #[cfg(test)]
 mod conformance;
 
+pub use hashmap::KeyGroupHandOff;
+
 use crate::fault::{Classify, Domain, RetryHint};
 use thiserror::Error;
 
@@ -187,6 +189,11 @@ pub enum StateError {
     /// The backend's storage failed (RocksDB, the local disk).
     #[error("state storage failed: {0}")]
     Storage(String),
+    /// A live rescale's in-memory hand-off does not fit the backend that
+    /// adopts it (a state it names is missing or of another kind): an
+    /// internal bug, never the guest's doing.
+    #[error("the state handed over at a rescale does not fit: {0}")]
+    HandOff(String),
     /// A key outside this subtask's key groups reached the backend: an
     /// internal routing bug, never the guest's doing.
     #[error("key group {key_group} is outside this subtask's range {start}..{end}")]
@@ -207,13 +214,15 @@ impl Classify for StateError {
                 Domain::User
             }
             StateError::Storage(_) => Domain::External,
-            StateError::KeyGroupOutOfRange { .. } => Domain::Internal,
+            StateError::KeyGroupOutOfRange { .. } | StateError::HandOff(_) => Domain::Internal,
         }
     }
 
     fn retry(&self) -> RetryHint {
         match self {
-            StateError::Storage(_) | StateError::KeyGroupOutOfRange { .. } => RetryHint::Restart,
+            StateError::Storage(_) | StateError::KeyGroupOutOfRange { .. } | StateError::HandOff(_) => {
+                RetryHint::Restart
+            }
             _ => RetryHint::NoRetry,
         }
     }
@@ -474,6 +483,18 @@ pub trait StateBackend: Send {
         }
     }
 
+    /// Live rescale: moves the key groups of this backend's range out of
+    /// `hand_off` (an old subtask's [`FrozenState::hand_off`]) into this
+    /// backend by pointer, with their timers; the states must be registered
+    /// already (the hand-off's snapshot of descriptors and operator state
+    /// is restored first). Returns the keys and timers taken. `None`: this
+    /// backend cannot adopt another's tables (the caller restores the
+    /// hand-off through a snapshot instead); only the hashmap backend can.
+    fn adopt_key_groups(&mut self, hand_off: &KeyGroupHandOff) -> Option<Result<u64, StateError>> {
+        let _ = hand_off;
+        None
+    }
+
     /// Number of keys that hold a value in a keyed state (for tests and
     /// inspection).
     fn key_count(&self, state: StateId) -> usize;
@@ -495,6 +516,15 @@ pub trait FrozenState: Send {
     /// store their own files (incremental checkpoints); waits until every
     /// file is written.
     fn native_checkpoint(&mut self) -> Option<Result<NativeCheckpoint, StateError>> {
+        None
+    }
+    /// Live rescale: moves every key group's keyed state and timers out of
+    /// this view as an in-memory hand-off that new subtasks adopt by
+    /// pointer ([`StateBackend::adopt_key_groups`]); the view keeps its
+    /// descriptors and operator and broadcast state, so a snapshot written
+    /// from it afterwards carries just those. `None` (the view unchanged):
+    /// this backend has no such hand-off, and its state goes as a snapshot.
+    fn hand_off(&mut self) -> Option<KeyGroupHandOff> {
         None
     }
 }

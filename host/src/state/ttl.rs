@@ -478,6 +478,23 @@ impl<B: StateBackend> StateBackend for TtlBackend<B> {
         self.inner.restore_entry(kg, entry)
     }
 
+    fn adopt_key_groups(&mut self, hand_off: &super::KeyGroupHandOff) -> Option<Result<u64, StateError>> {
+        // Handed values keep their expiry prefix, as restored entries do;
+        // they only must belong to states with the same TTL here.
+        for d in hand_off.descriptors() {
+            if let Some(own) = self.descriptors.iter().find(|own| own.name == d.name)
+                && own.ttl != d.ttl
+            {
+                return Some(Err(StateError::KindMismatch {
+                    name: d.name.clone(),
+                    existing: "a state with another TTL",
+                    requested: "the same state with this TTL",
+                }));
+            }
+        }
+        self.inner.adopt_key_groups(hand_off)
+    }
+
     fn key_count(&self, s: StateId) -> usize {
         self.inner.key_count(s)
     }
@@ -508,6 +525,11 @@ impl FrozenState for WithDescriptors {
 
     fn native_checkpoint(&mut self) -> Option<Result<crate::state::NativeCheckpoint, StateError>> {
         self.inner.native_checkpoint()
+    }
+
+    fn hand_off(&mut self) -> Option<super::KeyGroupHandOff> {
+        // Under this layer's descriptors, which carry the TTL.
+        self.inner.hand_off().map(|h| h.with_descriptors(self.descriptors.clone()))
     }
 }
 

@@ -13,8 +13,14 @@
 //! A write to a group the frozen view still holds copies that one group
 //! first; the writer of the snapshot lets go of each group as soon as it has
 //! written it, so most groups are never copied.
+//!
+//! The same `Arc`s let a live rescale move key groups to the new subtasks
+//! by pointer instead of through a snapshot ([`handoff`]).
 
+mod handoff;
 mod keyed;
+
+pub use handoff::{HandedState, KeyGroupHandOff, hand_off_state, take_over_state};
 
 use super::FrozenState;
 use super::key_group::KeyGroupRange;
@@ -453,6 +459,10 @@ impl StateBackend for HashMapBackend {
         })
     }
 
+    fn adopt_key_groups(&mut self, hand_off: &KeyGroupHandOff) -> Option<Result<u64, StateError>> {
+        Some(hand_off.adopt_into(self))
+    }
+
     fn key_count(&self, s: StateId) -> usize {
         match &self.tables[s as usize] {
             Table::Value(t) => t.len(),
@@ -469,6 +479,52 @@ enum FrozenTable {
     Map(Vec<Option<Arc<HashTable<Entry<MapValue>>>>>),
     OperatorList(Arc<Vec<Vec<u8>>>),
     Broadcast(Arc<MapValue>),
+}
+
+impl FrozenTable {
+    /// Hands the entries of the group at index `g` (if any) to `visit` as
+    /// entries of `state`, and lets go of the group: once written, it is
+    /// released, and the live backend writes to it without copying.
+    fn visit_group(&mut self, state: StateId, g: usize, visit: &mut dyn FnMut(SnapshotEntry<'_>)) {
+        match self {
+            FrozenTable::Value(t) => {
+                for e in t.get_mut(g).and_then(Option::take).iter().flat_map(|t| t.iter()) {
+                    visit(SnapshotEntry::Value { state, key: &e.key, value: &e.value });
+                }
+            }
+            FrozenTable::List(t) => {
+                for e in t.get_mut(g).and_then(Option::take).iter().flat_map(|t| t.iter()) {
+                    for v in &e.value {
+                        visit(SnapshotEntry::ListItem { state, key: &e.key, value: v });
+                    }
+                }
+            }
+            FrozenTable::Map(t) => {
+                for e in t.get_mut(g).and_then(Option::take).iter().flat_map(|t| t.iter()) {
+                    for (uk, v) in &e.value {
+                        visit(SnapshotEntry::MapItem { state, key: &e.key, user_key: uk, value: v });
+                    }
+                }
+            }
+            FrozenTable::OperatorList(_) | FrozenTable::Broadcast(_) => {}
+        }
+    }
+
+    /// The keyed groups, moved out (this table keeps empty slots, so it
+    /// stays well-formed); operator and broadcast state stay (an empty
+    /// table of their kind is returned in their place).
+    fn take_keyed(&mut self) -> FrozenTable {
+        fn take<T>(t: &mut [Option<T>]) -> Vec<Option<T>> {
+            t.iter_mut().map(Option::take).collect()
+        }
+        match self {
+            FrozenTable::Value(t) => FrozenTable::Value(take(t)),
+            FrozenTable::List(t) => FrozenTable::List(take(t)),
+            FrozenTable::Map(t) => FrozenTable::Map(take(t)),
+            FrozenTable::OperatorList(_) => FrozenTable::OperatorList(Arc::default()),
+            FrozenTable::Broadcast(_) => FrozenTable::Broadcast(Arc::default()),
+        }
+    }
 }
 
 /// A timer of a frozen state, filed under its key group.
@@ -501,31 +557,7 @@ impl FrozenState for FrozenHashMap {
         }
         let g = usize::from(kg - self.range.start);
         for (i, table) in self.tables.iter_mut().enumerate() {
-            let state = i as StateId;
-            // `take`: once written, the group is released, and the live
-            // backend writes to it without copying.
-            match table {
-                FrozenTable::Value(t) => {
-                    for e in t[g].take().iter().flat_map(|t| t.iter()) {
-                        visit(SnapshotEntry::Value { state, key: &e.key, value: &e.value });
-                    }
-                }
-                FrozenTable::List(t) => {
-                    for e in t[g].take().iter().flat_map(|t| t.iter()) {
-                        for v in &e.value {
-                            visit(SnapshotEntry::ListItem { state, key: &e.key, value: v });
-                        }
-                    }
-                }
-                FrozenTable::Map(t) => {
-                    for e in t[g].take().iter().flat_map(|t| t.iter()) {
-                        for (uk, v) in &e.value {
-                            visit(SnapshotEntry::MapItem { state, key: &e.key, user_key: uk, value: v });
-                        }
-                    }
-                }
-                FrozenTable::OperatorList(_) | FrozenTable::Broadcast(_) => {}
-            }
+            table.visit_group(i as StateId, g, visit);
         }
         let timers = &self.timers;
         let by_group = self.timers_by_group.get_or_insert_with(|| {
@@ -541,6 +573,15 @@ impl FrozenState for FrozenHashMap {
             visit(SnapshotEntry::Timer { domain, time, key: &key });
         }
         Ok(())
+    }
+
+    fn hand_off(&mut self) -> Option<KeyGroupHandOff> {
+        let tables = self.tables.iter_mut().map(FrozenTable::take_keyed).collect();
+        let timers = self.timers.each_mut().map(std::mem::take);
+        // Timers split by group earlier are handed off too: none is left
+        // for this view to write.
+        self.timers_by_group = Some(BTreeMap::new());
+        Some(KeyGroupHandOff::new(self.range, self.descriptors.clone(), tables, timers))
     }
 
     fn operator_state(&mut self, visit: &mut dyn FnMut(SnapshotEntry<'_>)) -> Result<(), StateError> {
