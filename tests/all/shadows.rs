@@ -179,9 +179,12 @@ fn a_shadow_on_rocksdb_runs_to_the_end_of_input_and_compares_every_record() {
     wait_running_job(&dir, "sh");
     start_shadow(&dir, "sh", artifacts::WORD_COUNT_COUNTER_Q);
     wait_shadowed(&dir, "sh", 800);
+    // While it runs, a subtask's part of the report may lag the other's:
+    // what is there names q words only.
     let r = report(&dir, "sh");
     assert_eq!(r.status, "running");
-    assert_only_q_words_differ(&r);
+    assert!(!r.keys.is_empty(), "{r:?}");
+    assert!(r.keys.iter().all(|k| Q_WORDS.contains(&k.key.as_deref().unwrap())), "{r:?}");
     let (ok, err) = finish(child);
     assert!(ok, "{err}");
     assert_eq!(final_counts(&published(&dir)), expected_words());
@@ -196,6 +199,7 @@ fn a_shadow_on_rocksdb_runs_to_the_end_of_input_and_compares_every_record() {
     assert_eq!(field("different"), field("equal"), "{last}");
     assert!(field("equal") >= 800 / 2 && field("equal") % 4 == 0, "{last}");
     assert_eq!((field("only_live"), field("only_shadow")), (0, 0), "{last}");
+    assert_eq!(field("keys_with_differences"), Q_WORDS.len() as u64, "{last}");
 }
 
 #[test]
@@ -260,4 +264,40 @@ fn promote_swaps_the_shadow_module_in_over_the_live_state_and_a_shadow_refuses_c
     let (v1, v2) = assert_swapped_once(&all);
     assert!(v1 > 0 && v2 > 0, "{v1} v1 lines, {v2} v2 lines");
     assert_eq!(final_counts(&all.replace('=', " ")), expected());
+}
+
+#[test]
+fn a_shadow_that_falls_behind_is_dropped_and_the_live_job_is_not_held_back() {
+    let dir = JobDir::new();
+    write_job(&dir, 2, "hashmap", 15_000);
+    // The counter ignores params; the shadow's module (misbehave) reads
+    // them and sleeps 5 ms a record: far slower than the live input.
+    let job = dir
+        .read("job.toml")
+        .replace("partition = \"key\"\n", "partition = \"key\"\nparams = { mode = \"slow\", sleep_ms = \"5\" }\n");
+    dir.write("job.toml", job);
+    let child = start(&dir, &[]);
+    wait_running(&dir);
+    let out = host(
+        &dir,
+        &[
+            "shadow",
+            "sp",
+            "--operator",
+            "counter",
+            "--module",
+            artifacts::MISBEHAVE,
+            "--max-lag",
+            "4",
+            "--duration",
+            "60s",
+        ],
+    );
+    let said = text(&out.stderr);
+    assert!(!out.status.success(), "{said}");
+    assert!(said.contains("fell 4 input batches behind the live operator"), "{said}");
+    let (ok, err) = finish(child);
+    assert!(ok, "{err}");
+    // The live job ran on at its pace, to an exact end.
+    assert_eq!(final_counts(&super::savepoints::published(&dir)), expected());
 }

@@ -263,6 +263,7 @@ impl Controller<'_> {
             different = report.counts.different,
             only_live = report.counts.only_live,
             only_shadow = report.counts.only_shadow,
+            keys_with_differences = report.keys.len(),
             "shadow run over: {}",
             report.reason.as_deref().unwrap_or("")
         );

@@ -319,7 +319,12 @@ impl Shadow {
             let deadline = timer.map_or(next_report, |t| t.min(next_report));
             let step = crossbeam_channel::select! {
                 recv(self.stop) -> s => return self.stopped(s.unwrap_or(Stop::LiveEnded)),
-                recv(self.steps) -> s => s.ok(),
+                recv(self.steps) -> s => match s {
+                    Ok(step) => Some(step),
+                    // The live side let go: it said why on the stop
+                    // channel first.
+                    Err(_) => return self.stopped(self.stop.try_recv().unwrap_or(Stop::LiveEnded)),
+                },
                 default(deadline.saturating_duration_since(Instant::now())) => None,
             };
             fire(&mut instance, TimeDomain::ProcessingTime, now_ms())
