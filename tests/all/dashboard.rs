@@ -5,7 +5,10 @@
 //! and the checkpoint history, take the token out of the address bar, and
 //! its Savepoint button must take a savepoint that the API then lists and
 //! that is on disk. Without JavaScript, `/?token=` is the job as HTML
-//! tables, and `/` without the token shows nothing of the job.
+//! tables, and `/` without the token shows nothing of the job. Its shadow
+//! run form starts a shadow whose report the page shows as the API does,
+//! its Stop button ends it, and the operations list describes the shadow
+//! and a rescale.
 
 use super::control_auth::{endpoint, request, wait_for};
 use super::live_job::{finish, host, start, text};
@@ -21,7 +24,9 @@ const JOB: &str = "dashboarded";
 /// means the page shows the job.
 const NODES: [&str; 3] = ["pulse", "tally", "ledger"];
 
-fn write_job(dir: &JobDir) {
+/// The job: a generator of `keys` keys into the word-count counter `tally`
+/// (parallelism 2) into a file sink.
+fn write_job(dir: &JobDir, keys: u64) {
     let root = dir.path().display();
     dir.write(
         "job.toml",
@@ -44,7 +49,7 @@ progress_interval = "200ms"
 id = "pulse"
 kind = "generator"
 count = 10000000
-keys = 40
+keys = {keys}
 records_per_second = 2000
 timestamps = "wall-clock"
 
@@ -153,7 +158,7 @@ const VIEW: &str = r#"
 #[test]
 fn the_dashboard_shows_the_running_job_and_takes_a_savepoint() {
     let dir = JobDir::new();
-    write_job(&dir);
+    write_job(&dir, 40);
     let child = start(&dir, &[]);
     let (port, token) = endpoint(&dir, JOB);
     // Running, with checkpoints for the chart.
@@ -257,6 +262,194 @@ fn the_dashboard_shows_the_running_job_and_takes_a_savepoint() {
         std::fs::create_dir_all(&keep).unwrap();
         std::fs::copy(&shot, PathBuf::from(keep).join("dashboard.png")).unwrap();
     }
+    drop(tab);
+    drop(browser);
+
+    let out = host(&dir, &["cancel", JOB]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let (ok, log) = finish(child, &dir);
+    assert!(!ok, "a cancelled run exits non-zero: {log}");
+}
+
+/// What the dashboard's shadow run card and operations list show.
+const SHADOW_VIEW: &str = r#"
+    const rows = (s) => [...document.querySelectorAll(s)].map((tr) => [...tr.children].map((c) => c.textContent));
+    const text = (s) => { const e = document.querySelector(s); return e ? e.textContent : null; };
+    const fields = {};
+    document.querySelectorAll('#shadow-report [data-field]').forEach((d) => {
+        fields[d.dataset.field] = d.querySelector('dd').textContent;
+    });
+    return {
+        report: text('#shadow-report'),
+        fields,
+        reason: text('#shadow-reason'),
+        keys: rows('#shadow-report table.shadow-keys tbody tr'),
+        key_note: text('#shadow-report table.shadow-keys + p'),
+        samples: rows('#shadow-report table.shadow-samples tbody tr'),
+        buttons_hidden: ['#shadow-stop-button', '#shadow-promote-button'].map((b) => document.querySelector(b).hidden),
+        operators: [...document.querySelectorAll('#shadow-operator option')].map((o) => o.value),
+        result: text('#shadow-result'),
+        operations: [...document.querySelectorAll('#operations li.op')].map((li) => ({
+            kind: li.querySelector('.op-kind').textContent,
+            status: li.querySelector('.op-status').textContent,
+            outcome: li.querySelector('.op-outcome').textContent,
+        })),
+        tally: text('#graph g.node[data-id="tally"]'),
+    };
+"#;
+
+/// A count as the page writes it (`1,234`).
+fn count(v: &serde_json::Value) -> u64 {
+    let s = v.as_str().unwrap_or_else(|| panic!("not a shown count: {v}"));
+    s.replace(',', "").parse().unwrap_or_else(|_| panic!("not a shown count: {s:?}"))
+}
+
+/// The page's text for a key or payload of a shadow report (`none` for
+/// none).
+fn shown(v: &serde_json::Value, none: &str) -> String {
+    v.as_str().unwrap_or(none).to_string()
+}
+
+/// Asserts that the shadow card shows `report` (`GET /v1/shadow`) as it is.
+fn assert_shows_report(view: &serde_json::Value, report: &serde_json::Value) {
+    let f = &view["fields"];
+    assert_eq!(f["status"], report["status"], "{view}\n{report}");
+    assert_eq!(f["operator"], report["operator"], "{view}");
+    assert_eq!(f["module"], report["module"], "{view}");
+    assert_eq!(f["checkpoint"], format!("#{}", report["checkpoint"]), "{view}");
+    assert_eq!(count(&f["records_in"]), report["records_in"].as_u64().unwrap(), "{view}\n{report}");
+    assert_eq!(count(&f["lag"]), report["lag"].as_u64().unwrap(), "{view}\n{report}");
+    for c in ["equal", "different", "only_live", "only_shadow"] {
+        assert_eq!(count(&f[c]), report["counts"][c].as_u64().unwrap(), "{c}: {view}\n{report}");
+    }
+    assert_eq!(view["reason"], report["reason"], "{view}\n{report}");
+    // The first 50 keys with a difference, a note for the rest.
+    let keys = report["keys"].as_array().unwrap();
+    let rows = view["keys"].as_array().unwrap();
+    assert_eq!(rows.len(), keys.len().min(50), "{view}\n{report}");
+    for (row, k) in rows.iter().zip(keys) {
+        assert_eq!(row[0], shown(&k["key"], "(no key)"), "{row} {k}");
+        for (i, c) in ["different", "only_live", "only_shadow"].into_iter().enumerate() {
+            assert_eq!(count(&row[i + 1]), k[c].as_u64().unwrap(), "{c}: {row} {k}");
+        }
+    }
+    if keys.len() > 50 {
+        let note = view["key_note"].as_str().unwrap_or_else(|| panic!("no note of more keys: {view}"));
+        assert!(note.contains(&format!("… and {} more keys", keys.len() - 50)), "{note}");
+    }
+    let samples = report["samples"].as_array().unwrap();
+    let rows = view["samples"].as_array().unwrap();
+    assert_eq!(rows.len(), samples.len(), "{view}\n{report}");
+    for (row, s) in rows.iter().zip(samples) {
+        let expected = [shown(&s["key"], "(no key)"), shown(&s["live"], "—"), shown(&s["shadow"], "—")];
+        assert_eq!(row, &serde_json::json!(expected), "{row} {s}");
+    }
+}
+
+#[test]
+fn the_dashboard_runs_a_shadow_and_describes_it_and_a_rescale() {
+    let dir = JobDir::new();
+    // More keys than the page lists (50), with the shadow's keyless records.
+    write_job(&dir, 60);
+    let child = start(&dir, &[]);
+    let (port, token) = endpoint(&dir, JOB);
+    wait_for(port, &token, "/v1/checkpoints", |c| c["counts"]["completed"].as_u64() >= Some(1));
+    let (code, body) = request(port, "GET", "/v1/shadow", Some(&token));
+    assert_eq!(code, 404, "no shadow run yet: {body}");
+
+    let browser = browser();
+    let tab = browser.new_tab().unwrap();
+    tab.navigate_to(&format!("http://127.0.0.1:{port}/#token={token}")).unwrap().wait_until_navigated().unwrap();
+    eval_until(&tab, "no shadow run, and the operator to shadow", SHADOW_VIEW, |v| {
+        v["report"] == "No shadow run."
+            && v["operators"] == serde_json::json!(["tally"])
+            && v["buttons_hidden"] == serde_json::json!([true, true])
+    });
+
+    // The form: the operator (the only one), counter v2 (which writes
+    // `word=n` without a key where the counter writes `word n` keyed by
+    // the word: each side's records are its own), no duration.
+    let module = artifacts::WORD_COUNT_COUNTER_V2;
+    eval(
+        &tab,
+        &format!("document.querySelector('#shadow-module').value = {}; return true;", serde_json::json!(module)),
+    );
+    tab.find_element("#shadow-button").unwrap().click().unwrap();
+    let view = eval_until(&tab, "the shadow running with records compared", SHADOW_VIEW, |v| {
+        let f = &v["fields"];
+        f["status"] == "running"
+            && f["records_in"].is_string()
+            && count(&f["records_in"]) >= 1000
+            && count(&f["only_shadow"]) > 0
+    });
+    assert!(view["result"].as_str().unwrap().contains("completed"), "{view}");
+    assert_eq!(view["buttons_hidden"], serde_json::json!([false, false]), "Stop and Promote while it runs: {view}");
+    let report = wait_for(port, &token, "/v1/shadow", |r| r["status"] == "running");
+    assert_eq!((report["operator"].as_str(), report["module"].as_str()), (Some("tally"), Some(module)), "{report}");
+    assert_eq!(view["fields"]["module"], module, "{view}");
+    assert_eq!(view["fields"]["operator"], "tally", "{view}");
+    // The operations list describes the shadow as the API has it.
+    let ops = wait_for(port, &token, "/v1/operations", |o| o.as_array().is_some_and(|a| !a.is_empty()));
+    let op = &ops[0];
+    assert_eq!((op["kind"].as_str(), op["status"].as_str()), (Some("shadow"), Some("completed")), "{ops}");
+    let forked = &op["shadow"];
+    assert_eq!(forked["checkpoint"], report["checkpoint"], "{ops}\n{report}");
+    let described =
+        format!("shadow {} of tally forked at checkpoint {}, running {module}", forked["id"], forked["checkpoint"]);
+    eval_until(&tab, "the shadow among the operations", SHADOW_VIEW, |v| {
+        v["operations"][0] == serde_json::json!({"kind": "shadow", "status": "completed", "outcome": described})
+    });
+
+    // Stop: the page shows the final report, as the API has it.
+    tab.find_element("#shadow-stop-button").unwrap().click().unwrap();
+    let view = eval_until(&tab, "the shadow ended", SHADOW_VIEW, |v| v["fields"]["status"] == "ended");
+    let report = wait_for(port, &token, "/v1/shadow", |r| r["status"] == "ended");
+    assert_eq!(report["reason"], "stopped on request", "{report}");
+    // Every key has a difference (the live output's are keyed, the
+    // shadow's are not), more than the page lists.
+    let keys = report["keys"].as_array().unwrap();
+    assert!(keys.len() > 50, "{report}");
+    assert!(keys.iter().any(|k| k["key"].is_null() && k["only_shadow"].as_u64() > Some(0)), "{report}");
+    assert!(!report["samples"].as_array().unwrap().is_empty(), "{report}");
+    assert_shows_report(&view, &report);
+    assert_eq!(view["buttons_hidden"], serde_json::json!([true, true]), "no Stop or Promote once ended: {view}");
+    assert!(view["result"].as_str().unwrap().contains("ended (stopped on request)"), "{view}");
+    // A poll later, still the same.
+    std::thread::sleep(Duration::from_millis(1500));
+    assert_shows_report(&eval(&tab, SHADOW_VIEW), &report);
+    // A screenshot of the operations and the shadow card, for people.
+    eval(&tab, "window.scrollTo(0, 0); return true;");
+    let png = tab.capture_screenshot(CaptureScreenshotFormatOption::Png, None, None, true).unwrap();
+    if let Some(keep) = std::env::var_os("WEIR_SCREENSHOT_DIR") {
+        std::fs::create_dir_all(&keep).unwrap();
+        std::fs::write(PathBuf::from(keep).join("dashboard-shadow.png"), &png).unwrap();
+    }
+
+    // A rescale, asked for elsewhere: the list describes it, and the graph
+    // shows the new parallelism.
+    let out = host(&dir, &["rescale", JOB, "--operator", "tally", "-p", "3"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let ops = wait_for(port, &token, "/v1/operations", |o| o[0]["kind"] == "rescale");
+    let r = &ops[0]["rescale"];
+    assert_eq!(
+        (r["operator"].as_str(), r["from"].as_u64(), r["to"].as_u64()),
+        (Some("tally"), Some(2), Some(3)),
+        "{ops}"
+    );
+    let prefix = format!("tally 2 → 3 subtasks at checkpoint {} (paused ", r["checkpoint"]);
+    let view = eval_until(&tab, "the rescale among the operations", SHADOW_VIEW, |v| {
+        v["operations"][0]["kind"] == "rescale" && v["operations"][0]["status"] == "completed"
+    });
+    let outcome = view["operations"][0]["outcome"].as_str().unwrap();
+    let pause = outcome
+        .strip_prefix(&prefix)
+        .and_then(|rest| rest.strip_suffix(" ms)"))
+        .and_then(|ms| ms.parse::<f64>().ok())
+        .unwrap_or_else(|| panic!("{outcome:?} is not {prefix:?}<ms> ms)"));
+    assert!((pause - r["pause_ms"].as_f64().unwrap()).abs() <= 0.051, "{outcome} {ops}");
+    eval_until(&tab, "the rescaled operator in the graph", SHADOW_VIEW, |v| {
+        v["tally"].as_str().is_some_and(|t| t.contains("×3"))
+    });
     drop(tab);
     drop(browser);
 

@@ -1,8 +1,9 @@
 // Weir's dashboard, where scripts run: polls the job's control API every
 // second and redraws the page from it (the job graph and the checkpoint
-// history as SVG, the tables as the server renders them), and sends the
-// actions (savepoint, stop with savepoint, module swap) with the bearer
-// token, following each operation to its outcome.
+// history as SVG, the tables as the server renders them, the shadow run's
+// report), and sends the actions (savepoint, stop with savepoint, module
+// swap, shadow runs) with the bearer token, following each operation to its
+// outcome.
 //
 // Every string from the job goes into the page as text (textContent or an
 // attribute value set through the DOM), never as markup.
@@ -15,6 +16,8 @@
   const TOKEN_KEY = 'weir-token';
   // Rows of the checkpoint history table (the chart shows all of it).
   const HISTORY_ROWS = 20;
+  // Rows of the shadow run's table of keys with differences.
+  const SHADOW_KEY_ROWS = 50;
   const SVG_NS = 'http://www.w3.org/2000/svg';
   // JSON's i64::MAX (the watermark at the end of input), as a JS number.
   const END_OF_INPUT = 9.2e18;
@@ -517,6 +520,14 @@
       return `${op.savepoint.location} (${fmtBytes(op.savepoint.size)}, ${fmtDuration(op.savepoint.duration_ms)})` +
         (op.savepoint.stopped ? ', job stopped' : '');
     }
+    if (op.rescale) {
+      const r = op.rescale;
+      return `${r.operator} ${r.from} → ${r.to} subtasks at checkpoint ${r.checkpoint} (paused ${r.pause_ms.toFixed(1)} ms)`;
+    }
+    if (op.shadow) {
+      const s = op.shadow;
+      return `shadow ${s.id} of ${s.operator} forked at checkpoint ${s.checkpoint}, running ${s.module}`;
+    }
     return op.status;
   }
 
@@ -529,9 +540,9 @@
     replace($('#operations'), items.length ? items : el('li', { class: 'muted' }, 'None yet.'));
   }
 
-  // The operators a module can be swapped in for; the choice is kept.
-  function renderSwapChoices(plan) {
-    const select = $('#swap-operator');
+  // The operators a module can be swapped in for (or shadowed by) in
+  // `select`; the choice is kept.
+  function renderOperatorChoices(select, plan) {
     const ids = plan.nodes.filter((n) => n.role === 'operator').map((n) => n.id);
     const current = [...select.options].map((o) => o.value);
     if (ids.join('\n') === current.join('\n')) return;
@@ -540,11 +551,90 @@
     if (ids.includes(chosen)) select.value = chosen;
   }
 
+  function renderSwapChoices(plan) {
+    renderOperatorChoices($('#swap-operator'), plan);
+    renderOperatorChoices($('#shadow-operator'), plan);
+  }
+
+  // Class names only from known values.
+  const SHADOW_STATES = ['starting', 'running', 'ended', 'dropped'];
+  const shadowClass = (s) => 'shadow-status shadow-' + (SHADOW_STATES.includes(s) ? s : 'unknown');
+  const shadowLive = (report) => report != null && (report.status === 'running' || report.status === 'starting');
+
+  // A key or payload from the shadow's report: text, or a muted dash
+  // (`none`) where there is none.
+  const maybe = (text, none) => (text == null ? el('span', { class: 'muted' }, none || '—') : text);
+
+  // The current (or last) shadow run, `null` when the job has had none.
+  function renderShadow(report) {
+    const live = shadowLive(report);
+    $('#shadow-stop-button').hidden = !live;
+    $('#shadow-promote-button').hidden = !live;
+    if (report == null) {
+      replace($('#shadow-report'), el('p', { class: 'muted' }, 'No shadow run.'));
+      return;
+    }
+    const c = report.counts;
+    const items = [
+      ['status', 'Status', el('span', { class: shadowClass(report.status) }, report.status)],
+      ['operator', 'Operator', report.operator],
+      ['module', 'Module', el('span', { class: 'path' }, report.module)],
+      ['checkpoint', 'Forked at checkpoint', report.checkpoint > 0 ? '#' + report.checkpoint : '—'],
+      ['elapsed', 'Elapsed', fmtDuration(report.elapsed_ms)],
+      ['records_in', 'Records in', fmtCount(report.records_in)],
+      ['lag', 'Lag (batches)', fmtCount(report.lag)],
+      ['equal', 'Equal', fmtCount(c.equal)],
+      ['different', 'Different', fmtCount(c.different)],
+      ['only_live', 'Only live', fmtCount(c.only_live)],
+      ['only_shadow', 'Only shadow', fmtCount(c.only_shadow)],
+    ];
+    const summary = el('dl', { class: 'counts' }, items.map(([field, k, v]) =>
+      el('div', { 'data-field': field }, el('dt', null, k), el('dd', null, v))));
+    const reason = report.reason
+      ? el('p', { id: 'shadow-reason', class: report.status === 'dropped' ? 'error' : 'muted' }, report.reason)
+      : null;
+    const parts = [el('h3', { class: 'shadow-title' }, `Shadow ${report.id} of ${report.operator}`), summary, reason];
+    if (report.keys.length === 0 && report.unlisted === 0) {
+      parts.push(el('p', { class: 'muted' }, 'No key with a difference.'));
+    } else {
+      const shown = report.keys.slice(0, SHADOW_KEY_ROWS);
+      const rows = shown.map((k) => [el('th', { scope: 'row', class: 'path' }, maybe(k.key, '(no key)')),
+        fmtCount(k.different), fmtCount(k.only_live), fmtCount(k.only_shadow)]);
+      const notes = [];
+      const more = report.keys.length - shown.length;
+      if (more > 0) notes.push(`… and ${fmtCount(more)} more keys with differences.`);
+      if (report.unlisted > 0) notes.push(`${fmtCount(report.unlisted)} differences on keys not listed.`);
+      parts.push(el('h3', null, 'Keys with differences'),
+        table(['Key', '#Different', '#Only live', '#Only shadow'], rows, 'shadow-keys'),
+        notes.length ? el('p', { class: 'muted' }, notes.join(' ')) : null);
+    }
+    if (report.samples.length > 0) {
+      const rows = report.samples.map((s) => [el('th', { scope: 'row', class: 'path' }, maybe(s.key, '(no key)')),
+        el('td', { class: 'path' }, maybe(s.live)), el('td', { class: 'path' }, maybe(s.shadow))]);
+      parts.push(el('h3', null, 'Samples'), table(['Key', 'Live', 'Shadow'], rows, 'shadow-samples'));
+    }
+    replace($('#shadow-report'), parts);
+  }
+
   // ---- polling -----------------------------------------------------------
 
   let plan = null;
   let planRead = 0;
   let shown = false;
+  // The swaps and rescales (which change the plan) seen completed; `null`
+  // before the first poll.
+  let planChanges = null;
+
+  // Whether `operations` has a swap or rescale that completed since the
+  // last poll (asked for here or elsewhere, `host rescale` say): the plan
+  // changed.
+  function replanned(operations) {
+    const done = operations.filter((op) => (op.kind === 'swap' || op.kind === 'rescale') && op.status === 'completed')
+      .map((op) => op.request_id);
+    const before = planChanges;
+    planChanges = new Set(done);
+    return before != null && done.some((id) => !before.has(id));
+  }
 
   function show() {
     if (shown) return;
@@ -553,6 +643,7 @@
     if (form) form.hidden = true;
     $('#dashboard').hidden = false;
     $('#actions').hidden = false;
+    $('#shadow').hidden = false;
   }
 
   function askForToken(message) {
@@ -584,10 +675,19 @@
         plan = await api('/v1/job/plan');
         planRead = Date.now();
       }
-      const [job, metrics, backPressure, watermarks, checkpoints, operations] = await Promise.all([
+      const [job, metrics, backPressure, watermarks, checkpoints, operations, shadow] = await Promise.all([
         api('/v1/job'), api('/v1/job/metrics'), api('/v1/job/backpressure'), api('/v1/job/watermarks'),
         api('/v1/checkpoints'), api('/v1/operations'),
+        // 404: no shadow run yet.
+        api('/v1/shadow').catch((e) => {
+          if (e.status === 404) return null;
+          throw e;
+        }),
       ]);
+      if (replanned(operations)) {
+        plan = await api('/v1/job/plan');
+        planRead = Date.now();
+      }
       show();
       renderHeader(job);
       renderGraph(plan, metrics, backPressure);
@@ -600,6 +700,7 @@
       renderRestarts(job);
       renderOperations(operations);
       renderSwapChoices(plan);
+      renderShadow(shadow);
       status('Updated ' + fmtClock(Date.now(), false));
     } catch (e) {
       if (e.status === 401) {
@@ -620,37 +721,64 @@
 
   const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
+  const BUTTONS = ['#savepoint-button', '#stop-button', '#swap-button', '#shadow-button', '#shadow-stop-button',
+    '#shadow-promote-button'];
+
   function setBusy(busy) {
-    for (const id of ['#savepoint-button', '#stop-button', '#swap-button']) $(id).disabled = busy;
+    for (const id of BUTTONS) $(id).disabled = busy;
   }
 
-  function result(message, kind) {
-    const r = $('#action-result');
+  // An action's outcome, in the actions card or (`where`) another one's.
+  function result(message, kind, where) {
+    const r = $(where || '#action-result');
     r.textContent = message;
     r.className = 'result ' + (kind || '');
   }
 
+  // Without the token, says so in `where` and answers false.
+  function haveToken(label, where) {
+    if (token) return true;
+    result(label + ': actions need the job\'s token (open the address `host status <job>` prints, with #token=).',
+      'error', where);
+    return false;
+  }
+
   // POSTs an action, then follows its operation to its end.
-  async function act(label, path, body) {
-    if (!token) {
-      result(label + ': actions need the job\'s token (open the address `host status <job>` prints, with #token=).', 'error');
-      return;
-    }
+  async function act(label, path, body, where) {
+    if (!haveToken(label, where)) return;
     setBusy(true);
-    result(label + ': requested…', 'pending');
+    result(label + ': requested…', 'pending', where);
     try {
       const accepted = await api(path, { method: 'POST', body: JSON.stringify(body) });
       let op;
       for (;;) {
         op = await api(accepted.location);
         if (op.status !== 'in-progress') break;
-        result(`${label}: in progress (${accepted.request_id})…`, 'pending');
+        result(`${label}: in progress (${accepted.request_id})…`, 'pending', where);
         await sleep(300);
       }
-      result(`${label} ${op.status}: ${describe(op)}`, op.status === 'completed' ? 'ok' : 'error');
-      if (op.kind === 'swap') planRead = 0;
+      result(`${label} ${op.status}: ${describe(op)}`, op.status === 'completed' ? 'ok' : 'error', where);
+      if (op.kind === 'swap' || op.kind === 'rescale') planRead = 0;
     } catch (e) {
-      result(`${label} failed: ${e.message}`, 'error');
+      result(`${label} failed: ${e.message}`, 'error', where);
+    } finally {
+      setBusy(false);
+    }
+  }
+
+  // Ends the shadow run: the answer is its final report.
+  async function stopShadow() {
+    const label = 'Stop shadow run';
+    if (!haveToken(label, '#shadow-result')) return;
+    setBusy(true);
+    result(label + ': requested…', 'pending', '#shadow-result');
+    try {
+      const report = await api('/v1/shadow/stop', { method: 'POST' });
+      renderShadow(report);
+      result(`${label}: shadow ${report.id} ${report.status}` + (report.reason ? ` (${report.reason})` : ''), 'ok',
+        '#shadow-result');
+    } catch (e) {
+      result(`${label} failed: ${e.message}`, 'error', '#shadow-result');
     } finally {
       setBusy(false);
     }
@@ -672,6 +800,30 @@
         return;
       }
       act('Swap module of ' + operator, '/v1/swaps', { operator, module, dir: null });
+    });
+    $('#shadow-button').addEventListener('click', () => {
+      const operator = $('#shadow-operator').value;
+      const module = $('#shadow-module').value.trim();
+      const duration = $('#shadow-duration').value.trim();
+      const where = '#shadow-result';
+      if (!operator || !module) {
+        result('Shadow run: choose an operator and give the module\'s absolute path.', 'error', where);
+        return;
+      }
+      const seconds = duration === '' ? null : Number(duration);
+      if (seconds != null && !(seconds > 0 && Number.isFinite(seconds))) {
+        result('Shadow run: the duration is a number of seconds above 0 (or empty: until stopped).', 'error', where);
+        return;
+      }
+      const request = { operator, module };
+      if (seconds != null) request.duration_ms = Math.round(seconds * 1000);
+      act('Shadow run of ' + operator, '/v1/shadows', request, where);
+    });
+    $('#shadow-stop-button').addEventListener('click', stopShadow);
+    $('#shadow-promote-button').addEventListener('click', () => {
+      if (window.confirm('Swap the shadow\'s module in for the live one?')) {
+        act('Promote shadow run', '/v1/shadow/promote', {}, '#shadow-result');
+      }
     });
   }
 

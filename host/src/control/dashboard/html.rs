@@ -164,9 +164,29 @@ fn actions(h: &mut Html) {
     h.raw("<h3>Operations</h3><ul id=\"operations\" class=\"operations\"></ul></section>\n");
 }
 
+/// The shadow run card, shown and filled by app.js only (from
+/// `GET /v1/shadow`): its report, the buttons that stop or promote it, and
+/// the form that starts one.
+fn shadow(h: &mut Html) {
+    h.raw("<section id=\"shadow\" class=\"card\" hidden><h2>Shadow run</h2>");
+    h.raw("<div id=\"shadow-report\"><p class=\"muted\">No shadow run.</p></div>");
+    h.raw("<div class=\"actions\"><button id=\"shadow-stop-button\" type=\"button\" hidden>Stop</button>");
+    h.raw("<button id=\"shadow-promote-button\" type=\"button\" class=\"danger\" hidden>Promote</button>");
+    h.raw(
+        "<span class=\"swap\"><label for=\"shadow-operator\">Shadow</label> <select id=\"shadow-operator\"></select> ",
+    );
+    h.raw("<label for=\"shadow-module\">with</label> ");
+    h.raw("<input id=\"shadow-module\" type=\"text\" placeholder=\"/absolute/path/to/operator.wasm\" spellcheck=\"false\"> ");
+    h.raw("<label for=\"shadow-duration\">for</label> ");
+    h.raw("<input id=\"shadow-duration\" type=\"number\" min=\"1\" step=\"any\" placeholder=\"until stopped\"> s ");
+    h.raw("<button id=\"shadow-button\" type=\"button\">Start shadow run</button></span></div>");
+    h.raw("<p id=\"shadow-result\" class=\"result\"></p></section>\n");
+}
+
 /// The sections' frames; `fill` writes each one's content.
 fn sections(h: &mut Html, mut fill: impl FnMut(&mut Html, &'static str)) {
     actions(h);
+    shadow(h);
     h.raw("<section class=\"card\"><h2>Job graph</h2><svg id=\"graph\" class=\"graph\" role=\"img\" aria-label=\"job graph\"></svg>");
     h.raw("<div id=\"nodes\">");
     fill(h, "nodes");
@@ -617,7 +637,18 @@ mod tests {
         }
         assert!(!html.contains("id=\"token-form\""), "no token form with data");
         assert!(html.contains("id=\"graph\"") && html.contains("id=\"checkpoint-chart\""));
-        for id in ["savepoint-button", "stop-button", "swap-button", "operations", "job-state"] {
+        for id in [
+            "savepoint-button",
+            "stop-button",
+            "swap-button",
+            "operations",
+            "job-state",
+            "shadow",
+            "shadow-report",
+            "shadow-button",
+            "shadow-stop-button",
+            "shadow-promote-button",
+        ] {
             assert!(html.contains(&format!("id=\"{id}\"")), "{id}");
         }
     }
