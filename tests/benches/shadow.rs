@@ -108,6 +108,9 @@ fn main() {
 
     let shadow_rate =
         (during.records_in - first.records_in) as f64 / ((during.elapsed_ms - first.elapsed_ms) as f64 / 1e3);
+    // Against the mean of the windows before and after: the machine's
+    // drift over the run counts against neither.
+    let without = (before + after) / 2.0;
     let c = last.counts;
     let mut table = String::new();
     table.push_str(&format!(
