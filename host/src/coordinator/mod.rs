@@ -5,7 +5,7 @@
 //! ([`job_state`]), drives checkpoints and savepoints ([`checkpointing`],
 //! [`savepoints`]), live rescales ([`rescale`]) and shadow runs
 //! ([`shadow`]), restarts the job from
-//! its latest checkpoint as the restart strategy allows, and reports
+//! its latest checkpoint as the restart strategy allows ([`restarting`]), and reports
 //! ([`report`], [`progress`], [`views`]).
 //!
 //! [`run_job`] is the library's entry point: `host run` is a thin layer
@@ -20,6 +20,7 @@ pub mod plan;
 pub mod progress;
 pub mod report;
 pub mod rescale;
+pub mod restarting;
 pub mod savepoints;
 pub mod shadow;
 pub mod spawn;
@@ -306,7 +307,7 @@ pub fn run_job(job: &LoadedJob, start: &StartFrom) -> Result<JobReport, JobError
             cause: failure.to_string(),
             restored_from: restore_from.as_ref().map(|r| r.location.clone()),
         });
-        if !controller::wait_to_restart(delay, &requests, job, &plan, attempt, &run, &checkpoints) {
+        if !restarting::wait_to_restart(delay, &requests, job, &plan, attempt, &run, &checkpoints) {
             let _ = state.to(JobState::Cancelled);
             return Err(JobError::Cancelled);
         }

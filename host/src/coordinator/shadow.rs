@@ -73,21 +73,24 @@ impl ShadowRun {
         for part in self.parts.values() {
             all.absorb(part);
         }
-        let over = self.parts.len() as u32 == self.subtasks && self.parts.values().all(ShadowReport::is_over);
+        // Over once every subtask's shadow said it ended: until then a run
+        // one subtask dropped still counts as running, the others' final
+        // counts to come (they end at their next step).
         let dropped = self.parts.values().find(|p| p.status == "dropped");
-        (all.status, all.reason) = match (over, dropped) {
-            (_, Some(d)) => ("dropped".into(), d.reason.clone()),
+        (all.status, all.reason) = match (self.is_over(), dropped) {
+            (true, Some(d)) => ("dropped".into(), d.reason.clone()),
             (true, None) => {
                 ("ended".into(), self.ending.clone().or_else(|| self.parts.values().find_map(|p| p.reason.clone())))
             }
-            (false, None) if self.checkpoint.is_none() => ("starting".into(), None),
-            (false, None) => ("running".into(), None),
+            (false, _) if self.checkpoint.is_none() => ("starting".into(), None),
+            (false, _) => ("running".into(), None),
         };
         all
     }
 
+    /// Whether every subtask's shadow ended.
     fn is_over(&self) -> bool {
-        self.report().is_over()
+        self.parts.len() as u32 == self.subtasks && self.parts.values().all(ShadowReport::is_over)
     }
 }
 

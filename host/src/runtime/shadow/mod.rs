@@ -272,6 +272,19 @@ struct Shadow {
 /// How a shadow ended: "ended" or "dropped", and why.
 type Ending = (&'static str, String);
 
+/// Why a shadow is dropped.
+#[derive(Debug, thiserror::Error)]
+enum Failure {
+    #[error("cannot copy the live state: {0}")]
+    Copy(crate::state::snapshot::SnapshotError),
+    #[error("cannot open a state backend for the shadow: {0}")]
+    Backend(crate::checkpoint::restore::RestoreError),
+    #[error("cannot instantiate the module: {0}")]
+    Instantiate(crate::wasm::WasmError),
+    #[error("failed in {0}: {1}")]
+    Guest(&'static str, crate::wasm::GuestFailure),
+}
+
 impl Shadow {
     fn new(start: ShadowStart, steps: Receiver<Step>, stop: Receiver<Stop>) -> Self {
         Shadow {
@@ -300,10 +313,10 @@ impl Shadow {
 
     /// Runs until the shadow ends (`Ok`) or is dropped (`Err`).
     fn body(&mut self) -> Result<Ending, Ending> {
-        let dropped = |why: String| ("dropped", why);
+        let dropped = |why: Failure| ("dropped", why.to_string());
         let mut instance = self.fork().map_err(dropped)?;
         let info = self.start.info.clone();
-        instance.open(&info).map_err(|f| dropped(format!("failed in open: {f}")))?;
+        instance.open(&info).map_err(|f| dropped(Failure::Guest("open", f)))?;
         // What `open` emits has no live counterpart: the live module's
         // `open` ran long before.
         instance.drain_outputs(|_| ());
@@ -328,7 +341,7 @@ impl Shadow {
                 default(deadline.saturating_duration_since(Instant::now())) => None,
             };
             fire(&mut instance, TimeDomain::ProcessingTime, now_ms())
-                .map_err(|f| dropped(format!("failed in on-timer (processing time): {f}")))?;
+                .map_err(|f| dropped(Failure::Guest("on-timer (processing time)", f)))?;
             let Some(Step { input, live }) = step else {
                 if self.steps.is_empty() && self.last_report.elapsed() >= self.start.interval {
                     self.report("running", None);
@@ -338,7 +351,7 @@ impl Shadow {
             let end = matches!(input, Input::End);
             self.process(&mut instance, input).map_err(dropped)?;
             if end {
-                instance.end_of_input().map_err(|f| dropped(format!("failed in end-of-input: {f}")))?;
+                instance.end_of_input().map_err(|f| dropped(Failure::Guest("end-of-input", f)))?;
             }
             let tally = &mut self.tally;
             instance.drain_outputs(|out| tally.compare(&live, out));
@@ -352,13 +365,11 @@ impl Shadow {
     }
 
     /// The shadow's instance over a copy of the live state at the barrier.
-    fn fork(&mut self) -> Result<OperatorInstance, String> {
+    fn fork(&mut self) -> Result<OperatorInstance, Failure> {
         let s = &mut self.start;
-        let snapshot = write_snapshot(s.frozen.as_mut(), s.max_parallelism)
-            .map_err(|e| format!("cannot copy the live state: {e}"))?;
+        let snapshot = write_snapshot(s.frozen.as_mut(), s.max_parallelism).map_err(Failure::Copy)?;
         let name = format!("{}-{}-shadow", s.task.node, s.task.subtask);
-        let mut opened = open_backend(&s.backend, &name, s.range, None)
-            .map_err(|e| format!("cannot open a state backend for the shadow: {e}"))?;
+        let mut opened = open_backend(&s.backend, &name, s.range, None).map_err(Failure::Backend)?;
         // The bytes were written a moment ago by this process: the checks a
         // file from elsewhere needs are not repeated.
         restore_snapshot_stream(
@@ -368,7 +379,7 @@ impl Shadow {
             s.max_parallelism,
             OperatorShare::All,
         )
-        .map_err(|e| format!("cannot copy the live state: {e}"))?;
+        .map_err(Failure::Copy)?;
         OperatorInstance::new(
             &s.order.module,
             &s.task.node,
@@ -377,31 +388,31 @@ impl Shadow {
             s.max_parallelism,
             s.limits,
         )
-        .map_err(|e| format!("cannot instantiate the module: {e}"))
+        .map_err(Failure::Instantiate)
     }
 
-    fn process(&mut self, instance: &mut OperatorInstance, input: Input) -> Result<(), String> {
+    fn process(&mut self, instance: &mut OperatorInstance, input: Input) -> Result<(), Failure> {
         match input {
             Input::Batch(batch) => {
                 self.records_in += batch.len() as u64;
-                instance.process(batch).map_err(|f| format!("failed in process: {f}"))
+                instance.process(batch).map_err(|f| Failure::Guest("process", f))
             }
             Input::Broadcast(batch) => {
                 self.records_in += batch.len() as u64;
                 for record in batch.iter() {
-                    instance.process_broadcast(record).map_err(|f| format!("failed in process-broadcast: {f}"))?;
+                    instance.process_broadcast(record).map_err(|f| Failure::Guest("process-broadcast", f))?;
                 }
                 Ok(())
             }
             Input::Watermark(w) => {
                 self.watermark = w;
                 instance.set_watermark(w);
-                fire(instance, TimeDomain::EventTime, w).map_err(|f| format!("failed in on-timer (event time): {f}"))
+                fire(instance, TimeDomain::EventTime, w).map_err(|f| Failure::Guest("on-timer (event time)", f))
             }
             // As the live subtask: every pending event-time timer fires
             // before the end of input.
             Input::End => fire(instance, TimeDomain::EventTime, self.watermark)
-                .map_err(|f| format!("failed in on-timer (event time): {f}")),
+                .map_err(|f| Failure::Guest("on-timer (event time)", f)),
         }
     }
 
