@@ -26,3 +26,35 @@ pub fn now_us() -> i64 {
 pub fn system() -> Clock {
     Arc::new(now_ms)
 }
+
+/// Processing time held at one reading, for a subtask whose input is
+/// recorded (or replayed): every call of one step, and state TTL, read the
+/// time the step was recorded with, so a replay sees the same times.
+/// Unset, it reads the wall clock.
+#[derive(Debug, Clone)]
+pub struct Pinned(Arc<std::sync::atomic::AtomicI64>);
+
+impl Default for Pinned {
+    fn default() -> Self {
+        Pinned(Arc::new(std::sync::atomic::AtomicI64::new(i64::MIN)))
+    }
+}
+
+impl Pinned {
+    /// Holds the time at `ms`.
+    pub fn set(&self, ms: i64) {
+        self.0.store(ms, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// The time held, if any.
+    pub fn get(&self) -> Option<i64> {
+        let ms = self.0.load(std::sync::atomic::Ordering::Relaxed);
+        (ms != i64::MIN).then_some(ms)
+    }
+
+    /// The held time as a [`Clock`], the wall clock while none is held.
+    pub fn clock(&self) -> Clock {
+        let pinned = self.clone();
+        Arc::new(move || pinned.get().unwrap_or_else(now_ms))
+    }
+}

@@ -179,6 +179,46 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Run one operator again, offline, from a checkpoint over the input
+    /// it recorded after it (an operator with `replay = { record = true }`
+    /// in the job file), and compare the output with the recorded one.
+    ///
+    /// Each subtask restores its part of the checkpoint and processes the
+    /// recorded steps: the same records, watermarks and timer firings,
+    /// with the guest's clocks reading the recorded processing time and
+    /// its randomness seeded as it was. With the same module the output is
+    /// the recorded one byte for byte; with --module or --param it reports
+    /// the differences per output key, as a shadow run does. Nothing of
+    /// the job is touched, and no broker or source is needed.
+    Replay {
+        /// The checkpoint to start from (<dir>/<job>/chk-<n>), as a URI or
+        /// a local path.
+        checkpoint: String,
+        /// The operator's uid.
+        #[arg(long, value_name = "UID")]
+        operator: String,
+        /// Another component to run (default: the module that ran).
+        #[arg(long, value_name = "PATH")]
+        module: Option<PathBuf>,
+        /// A param for the module's `open`, replacing the recorded one
+        /// (repeatable).
+        #[arg(long, value_name = "NAME=VALUE")]
+        param: Vec<String>,
+        /// Stop at the barrier of this checkpoint (default: as far as the
+        /// recording goes).
+        #[arg(long, value_name = "CHECKPOINT")]
+        until: Option<u64>,
+        /// Exit with an error unless the output is the recorded one byte
+        /// for byte.
+        #[arg(long)]
+        check: bool,
+        /// Print the report as JSON.
+        #[arg(long)]
+        json: bool,
+        /// Host settings file (S3 options, guest limits, RocksDB scratch).
+        #[arg(long, value_name = "FILE")]
+        config: Option<PathBuf>,
+    },
     /// Show what a checkpoint or savepoint holds, without running the job:
     /// operators, states, kinds, keys and bytes (per key group with
     /// --key-groups), or one key's value.
@@ -279,6 +319,20 @@ fn main() -> ExitCode {
                 (None, ..) => Err(anyhow::anyhow!("give --operator and --module, or --report, --stop or --promote")),
             };
             action.and_then(|a| cli::shadow::shadow(&job, a, json))
+        }
+        Command::Replay { checkpoint, operator, module, param, until, check, json, config } => {
+            cli::location(&checkpoint).and_then(|checkpoint| {
+                cli::replay::replay(cli::replay::Args {
+                    checkpoint,
+                    operator,
+                    module,
+                    params: param,
+                    until,
+                    check,
+                    json,
+                    config,
+                })
+            })
         }
         Command::Inspect { target, key_groups, operator, state, key, config } => {
             let lookup = operator.zip(state).zip(key).map(|((o, s), k)| (o, s, k));

@@ -31,6 +31,7 @@ mod memory_checkpoints;
 mod metrics;
 mod nexmark;
 mod progress;
+mod replay;
 mod rescales;
 mod rest_api;
 mod restarts;

@@ -10,7 +10,7 @@ use weir_tests::artifacts::SESSION_WINDOWS;
 
 /// Sessions computed directly: per user, sorted clicks split where the next
 /// click is more than `gap` after the previous one.
-fn expected_sessions(clicks: &[(String, i64)], gap: i64) -> Vec<String> {
+pub fn expected_sessions(clicks: &[(String, i64)], gap: i64) -> Vec<String> {
     let mut by_user: BTreeMap<&str, Vec<i64>> = BTreeMap::new();
     for (u, t) in clicks {
         by_user.entry(u).or_default().push(*t);
@@ -44,7 +44,7 @@ fn parse_clicks(text: &str) -> Vec<(String, i64)> {
         .collect()
 }
 
-fn sorted_lines(text: &str) -> Vec<String> {
+pub fn sorted_lines(text: &str) -> Vec<String> {
     let mut v: Vec<String> = text.lines().map(str::to_string).collect();
     v.sort();
     v
@@ -65,7 +65,7 @@ fn the_example_job_closes_every_session_exactly() {
 
 /// Clicks of 60 users over a long stretch of event time, shuffled locally so
 /// that no click is more than `disorder` ms behind the largest seen before.
-fn generated_clicks(n: usize, disorder: i64) -> Vec<(String, i64)> {
+pub fn generated_clicks(n: usize, disorder: i64) -> Vec<(String, i64)> {
     let mut x: u64 = 99;
     let mut next = || {
         x ^= x << 13;

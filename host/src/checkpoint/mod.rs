@@ -4,7 +4,8 @@
 //! I/O), a subtask's background upload ([`upload`]), savepoints
 //! ([`savepoint`]), reading a checkpoint or savepoint back and opening a
 //! subtask's state backend from it ([`restore`]), showing what one holds
-//! ([`inspect`]) and listing a job's checkpoints ([`listing`]).
+//! ([`inspect`]), listing a job's checkpoints ([`listing`]), and the
+//! operator input recorded beside them for replay ([`recording`]).
 //!
 //! This module knows state and storage, never tasks or guests: the
 //! coordinator and the tasks drive it. The format is specified in
@@ -14,6 +15,7 @@ pub mod inspect;
 pub mod listing;
 pub mod metadata;
 pub mod protocol;
+pub mod recording;
 pub mod restore;
 pub mod savepoint;
 pub mod storage;

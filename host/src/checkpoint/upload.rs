@@ -10,6 +10,7 @@
 
 use super::metadata::{DbFile, StateHandle};
 use super::protocol::CheckpointId;
+use super::recording::SegmentFile;
 use super::storage::{CheckpointStorage, StorageError, checkpoint_dir_name};
 use crate::fault::{Classify, Domain, RetryHint};
 use crate::state::snapshot::{SnapshotError, encode_descriptors, write_snapshot_sized, write_snapshot_streamed};
@@ -130,19 +131,31 @@ impl Uploader {
             Some(Arc::new(Mutex::new(SharedFiles { by_name: by_name.collect(), by_content: HashMap::new(), token })));
     }
 
+    /// Stores `segment` in the job's checkpoint directory, now (a
+    /// subtask's last recorded input, at its end).
+    pub fn store_now(&self, segment: &SegmentFile) -> Result<(), CheckpointError> {
+        segment.store(&self.storage)?;
+        Ok(())
+    }
+
     /// Writes and stores `frozen` for checkpoint `id` on a background
     /// thread, then calls `done` there with the handle. A savepoint
     /// (`savepoint` names its directory) is always written canonically and
-    /// streamed, never whole in memory.
+    /// streamed, never whole in memory. `recording` (the subtask's input
+    /// recorded up to this barrier) is stored first, in the job's checkpoint
+    /// directory, so a committed checkpoint implies the recording that
+    /// leads to it.
     pub fn upload<F>(
         &self,
         id: CheckpointId,
         savepoint: Option<Arc<CheckpointStorage>>,
         frozen: Box<dyn FrozenState>,
+        recording: Option<SegmentFile>,
         done: F,
     ) where
         F: FnOnce(Result<StateHandle, CheckpointError>) + Send + 'static,
     {
+        let checkpoints = self.storage.clone();
         let owner = self.owner.clone();
         let storage = savepoint.clone().unwrap_or_else(|| self.storage.clone());
         let max_parallelism = self.max_parallelism;
@@ -153,6 +166,11 @@ impl Uploader {
         let (tx, rx) = std::sync::mpsc::channel::<(Box<dyn FrozenState>, F)>();
         let spawned = std::thread::Builder::new().name(format!("weir-snap-{owner}")).spawn(move || {
             let Ok((mut frozen, done)) = rx.recv() else { return };
+            if let Some(segment) = recording
+                && let Err(e) = segment.store(&checkpoints)
+            {
+                return done(Err(e.into()));
+            }
             let native = if shared.is_some() { frozen.native_checkpoint() } else { None };
             let result = match (shared, native) {
                 (Some(shared), Some(native)) => native.map_err(|e| SnapshotError::from(e).into()).and_then(|native| {

@@ -7,6 +7,7 @@ pub mod checkpoints;
 pub mod control;
 pub mod inspect;
 pub mod new;
+pub mod replay;
 pub mod run;
 pub mod shadow;
 

@@ -94,7 +94,27 @@ pub struct OperatorFile {
     /// Free-form params handed to the guest's `open`.
     #[serde(default)]
     pub params: toml::Table,
+    /// Recording of its input for `host replay`.
+    pub replay: Option<ReplayFile>,
 }
+
+/// An operator's `replay` table: `replay = { record = true }`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReplayFile {
+    /// Record each subtask's input between checkpoints beside them.
+    #[serde(default)]
+    pub record: bool,
+    /// The most one subtask records between two checkpoints (default
+    /// 256 MiB); past it that stretch is marked cut short and a replay
+    /// stops at it.
+    pub max_segment: Option<super::units::ByteSize>,
+}
+
+/// Default of `replay.max_segment`.
+pub const DEFAULT_MAX_SEGMENT: u64 = 256 << 20;
+/// The largest `replay.max_segment` (a replay reads a segment whole).
+pub const MAX_MAX_SEGMENT: u64 = 1 << 30;
 
 /// One entry of `inputs`.
 #[derive(Debug, Clone, Deserialize)]
@@ -199,6 +219,9 @@ pub struct OperatorSpec {
     pub parallelism: u32,
     /// Params as strings, sorted by name.
     pub params: Vec<(String, String)>,
+    /// With `replay.record`: the most a subtask records between two
+    /// checkpoints, in bytes.
+    pub record: Option<u64>,
 }
 
 /// One resolved input edge.
@@ -390,7 +413,19 @@ pub fn validate(file: &JobFile, base: &Path, parallelism_override: Option<u32>) 
             .collect::<Result<BTreeMap<_, _>, InvalidJob>>()?
             .into_iter()
             .collect();
-        operators.push(OperatorSpec { uid: o.uid.clone(), module, inputs: resolved, parallelism, params });
+        let record = match &o.replay {
+            Some(r) if r.record => {
+                let max = r.max_segment.map_or(DEFAULT_MAX_SEGMENT, |b| b.0);
+                if max == 0 || max > MAX_MAX_SEGMENT {
+                    return Err(invalid!(
+                        "{what}: replay.max_segment is {max} bytes; it takes 1 byte to 1GiB (default 256MiB)"
+                    ));
+                }
+                Some(max)
+            }
+            _ => None,
+        };
+        operators.push(OperatorSpec { uid: o.uid.clone(), module, inputs: resolved, parallelism, params, record });
     }
     let operators = topological(operators)?;
 

@@ -262,6 +262,25 @@ pub enum BackendKind {
     RocksDb,
 }
 
+impl BackendKind {
+    /// As `state.backend` names it.
+    pub fn name(self) -> &'static str {
+        match self {
+            BackendKind::HashMap => "hashmap",
+            BackendKind::RocksDb => "rocksdb",
+        }
+    }
+
+    /// The backend `state.backend` names.
+    pub fn from_name(name: &str) -> Option<BackendKind> {
+        match name {
+            "hashmap" => Some(BackendKind::HashMap),
+            "rocksdb" => Some(BackendKind::RocksDb),
+            _ => None,
+        }
+    }
+}
+
 /// The settings a job runs with, after merging built-in defaults, the host
 /// file and the job file.
 #[derive(Debug, Clone)]

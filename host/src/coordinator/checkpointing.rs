@@ -111,6 +111,9 @@ pub struct Checkpoints {
     /// Modules swapped in, by operator uid, with the barrier each took
     /// effect at: checkpoints after it record it, so a resume runs it.
     swapped: BTreeMap<String, (CheckpointId, SwappedModule)>,
+    /// Whether an operator records its input beside the checkpoints
+    /// (retention then deletes the recordings no kept checkpoint starts).
+    pub recordings: bool,
     /// Statistics.
     pub stats: CheckpointStats,
     /// What the control API shows.
@@ -190,6 +193,7 @@ impl Checkpoints {
             pinned: pinned.clone(),
             job_modules: BTreeMap::new(),
             swapped: BTreeMap::new(),
+            recordings: false,
             stats: CheckpointStats::default(),
             history: History::new(pinned.iter().cloned().collect()),
         }
@@ -286,6 +290,7 @@ impl Checkpoints {
     /// so a deletion cut short leaves unused files, never a checkpoint
     /// pointing at a missing one.
     fn retain(&mut self) {
+        let created = self.created.len();
         while self.created.len() > self.settings.retained as usize {
             let (old, shared) = self.created.pop_front().expect("longer than retained");
             if let Err(e) = self.storage.delete_checkpoint(old) {
@@ -305,6 +310,15 @@ impl Checkpoints {
                 }
                 crate::crash_point::crash_point("retention.shared-file-deleted");
             }
+        }
+        // A replay starts from a kept checkpoint: recorded input from
+        // before the oldest is of no use any more.
+        if self.recordings
+            && self.created.len() < created
+            && let Some(&(oldest, _)) = self.created.front()
+            && let Err(e) = crate::checkpoint::recording::delete_before(&self.storage, oldest)
+        {
+            tracing::warn!(error = %e, "cannot delete recorded input older than the checkpoints kept");
         }
     }
 }

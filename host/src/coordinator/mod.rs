@@ -190,6 +190,7 @@ pub fn run_job(job: &LoadedJob, start: &StartFrom) -> Result<JobReport, JobError
         ModuleLoader::new(&engine, settings.cache_dir.clone()).map_err(|e| JobError::Engine(format!("{e:#}")))?;
     let run_modules = modules::load(spec, &mut loader, initial.as_deref())?;
     let mut checkpoints = checkpoints.with_modules(run_modules.job_file.clone(), run_modules.swapped.clone());
+    checkpoints.recordings = spec.operators.iter().any(|o| o.record.is_some());
     let mut run = RunInfo {
         started: run_started,
         start_time_ms: now_ms().max(0) as u64 - run_started.elapsed().as_millis() as u64,

@@ -212,6 +212,7 @@ mod tests {
             inputs: inputs.iter().map(|(f, p)| InputSpec { from: f.to_string(), partition: *p }).collect(),
             parallelism,
             params: Vec::new(),
+            record: None,
         }
     }
 

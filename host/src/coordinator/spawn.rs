@@ -6,10 +6,9 @@
 //! into the running tasks through the order its barrier carries.
 
 use super::plan::{Plan, Role, TaskPlan};
-use crate::checkpoint::restore::RestoreSource;
+use crate::checkpoint::recording::{FORMAT_VERSION, SegmentHeader};
 use crate::checkpoint::restore::Restored;
 use crate::checkpoint::restore::backend::{BackendSpec, SubtaskRestore};
-use crate::checkpoint::restore::plan::{SourceForm, plan_subtask};
 use crate::checkpoint::storage::CheckpointStorage;
 use crate::checkpoint::upload::Uploader;
 use crate::config::{CheckpointMode, LoadedJob};
@@ -18,6 +17,7 @@ use crate::runtime::events::{Counters, Reporter, TaskEvent, TaskId};
 use crate::runtime::inputs::{Alignment, Inputs};
 use crate::runtime::message::{Control, Handover, Message, RescaleOrder};
 use crate::runtime::operator::OperatorTask;
+use crate::runtime::recording::Recorder;
 use crate::runtime::rescale::TakeOver;
 use crate::runtime::router::{Edge, Router};
 use crate::runtime::sink::{Sink, SinkTask};
@@ -276,24 +276,48 @@ fn task_body(
             let spec = a.job.spec.operators.iter().find(|o| o.uid == node).expect("planned from the spec");
             let max_parallelism = a.job.spec.max_parallelism;
             let range = KeyGroupRange::for_subtask(t.id.subtask, parallelism, max_parallelism);
+            // A recorded operator holds processing time per turn of its
+            // loop, for its guest and its state's TTL alike.
+            let pinned = spec.record.map(|_| crate::clock::Pinned::default());
             let backend = BackendSpec {
                 kind: settings.backend,
                 rocksdb: settings.rocksdb.clone(),
                 max_parallelism,
-                clock: crate::clock::system(),
+                clock: pinned.as_ref().map_or_else(crate::clock::system, crate::clock::Pinned::clock),
             };
+            // A recorded guest's randomness is seeded, so that its replay
+            // draws the same numbers: from `wasm.random_seed`, else a seed
+            // the recording keeps.
+            let random_seed = match (spec.record, settings.random_seed) {
+                (Some(_), None) => Some(rand::random::<u64>()),
+                (_, seed) => seed,
+            };
+            let recorder = spec.record.zip(pinned.clone()).map(|(max_bytes, pinned)| {
+                let template = SegmentHeader {
+                    version: FORMAT_VERSION,
+                    operator: spec.uid.clone(),
+                    subtask: t.id.subtask,
+                    parallelism,
+                    max_parallelism,
+                    start: 0,
+                    end: None,
+                    attempt: a.attempt,
+                    run: rand::random(),
+                    resumed: false,
+                    started_at_ms: 0,
+                    seed: random_seed,
+                    module: spec.module.display().to_string(),
+                    swapped: a.restore.as_ref().is_some_and(|r| r.metadata.swapped.contains_key(node)),
+                    params: spec.params.clone(),
+                    backend: settings.backend.name().to_string(),
+                    steps: 0,
+                    records_in: 0,
+                    cut_short: false,
+                };
+                Recorder::new(template, max_bytes, pinned)
+            });
             let restore = a.restore.as_ref().and_then(|r| {
-                let sources = r.states.get(node)?.clone();
-                let forms: Vec<SourceForm> = sources
-                    .iter()
-                    .map(|s| match s {
-                        RestoreSource::Rocksdb(_) => SourceForm::RocksdbFiles,
-                        RestoreSource::Snapshot(_) | RestoreSource::File { .. } => SourceForm::Canonical,
-                    })
-                    .collect();
-                let same_key_groups = r.metadata.max_parallelism == max_parallelism;
-                let plan = plan_subtask(&forms, t.id.subtask, parallelism, same_key_groups, settings.backend);
-                Some(SubtaskRestore { from: r.clone(), sources, plan })
+                SubtaskRestore::plan(r, node, t.id.subtask, parallelism, max_parallelism, settings.backend)
             });
             let task = OperatorTask {
                 id: t.id.clone(),
@@ -307,7 +331,7 @@ fn task_body(
                     memory_limit: settings.memory_limit,
                     max_output_bytes: settings.max_output_bytes,
                     max_output_records: settings.max_output_records,
-                    random_seed: settings.random_seed,
+                    random_seed,
                 },
                 inputs,
                 router,
@@ -319,6 +343,8 @@ fn task_body(
                 take_over,
                 guest: Default::default(),
                 shadow: Default::default(),
+                recorder,
+                pinned,
             };
             Box::new(move || task.run())
         }

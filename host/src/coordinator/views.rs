@@ -35,10 +35,7 @@ pub(super) fn run_status(job: &LoadedJob, run: &RunInfo, attempt: u32, state: Jo
 pub(super) fn graph(job: &LoadedJob, plan: &Plan, run: &RunInfo, checkpoints: &Checkpoints) -> JobGraph {
     let spec = &job.spec;
     let swapped = checkpoints.swapped_modules();
-    let backend = match job.settings.backend {
-        BackendKind::HashMap => "hashmap",
-        BackendKind::RocksDb => "rocksdb",
-    };
+    let backend = job.settings.backend.name();
     let nodes = plan
         .nodes
         .iter()
@@ -86,11 +83,7 @@ pub(super) fn checkpoint_config(job: &LoadedJob) -> CheckpointConfig {
         min_pause_ms: c.map(|c| ms(c.min_pause)),
         tolerable_failures: c.map(|c| c.tolerable_failures),
         retained: c.map(|c| c.retained),
-        backend: match s.backend {
-            BackendKind::HashMap => "hashmap",
-            BackendKind::RocksDb => "rocksdb",
-        }
-        .to_string(),
+        backend: s.backend.name().to_string(),
         incremental: s.backend == BackendKind::RocksDb && s.rocksdb.incremental,
         checkpoints_dir: s.storage.dir.clone(),
         savepoints_dir: s.savepoint_dir.clone(),

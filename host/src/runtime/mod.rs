@@ -2,6 +2,8 @@
 //! subtask ([`operator`]), a source ([`source`]) or a sink ([`sink`]) reads
 //! its inputs ([`inputs`]: batches, watermarks, aligned barriers), does its
 //! work, and sends on ([`router`]: partitioning, batching, back-pressure).
+//! An operator may record its input for replay ([`recording`]), which
+//! [`replay`] runs again offline.
 //! Tasks hear the coordinator through [`message::Control`] and answer with
 //! [`events::TaskEvent`]s; nothing else passes between them.
 //!
@@ -14,6 +16,8 @@ pub mod events;
 pub mod inputs;
 pub mod message;
 pub mod operator;
+pub mod recording;
+pub mod replay;
 pub mod rescale;
 pub mod router;
 pub mod shadow;

@@ -14,10 +14,12 @@ use super::error::TaskError;
 use super::events::{AckTiming, Counters, Reporter, TaskEvent, TaskId, TaskSnapshot};
 use super::inputs::{Inputs, Next};
 use super::message::{Barrier, Control};
+use super::recording::Recorder;
 use super::rescale::{TakeOver, Waited};
 use super::router::{RouteError, Router};
 use super::shadow::{Input, ShadowStart, Shadowing};
 use crate::checkpoint::metadata::DbFile;
+use crate::checkpoint::recording::{InputRef, RecordsRef};
 use crate::checkpoint::restore::RestoreError;
 use crate::checkpoint::restore::backend::{BackendSpec, Opened, SubtaskRestore, open_backend};
 use crate::checkpoint::upload::Uploader;
@@ -108,6 +110,10 @@ pub struct OperatorTask {
     pub guest: GuestTotals,
     /// Its shadow run, if one was forked.
     pub shadow: Shadowing,
+    /// Records its input for replay (`replay = { record = true }`).
+    pub recorder: Option<Recorder>,
+    /// The processing time the recorder holds, which its instances read.
+    pub pinned: Option<crate::clock::Pinned>,
 }
 
 impl OperatorTask {
@@ -123,6 +129,9 @@ impl OperatorTask {
             None => (self.open_state(restore.as_ref()).map_err(|e| self.state_error(e))?, None),
         };
         let restored = (restore.is_some() || took_over.is_some()).then_some(opened.restored);
+        // A replay starts from a checkpoint's state: recording starts at
+        // the one restored, else at the first barrier.
+        let record_from = restore.as_ref().filter(|r| !r.from.metadata.savepoint).map(|r| r.from.metadata.id);
         drop(restore);
         self.reset_uploads(&opened.adopted);
         let mut instance = self.instantiate(&self.module.clone(), opened.backend)?;
@@ -147,6 +156,11 @@ impl OperatorTask {
             }
             None => tracing::debug!(task = %self.id, "opened"),
         }
+        if let (Some(r), Some(id)) = (self.recorder.as_mut(), record_from) {
+            r.tick();
+            r.start(id, true);
+            instance.reseed(id);
+        }
 
         let mut counters = Counters::default();
         loop {
@@ -160,20 +174,33 @@ impl OperatorTask {
             let waiting_since = Instant::now();
             let next = self.inputs.next_until(deadline);
             counters.idle_ns += waiting_since.elapsed().as_nanos() as u64;
-            self.fire_timers(&mut instance, TimeDomain::ProcessingTime, now_ms())?;
+            let now = self.recorder.as_mut().map_or_else(now_ms, Recorder::tick);
+            let fired = self.fire_timers(&mut instance, TimeDomain::ProcessingTime, now)?;
+            if fired
+                && !matches!(next, Next::Batch { .. } | Next::Watermark(_) | Next::Ended)
+                && let Some(r) = &mut self.recorder
+            {
+                r.timers();
+            }
             match next {
                 Next::Watermark(w) => {
+                    self.record(&InputRef::Watermark(w), 0);
                     instance.set_watermark(w);
                     self.fire_timers(&mut instance, TimeDomain::EventTime, w)?;
                     self.router.watermark(w).map_err(|e| self.route_error(e))?;
                     self.shadow.step(Input::Watermark(w));
+                    self.recorded();
                 }
                 Next::Timeout => self.end_batch(&mut counters, &instance)?,
                 Next::Control(Control::ShadowStop(id)) => self.shadow.stop(id),
                 Next::BarrierAborted(_) | Next::Control(_) => {}
                 Next::Barrier(barrier) => {
                     let (rescale, at) = (barrier.rescale_of(&self.id.node).cloned(), Instant::now());
+                    let id = barrier.id;
                     instance = self.on_barrier(instance, barrier)?;
+                    if self.recorder.is_some() {
+                        instance.reseed(id);
+                    }
                     if let Some(order) = rescale {
                         self.fill(&mut counters);
                         self.hand_over(&mut instance, &order, at, counters)?;
@@ -183,6 +210,7 @@ impl OperatorTask {
                 Next::Batch { batch, broadcast: true } => {
                     counters.records_in += batch.len() as u64;
                     let copy = self.shadow.active().then(|| batch.clone());
+                    self.record(&InputRef::Broadcast(RecordsRef(&batch.records)), batch.len());
                     for record in batch.iter() {
                         instance.process_broadcast(record).map_err(|f| {
                             let what = match &f.record {
@@ -196,6 +224,7 @@ impl OperatorTask {
                     if let Some(b) = copy {
                         self.shadow.step(Input::Broadcast(b));
                     }
+                    self.recorded();
                     self.end_batch(&mut counters, &instance)?;
                 }
                 Next::Batch { batch, broadcast: false } => {
@@ -203,6 +232,7 @@ impl OperatorTask {
                     let len = batch.len();
                     counters.records_in += len as u64;
                     let copy = self.shadow.active().then(|| batch.clone());
+                    self.record(&InputRef::Batch { keyed: batch.keyed, records: RecordsRef(&batch.records) }, len);
                     if let Err(f) = instance.process(batch) {
                         return Err(self.guest_error(describe_position(before, len, &f), f));
                     }
@@ -210,6 +240,7 @@ impl OperatorTask {
                     if let Some(b) = copy {
                         self.shadow.step(Input::Batch(b));
                     }
+                    self.recorded();
                     self.end_batch(&mut counters, &instance)?;
                 }
                 Next::Ended => {
@@ -217,6 +248,7 @@ impl OperatorTask {
                     // already passed (a late record after an idle input's
                     // end) waits for a watermark that will never come:
                     // every pending timer fires before the end of input.
+                    self.record(&InputRef::End(self.inputs.watermark()), 0);
                     self.fire_timers(&mut instance, TimeDomain::EventTime, self.inputs.watermark())?;
                     break;
                 }
@@ -227,6 +259,7 @@ impl OperatorTask {
         instance.end_of_input().map_err(|f| self.guest_error("failed in end-of-input".into(), f))?;
         self.forward(&mut instance)?;
         self.shadow.end();
+        self.store_last_recording();
         self.router.end().map_err(|e| self.route_error(e))?;
         self.fill(&mut counters);
         Ok(counters)
@@ -255,7 +288,8 @@ impl OperatorTask {
         let timing = AckTiming::since(started, self.inputs.last_alignment());
         self.router.barrier(&barrier).map_err(|e| self.route_error(e))?;
         let (task, id, events) = (self.id.clone(), barrier.id, self.reporter.sender());
-        self.uploader.upload(id, barrier.savepoint_target().cloned(), frozen, move |result| {
+        let recording = self.recorder.as_mut().and_then(|r| r.cut(id));
+        self.uploader.upload(id, barrier.savepoint_target().cloned(), frozen, recording, move |result| {
             let _ = events.send(match result {
                 Ok(handle) => TaskEvent::Acknowledged { task, id, snapshot: TaskSnapshot::Operator(handle), timing },
                 Err(reason) => TaskEvent::Declined { task, id, reason },
@@ -277,7 +311,12 @@ impl OperatorTask {
             });
         }
         match barrier.swap_for(&self.id.node) {
-            Some(order) => self.swap(instance, barrier.id, order.clone()),
+            Some(order) => {
+                if let Some(r) = &mut self.recorder {
+                    r.swapped();
+                }
+                self.swap(instance, barrier.id, order.clone())
+            }
             None => Ok(instance),
         }
     }
@@ -302,7 +341,36 @@ impl OperatorTask {
         module: &OperatorModule,
         backend: Box<dyn StateBackend>,
     ) -> Result<OperatorInstance, WasmError> {
-        OperatorInstance::new(module, &self.id.node, self.id.subtask, backend, self.max_parallelism, self.limits)
+        let instance =
+            OperatorInstance::new(module, &self.id.node, self.id.subtask, backend, self.max_parallelism, self.limits)?;
+        if let Some(p) = &self.pinned {
+            instance.pin_clock(p.clone());
+        }
+        Ok(instance)
+    }
+
+    /// The recorder, if any, writes this turn's input.
+    fn record(&mut self, input: &InputRef<'_>, records: usize) {
+        if let Some(r) = &mut self.recorder {
+            r.input(input, records);
+        }
+    }
+
+    /// The module is done with the turn's input.
+    fn recorded(&mut self) {
+        if let Some(r) = &mut self.recorder {
+            r.output();
+        }
+    }
+
+    /// At the end of input: the last recorded segment is stored now (no
+    /// barrier follows to carry it).
+    fn store_last_recording(&mut self) {
+        self.recorded();
+        let Some(segment) = self.recorder.as_mut().and_then(Recorder::end) else { return };
+        if let Err(e) = self.uploader.store_now(&segment) {
+            tracing::warn!(task = %self.id, error = %e, "cannot store the input recorded since the last checkpoint");
+        }
     }
 
     /// What the guest's `open` is told.
@@ -338,24 +406,21 @@ impl OperatorTask {
         self.router.flush().map_err(|e| self.route_error(e))?;
         self.fill(counters);
         if self.reporter.tick(*counters) {
-            let backend = match self.backend.kind {
-                BackendKind::HashMap => "hashmap",
-                BackendKind::RocksDb => "rocksdb",
-            };
-            let metrics = self.guest.metrics(instance, backend, self.range.len() as u32);
+            let metrics = self.guest.metrics(instance, self.backend.kind.name(), self.range.len() as u32);
             self.reporter.send(TaskEvent::Guest(self.id.clone(), Box::new(metrics)));
         }
         Ok(())
     }
 
     /// Fires every timer of `domain` due at `up_to`, in time order, including
-    /// timers that firing registers for times already due.
+    /// timers that firing registers for times already due; says whether
+    /// any fired.
     fn fire_timers(
         &mut self,
         instance: &mut OperatorInstance,
         domain: TimeDomain,
         up_to: i64,
-    ) -> Result<(), TaskError> {
+    ) -> Result<bool, TaskError> {
         let mut fired = false;
         loop {
             match instance.fire_due_timer(domain, up_to) {
@@ -374,18 +439,24 @@ impl OperatorTask {
             }
         }
         // Called after every batch: flush only when a timer produced output.
-        if fired { self.router.flush().map_err(|e| self.route_error(e)) } else { Ok(()) }
+        if fired {
+            self.router.flush().map_err(|e| self.route_error(e))?;
+        }
+        Ok(fired)
     }
 
     /// Routes what the guest emitted.
     pub(super) fn forward(&mut self, instance: &mut OperatorInstance) -> Result<(), TaskError> {
-        let (router, shadow) = (&mut self.router, &mut self.shadow);
+        let (router, shadow, recorder) = (&mut self.router, &mut self.shadow, &mut self.recorder);
         instance
             .drain_outputs(|out| {
                 if out.is_empty() {
                     return Ok(());
                 }
                 shadow.capture(out);
+                if let Some(r) = recorder {
+                    r.capture(out);
+                }
                 router.push_all(out)
             })
             .map_err(|e| e.into_task_error(&self.id.node))

@@ -8,7 +8,7 @@ use super::bindings::weir::operator::types::TimeDomain as WitTimeDomain;
 use super::bindings::{Operator, OperatorPre};
 use super::engine::deadline_ticks;
 use super::flat;
-use super::host::clocks::{CallMonotonicClock, CallTime, CallWallClock};
+use super::host::clocks::{CallMonotonicClock, CallTime, CallWallClock, Reseed, SegmentRng};
 use super::host::{Input, Migration, OperatorHost, Phase};
 use super::log_stream::{GuestLog, Stream};
 use super::module::WasmError;
@@ -85,6 +85,10 @@ pub struct OperatorInstance {
     stderr: GuestLog,
     /// Calls per export, in [`Phase::CALLS`] order.
     calls: [CallMetrics; Phase::CALLS.len()],
+    /// The guest's clocks.
+    time: Arc<CallTime>,
+    /// Restarts the seeded randomness.
+    reseed: Reseed,
 }
 
 impl OperatorInstance {
@@ -111,15 +115,15 @@ impl OperatorInstance {
             .allow_ip_name_lookup(false)
             .wall_clock(CallWallClock(time.clone()))
             .monotonic_clock(CallMonotonicClock(time.clone()));
+        let reseed = Reseed::default();
         if let Some(seed) = limits.random_seed {
             // One stream per subtask, the same on every run.
-            use rand::SeedableRng;
             let seed = seed ^ crate::state::key_group::key_hash(format!("{uid}#{subtask}").as_bytes());
-            wasi.secure_random(rand::rngs::StdRng::seed_from_u64(seed))
-                .insecure_random(rand::rngs::StdRng::seed_from_u64(seed.rotate_left(32)))
+            wasi.secure_random(SegmentRng::new(seed, &reseed))
+                .insecure_random(SegmentRng::new(seed.rotate_left(32), &reseed))
                 .insecure_random_seed(u128::from(seed));
         }
-        let host = OperatorHost::new(wasi.build(), time, backend, max_parallelism, &limits);
+        let host = OperatorHost::new(wasi.build(), time.clone(), backend, max_parallelism, &limits);
         let mut store = Store::new(pre.engine(), host);
         store.limiter(|h| &mut h.limiter);
         let ticks = deadline_ticks(limits.call_timeout);
@@ -129,7 +133,19 @@ impl OperatorInstance {
             subtask,
             message: format!("{e:#}"),
         })?;
-        Ok(OperatorInstance { store, world, ticks, limits, stderr, calls: Default::default() })
+        Ok(OperatorInstance { store, world, ticks, limits, stderr, calls: Default::default(), time, reseed })
+    }
+
+    /// From now on the guest's clocks read `pinned` while it holds a time
+    /// (a recorded or replayed subtask).
+    pub fn pin_clock(&self, pinned: crate::clock::Pinned) {
+        self.time.pin(pinned);
+    }
+
+    /// Starts the guest's seeded randomness over for segment `n` of a
+    /// recording (no effect without a seed).
+    pub fn reseed(&self, n: u64) {
+        self.reseed.0.store(n, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// The store data (state backend, watermark).

@@ -4,7 +4,7 @@
 //! subtask state as a canonical snapshot stream ([`read_canonical`]), which
 //! `host inspect` shares.
 
-use super::plan::SubtaskPlan;
+use super::plan::{SourceForm, SubtaskPlan, plan_subtask};
 use super::{RestoreError, RestoreSource, Restored};
 use crate::checkpoint::metadata::DbFile;
 use crate::checkpoint::storage::CheckpointStorage;
@@ -44,6 +44,32 @@ pub struct SubtaskRestore {
     pub sources: Arc<Vec<RestoreSource>>,
     /// What this subtask takes.
     pub plan: SubtaskPlan,
+}
+
+impl SubtaskRestore {
+    /// What subtask `subtask` of operator `uid`, at `parallelism` over
+    /// `max_parallelism` key groups on `backend`, restores from `from`;
+    /// `None` when it holds no state of that operator.
+    pub fn plan(
+        from: &Arc<Restored>,
+        uid: &str,
+        subtask: u32,
+        parallelism: u32,
+        max_parallelism: u32,
+        backend: BackendKind,
+    ) -> Option<SubtaskRestore> {
+        let sources = from.states.get(uid)?.clone();
+        let forms: Vec<SourceForm> = sources
+            .iter()
+            .map(|s| match s {
+                RestoreSource::Rocksdb(_) => SourceForm::RocksdbFiles,
+                RestoreSource::Snapshot(_) | RestoreSource::File { .. } => SourceForm::Canonical,
+            })
+            .collect();
+        let same_key_groups = from.metadata.max_parallelism == max_parallelism;
+        let plan = plan_subtask(&forms, subtask, parallelism, same_key_groups, backend);
+        Some(SubtaskRestore { from: from.clone(), sources, plan })
+    }
 }
 
 /// A subtask's backend, opened.

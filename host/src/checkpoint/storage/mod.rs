@@ -377,24 +377,7 @@ impl CheckpointStorage {
         // it in 8 KiB chunks through the runtime's blocking pool, which cost
         // half of a large restore's time.
         let source = match &self.local {
-            Some(local) => {
-                // Part by part, each a plain name: the path stays under
-                // the directory whatever `_metadata` said.
-                let mut path = local.clone();
-                for part in relative.split('/') {
-                    path = crate::paths::join_under(&path, part)
-                        .map_err(|e| StorageError::Corrupt { location: location.clone(), message: e.to_string() })?;
-                }
-                let file = std::fs::File::open(&path).map_err(|e| {
-                    let path = path.display().to_string();
-                    let cause = match e.kind() {
-                        std::io::ErrorKind::NotFound => object_store::Error::NotFound { path, source: Box::new(e) },
-                        _ => object_store::Error::Generic { store: "LocalFileSystem", source: Box::new(e) },
-                    };
-                    StorageError::Io { op: "reading", location: location.clone(), cause }
-                })?;
-                Source::File(std::io::BufReader::with_capacity(1 << 20, file))
-            }
+            Some(local) => Source::File(std::io::BufReader::with_capacity(1 << 20, self.open_local(local, relative)?)),
             None => Source::Stream(
                 self.runtime
                     .block_on(self.store.get(&self.path(relative)))
@@ -441,24 +424,80 @@ impl CheckpointStorage {
     /// Reads `_metadata` of checkpoint `id`, refusing one over
     /// [`MAX_METADATA`] bytes before reading it whole.
     pub fn read_metadata(&self, id: u64) -> Result<Bytes, StorageError> {
-        use futures::StreamExt;
         let relative = format!("{}_metadata", self.dir_of(id));
-        let path = self.path(&relative);
-        let io = |cause| StorageError::Io { op: "reading", location: self.location(&relative), cause };
+        self.read_bounded(&relative, MAX_METADATA, "not a _metadata Weir wrote")
+    }
+
+    /// Opens `relative` in local directory `local`. Part by part, each a
+    /// plain name: the path stays under the directory whatever a file
+    /// read from storage said.
+    fn open_local(&self, local: &std::path::Path, relative: &str) -> Result<std::fs::File, StorageError> {
+        let location = self.location(relative);
+        let mut path = local.to_path_buf();
+        for part in relative.split('/') {
+            path = crate::paths::join_under(&path, part)
+                .map_err(|e| StorageError::Corrupt { location: location.clone(), message: e.to_string() })?;
+        }
+        std::fs::File::open(&path).map_err(|e| {
+            let path = path.display().to_string();
+            let cause = match e.kind() {
+                std::io::ErrorKind::NotFound => object_store::Error::NotFound { path, source: Box::new(e) },
+                _ => object_store::Error::Generic { store: "LocalFileSystem", source: Box::new(e) },
+            };
+            StorageError::Io { op: "reading", location, cause }
+        })
+    }
+
+    /// Reads `relative` whole, refusing it, with `what` said, once it has
+    /// more than `max` bytes: an object whose size nothing vouches for is
+    /// never read past that.
+    pub fn read_bounded(&self, relative: &str, max: u64, what: &str) -> Result<Bytes, StorageError> {
+        use futures::StreamExt;
+        let too_large = || StorageError::Corrupt {
+            location: self.location(relative),
+            message: format!("larger than {max} bytes: {what}"),
+        };
+        if let Some(local) = &self.local {
+            // Directly: object_store's local store reads in 8 KiB chunks
+            // through the runtime's blocking pool.
+            use std::io::Read;
+            let mut bytes = Vec::new();
+            self.open_local(local, relative)?.take(max + 1).read_to_end(&mut bytes).map_err(|e| StorageError::Io {
+                op: "reading",
+                location: self.location(relative),
+                cause: object_store::Error::Generic { store: "LocalFileSystem", source: Box::new(e) },
+            })?;
+            return if bytes.len() as u64 > max { Err(too_large()) } else { Ok(Bytes::from(bytes)) };
+        }
+        let path = self.path(relative);
+        let io = |cause| StorageError::Io { op: "reading", location: self.location(relative), cause };
         self.runtime.block_on(async {
             let mut stream = self.store.get(&path).await.map_err(io)?.into_stream();
             let mut bytes = Vec::new();
             while let Some(chunk) = stream.next().await {
                 bytes.extend_from_slice(&chunk.map_err(io)?);
-                if bytes.len() as u64 > MAX_METADATA {
-                    return Err(StorageError::Corrupt {
-                        location: self.location(&relative),
-                        message: format!("larger than {MAX_METADATA} bytes: not a _metadata Weir wrote"),
-                    });
+                if bytes.len() as u64 > max {
+                    return Err(too_large());
                 }
             }
             Ok(Bytes::from(bytes))
         })
+    }
+
+    /// The objects under `prefix` (relative to the job directory), as
+    /// paths relative to it, in no set order.
+    pub fn list_under(&self, prefix: &str) -> Result<Vec<String>, StorageError> {
+        let under = self.path(prefix);
+        let objects: Vec<_> = self
+            .runtime
+            .block_on(self.store.list(Some(&under)).try_collect::<Vec<_>>())
+            .map_err(|source| StorageError::Io { op: "listing", location: self.location(prefix), cause: source })?;
+        Ok(objects
+            .iter()
+            .filter_map(|o| {
+                Some(o.location.prefix_match(&self.root)?.map(|p| p.as_ref().to_string()).collect::<Vec<_>>().join("/"))
+            })
+            .collect())
     }
 
     /// Ids of the checkpoints that have a `_metadata` (complete ones, or

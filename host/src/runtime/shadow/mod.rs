@@ -452,7 +452,7 @@ impl Shadow {
 
 /// Fires every timer of `domain` due at `up_to`, including those firing
 /// registers for times already due.
-fn fire(instance: &mut OperatorInstance, domain: TimeDomain, up_to: i64) -> Result<(), crate::wasm::GuestFailure> {
+pub fn fire(instance: &mut OperatorInstance, domain: TimeDomain, up_to: i64) -> Result<(), crate::wasm::GuestFailure> {
     while instance.fire_due_timer(domain, up_to)?.is_some() {}
     Ok(())
 }

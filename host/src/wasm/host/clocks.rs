@@ -29,14 +29,30 @@ pub struct CallTime {
     wall_ns: AtomicU64,
     /// Monotonic clock, nanoseconds since the instance was created.
     mono_ns: AtomicU64,
+    /// The recorded (or replayed) subtask's held time: calls read it
+    /// rather than the clocks.
+    pinned: std::sync::OnceLock<crate::clock::Pinned>,
 }
 
 impl CallTime {
-    /// Takes the time now, as the call about to start will see it.
+    /// Takes the time now, as the call about to start will see it. A held
+    /// time is both clocks' reading: the monotonic clock then counts from
+    /// the epoch, the same in a recording and its replay.
     pub fn start_call(&self, created: Instant) {
+        if let Some(ms) = self.pinned.get().and_then(|p| p.get()) {
+            let ns = ms.max(0) as u64 * 1_000_000;
+            self.wall_ns.store(ns, Ordering::Relaxed);
+            self.mono_ns.store(ns, Ordering::Relaxed);
+            return;
+        }
         let wall = crate::clock::now_ms().max(0) as u64 * 1_000_000;
         self.wall_ns.store(wall, Ordering::Relaxed);
         self.mono_ns.store(created.elapsed().as_nanos() as u64, Ordering::Relaxed);
+    }
+
+    /// From now on calls read `pinned` while it holds a time.
+    pub fn pin(&self, pinned: crate::clock::Pinned) {
+        let _ = self.pinned.set(pinned);
     }
 
     /// The call's processing time, in milliseconds since the epoch.
@@ -84,6 +100,57 @@ pub fn add_to_linker(linker: &mut Linker<OperatorHost>) -> wasmtime::Result<()> 
     added
 }
 
+/// The guest's randomness when seeded (`wasm.random_seed`, or a recorded
+/// subtask): a stream from the seed that starts over, from the seed and a
+/// segment number, whenever [`Reseed`] moves on, so a replay that begins at
+/// a recorded segment draws what the recording drew.
+pub struct SegmentRng {
+    seed: u64,
+    at: u64,
+    reseed: Arc<AtomicU64>,
+    rng: rand::rngs::StdRng,
+}
+
+/// Starts the [`SegmentRng`]s sharing it over at segment `n` (0: the stream
+/// from the seed alone).
+#[derive(Debug, Clone, Default)]
+pub struct Reseed(pub Arc<AtomicU64>);
+
+impl SegmentRng {
+    /// A stream from `seed`, restarted as `reseed` says.
+    pub fn new(seed: u64, reseed: &Reseed) -> Self {
+        use rand::SeedableRng;
+        SegmentRng { seed, at: 0, reseed: reseed.0.clone(), rng: rand::rngs::StdRng::seed_from_u64(seed) }
+    }
+
+    fn rng(&mut self) -> &mut rand::rngs::StdRng {
+        use rand::SeedableRng;
+        let at = self.reseed.load(Ordering::Relaxed);
+        if at != self.at {
+            self.at = at;
+            let mixed = self.seed ^ crate::state::key_group::key_hash(&at.to_le_bytes());
+            self.rng = rand::rngs::StdRng::seed_from_u64(mixed);
+        }
+        &mut self.rng
+    }
+}
+
+impl rand::TryRng for SegmentRng {
+    type Error = std::convert::Infallible;
+
+    fn try_next_u32(&mut self) -> Result<u32, Self::Error> {
+        self.rng().try_next_u32()
+    }
+
+    fn try_next_u64(&mut self) -> Result<u64, Self::Error> {
+        self.rng().try_next_u64()
+    }
+
+    fn try_fill_bytes(&mut self, dst: &mut [u8]) -> Result<(), Self::Error> {
+        self.rng().try_fill_bytes(dst)
+    }
+}
+
 /// A sleep that ends at its instant.
 struct Sleep(tokio::time::Instant);
 
@@ -126,5 +193,39 @@ impl monotonic_clock::Host for OperatorHost {
 
     fn subscribe_duration(&mut self, duration: monotonic_clock::Duration) -> wasmtime::Result<Resource<DynPollable>> {
         self.sleep(Duration::from_nanos(duration))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::{Rng, SeedableRng};
+
+    fn draw(rng: &mut SegmentRng) -> Vec<u64> {
+        (0..8).map(|_| rng.next_u64()).collect()
+    }
+
+    #[test]
+    fn a_segment_draws_the_same_numbers_whatever_came_before_it() {
+        let (live, replay) = (Reseed::default(), Reseed::default());
+        let (mut a, mut b) = (SegmentRng::new(42, &live), SegmentRng::new(42, &replay));
+        // Before any segment: the stream from the seed alone, as a seeded
+        // run without recording has always drawn.
+        let mut plain = rand::rngs::StdRng::seed_from_u64(42);
+        assert_eq!(draw(&mut a), (0..8).map(|_| plain.next_u64()).collect::<Vec<_>>());
+        // The live run drew much before segment 7; the replay nothing.
+        for _ in 0..1000 {
+            a.next_u32();
+        }
+        live.0.store(7, Ordering::Relaxed);
+        replay.0.store(7, Ordering::Relaxed);
+        let seven = draw(&mut a);
+        assert_eq!(seven, draw(&mut b));
+        // Another segment, or another seed, draws otherwise.
+        replay.0.store(8, Ordering::Relaxed);
+        assert_ne!(draw(&mut b), seven);
+        let other = Reseed::default();
+        other.0.store(7, Ordering::Relaxed);
+        assert_ne!(draw(&mut SegmentRng::new(43, &other)), seven);
     }
 }
