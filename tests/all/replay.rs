@@ -8,7 +8,8 @@
 //! in the checkpoint (`host inspect`) and the input file, not against the
 //! replay's own bookkeeping.
 
-use super::savepoints::{host, start, text, wait_running_job};
+use super::rescales::rescaled_at;
+use super::savepoints::{finish, host, start, text, wait_running_job};
 use super::session_windows::{expected_sessions, generated_clicks};
 use super::support::JobDir;
 use serde_json::Value;
@@ -216,6 +217,39 @@ fn the_recording_chain_survives_a_kill_and_a_resume() {
     assert_eq!(r["reached"], serde_json::json!([null, null]), "{r:#}");
     let after = lines_from(&dir, "clicks.jsonl", source_position(&dir, "rec", first));
     assert_eq!(r["records_in"], after, "{r:#}");
+}
+
+#[test]
+fn a_replay_stops_at_a_live_rescale_and_runs_on_from_the_checkpoints_after_it() {
+    let dir = JobDir::new();
+    write_sessions_job(&dir, "");
+    let child = start(&dir, &[]);
+    wait_running_job(&dir, "rec");
+    let out = host(&dir, &["rescale", "rec", "--operator", "sessions", "-p", "3"]);
+    let said = text(&out.stdout) + &text(&out.stderr);
+    assert!(out.status.success(), "{said}");
+    let at = rescaled_at(&said);
+    let (ok, err) = finish(child);
+    assert!(ok, "{err}");
+    let ids = checkpoints(&dir, "rec");
+    let before = *ids.iter().find(|id| **id < at).expect("a checkpoint before the rescale");
+    let after = *ids.iter().find(|id| **id > at).expect("a checkpoint after the rescale");
+    // From before the rescale: both subtasks stop at its barrier, saying so.
+    let (ok, report, err) = replay(&dir, "rec", before, "sessions", &["--check"]);
+    assert!(ok, "{err}");
+    let r = report.unwrap();
+    assert_eq!(r["reached"], serde_json::json!([at, at]), "{r:#}");
+    assert!(r["stopped"].as_array().unwrap().iter().all(|s| s.as_str().unwrap().contains("rescaled")), "{r:#}");
+    let upto = lines_from(&dir, "clicks.jsonl", source_position(&dir, "rec", before))
+        - lines_from(&dir, "clicks.jsonl", source_position(&dir, "rec", at));
+    assert_eq!(r["records_in"], upto, "{r:#}");
+    // From after it, the three new subtasks run to the end of input.
+    let (ok, report, err) = replay(&dir, "rec", after, "sessions", &["--check"]);
+    assert!(ok, "{err}");
+    let r = report.unwrap();
+    assert_eq!(r["subtasks"], 3);
+    assert_eq!(r["reached"], serde_json::json!([null, null, null]), "{r:#}");
+    assert_eq!(r["records_in"], lines_from(&dir, "clicks.jsonl", source_position(&dir, "rec", after)), "{r:#}");
 }
 
 /// The misbehave guest in clock mode (each record: WASI's wall clock and

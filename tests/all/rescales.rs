@@ -36,6 +36,16 @@ fn counter_parallelism(dir: &JobDir) -> u64 {
     nodes.iter().find(|n| n["id"] == "counter").expect("the counter")["parallelism"].as_u64().unwrap()
 }
 
+/// The checkpoint whose barrier a rescale took effect at, as `host rescale`
+/// said it.
+pub fn rescaled_at(said: &str) -> u64 {
+    said.split("at checkpoint ")
+        .nth(1)
+        .and_then(|s| s.split(';').next())
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no checkpoint id in {said:?}"))
+}
+
 /// Rescales the running counter to `p` and checks what the command said;
 /// then waits for a checkpoint after the rescale's own and kills the job.
 fn rescale_then_kill(dir: &JobDir, mut child: Child, from: u32, p: u32) {
@@ -43,12 +53,7 @@ fn rescale_then_kill(dir: &JobDir, mut child: Child, from: u32, p: u32) {
     let said = text(&out.stdout) + &text(&out.stderr);
     assert!(out.status.success(), "{said}");
     assert!(said.contains(&format!("rescaled 'counter' from {from} to {p} subtasks")), "{said}");
-    let at: u64 = said
-        .split("at checkpoint ")
-        .nth(1)
-        .and_then(|s| s.split(';').next())
-        .and_then(|s| s.trim().parse().ok())
-        .unwrap_or_else(|| panic!("no checkpoint id in {said:?}"));
+    let at = rescaled_at(&said);
     assert_eq!(counter_parallelism(dir), u64::from(p));
     wait_for_checkpoint_after(dir, at);
     child.kill().unwrap(); // SIGKILL

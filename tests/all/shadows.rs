@@ -7,7 +7,7 @@
 //! shadow's module in over the live state with exact output; a shadow
 //! refuses what would change the operator under it.
 
-use super::savepoints::{expected, finish, host, start, text, wait_running, wait_running_job, write_job};
+use super::savepoints::{expected, finish, host, published, start, text, wait_running, wait_running_job, write_job};
 use super::support::{JobDir, final_counts};
 use super::swaps::assert_swapped_once;
 use std::collections::{BTreeMap, BTreeSet};
@@ -94,10 +94,6 @@ dir = "out"
             counter = artifacts::WORD_COUNT_COUNTER,
         ),
     );
-}
-
-fn published(dir: &JobDir) -> String {
-    super::savepoints::published(dir)
 }
 
 /// `host shadow <job> --report --json`.
@@ -260,7 +256,7 @@ fn promote_swaps_the_shadow_module_in_over_the_live_state_and_a_shadow_refuses_c
     assert!(text(&out.stderr).contains("now runs live"), "{}", text(&out.stderr));
     let (ok, err) = finish(child);
     assert!(ok, "{err}");
-    let all = super::savepoints::published(&dir);
+    let all = published(&dir);
     let (v1, v2) = assert_swapped_once(&all);
     assert!(v1 > 0 && v2 > 0, "{v1} v1 lines, {v2} v2 lines");
     assert_eq!(final_counts(&all.replace('=', " ")), expected());
@@ -299,5 +295,5 @@ fn a_shadow_that_falls_behind_is_dropped_and_the_live_job_is_not_held_back() {
     let (ok, err) = finish(child);
     assert!(ok, "{err}");
     // The live job ran on at its pace, to an exact end.
-    assert_eq!(final_counts(&super::savepoints::published(&dir)), expected());
+    assert_eq!(final_counts(&published(&dir)), expected());
 }

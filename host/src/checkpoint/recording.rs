@@ -85,6 +85,8 @@ pub struct SegmentHeader {
     pub resumed: bool,
     /// Processing time at its start (a replay's `open` sees it).
     pub started_at_ms: i64,
+    /// The watermark the guest saw at its start.
+    pub watermark: i64,
     /// Whether the guest's randomness was seeded: a replay seeds it the
     /// same way (from `wasm.random_seed` and the segment's start).
     pub seed: Option<u64>,
@@ -393,6 +395,7 @@ mod tests {
             run: 9,
             resumed: false,
             started_at_ms: 1_700_000_000_000,
+            watermark: -5,
             seed: Some(7),
             module: "/m.wasm".into(),
             swapped: false,

@@ -305,6 +305,7 @@ fn task_body(
                     run: rand::random(),
                     resumed: false,
                     started_at_ms: 0,
+                    watermark: i64::MIN,
                     seed: random_seed,
                     module: spec.module.display().to_string(),
                     swapped: a.restore.as_ref().is_some_and(|r| r.metadata.swapped.contains_key(node)),

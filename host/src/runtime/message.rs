@@ -113,6 +113,8 @@ pub struct Handover {
     pub keyed: Option<Arc<crate::state::KeyGroupHandOff>>,
     /// When its barrier was aligned.
     pub barrier_at: std::time::Instant,
+    /// The barrier's checkpoint.
+    pub barrier: u64,
 }
 
 impl fmt::Debug for RescaleOrder {

@@ -123,7 +123,7 @@ impl OperatorTask {
         let started = Instant::now();
         let (opened, took_over) = match self.take_over.take() {
             Some(t) => match self.wait_for_state(&t)? {
-                Waited::Restored(opened, barrier_at) => (opened, Some(barrier_at)),
+                Waited::Restored(opened, barrier_at, barrier) => (opened, Some((barrier_at, barrier))),
                 Waited::Abandoned => return Ok(Counters::default()),
             },
             None => (self.open_state(restore.as_ref()).map_err(|e| self.state_error(e))?, None),
@@ -131,13 +131,18 @@ impl OperatorTask {
         let restored = (restore.is_some() || took_over.is_some()).then_some(opened.restored);
         // A replay starts from a checkpoint's state: recording starts at
         // the one restored, else at the first barrier.
-        let record_from = restore.as_ref().filter(|r| !r.from.metadata.savepoint).map(|r| r.from.metadata.id);
+        // A new subtask of a rescale starts from the rescale's barrier.
+        let record_from = restore
+            .as_ref()
+            .filter(|r| !r.from.metadata.savepoint)
+            .map(|r| r.from.metadata.id)
+            .or(took_over.map(|(_, barrier)| barrier));
         drop(restore);
         self.reset_uploads(&opened.adopted);
         let mut instance = self.instantiate(&self.module.clone(), opened.backend)?;
         instance.open(&self.info()).map_err(|f| self.guest_error("failed in open".into(), f))?;
         self.forward(&mut instance)?;
-        if let Some(barrier_at) = took_over {
+        if let Some((barrier_at, _)) = took_over {
             self.reporter.send(TaskEvent::TookOver { task: self.id.clone(), barrier_at });
         }
         match restored {
@@ -158,7 +163,7 @@ impl OperatorTask {
         }
         if let (Some(r), Some(id)) = (self.recorder.as_mut(), record_from) {
             r.tick();
-            r.start(id, true);
+            r.start(id, true, instance.host().watermark);
             instance.reseed(id);
         }
 
@@ -203,7 +208,7 @@ impl OperatorTask {
                     }
                     if let Some(order) = rescale {
                         self.fill(&mut counters);
-                        self.hand_over(&mut instance, &order, at, counters)?;
+                        self.hand_over(&mut instance, &order, (at, id), counters)?;
                         return Ok(counters);
                     }
                 }
@@ -288,7 +293,8 @@ impl OperatorTask {
         let timing = AckTiming::since(started, self.inputs.last_alignment());
         self.router.barrier(&barrier).map_err(|e| self.route_error(e))?;
         let (task, id, events) = (self.id.clone(), barrier.id, self.reporter.sender());
-        let recording = self.recorder.as_mut().and_then(|r| r.cut(id));
+        let watermark = instance.host().watermark;
+        let recording = self.recorder.as_mut().and_then(|r| r.cut(id, watermark));
         self.uploader.upload(id, barrier.savepoint_target().cloned(), frozen, recording, move |result| {
             let _ = events.send(match result {
                 Ok(handle) => TaskEvent::Acknowledged { task, id, snapshot: TaskSnapshot::Operator(handle), timing },

@@ -22,6 +22,7 @@ use crate::record::Records;
 struct Open {
     start: u64,
     resumed: bool,
+    watermark: i64,
     started_at_ms: i64,
     steps: Vec<u8>,
     count: u64,
@@ -70,13 +71,15 @@ impl Recorder {
     }
 
     /// Starts a segment at barrier `start` (the state the subtask has now;
-    /// `resumed`: restored from that checkpoint).
-    pub fn start(&mut self, start: u64, resumed: bool) {
+    /// `resumed`: restored from that checkpoint), the guest seeing
+    /// `watermark`.
+    pub fn start(&mut self, start: u64, resumed: bool, watermark: i64) {
         self.output.clear();
         self.in_step = false;
         self.open = Some(Open {
             start,
             resumed,
+            watermark,
             started_at_ms: self.now,
             // Sized from the last one: growing a large buffer by doubling
             // copies it on the subtask's thread.
@@ -136,10 +139,11 @@ impl Recorder {
         self.output();
     }
 
-    /// Ends the segment at barrier `barrier` and starts the next one there.
-    pub fn cut(&mut self, barrier: u64) -> Option<SegmentFile> {
+    /// Ends the segment at barrier `barrier` and starts the next one there,
+    /// the guest seeing `watermark`.
+    pub fn cut(&mut self, barrier: u64, watermark: i64) -> Option<SegmentFile> {
         let finished = self.finish(Some(barrier));
-        self.start(barrier, false);
+        self.start(barrier, false, watermark);
         finished
     }
 
@@ -155,6 +159,7 @@ impl Recorder {
             version: FORMAT_VERSION,
             start: open.start,
             resumed: open.resumed,
+            watermark: open.watermark,
             end,
             started_at_ms: open.started_at_ms,
             steps: if open.cut_short { 0 } else { open.count },

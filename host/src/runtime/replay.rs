@@ -297,6 +297,7 @@ impl Subtask<'_> {
         // The live module's `open` ran when its attempt began, not at this
         // checkpoint: what this one emits has no recorded counterpart.
         instance.drain_outputs(|_| ());
+        instance.set_watermark(header.watermark);
         let mut out = Replayed::default();
         let mut segment = self.first;
         loop {

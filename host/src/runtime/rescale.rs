@@ -44,8 +44,8 @@ pub struct TakeOver {
 /// How a new subtask's wait for its state ended.
 pub(super) enum Waited {
     /// Every old subtask's state is in the backend; the first old
-    /// subtask's barrier came at this instant.
-    Restored(Opened, Instant),
+    /// subtask's barrier came at this instant; the barrier's checkpoint.
+    Restored(Opened, Instant, u64),
     /// The rescale was abandoned before its barrier: end without starting.
     Abandoned,
 }
@@ -58,7 +58,7 @@ impl OperatorTask {
         &mut self,
         instance: &mut OperatorInstance,
         order: &RescaleOrder,
-        barrier_at: Instant,
+        (barrier_at, barrier): (Instant, u64),
         counters: Counters,
     ) -> Result<(), TaskError> {
         let mut frozen = instance.freeze_state();
@@ -76,6 +76,7 @@ impl OperatorTask {
                 snapshot: snapshot.clone(),
                 keyed: keyed.clone(),
                 barrier_at,
+                barrier,
             });
         }
         tracing::debug!(
@@ -91,7 +92,7 @@ impl OperatorTask {
     /// share into a new backend.
     pub(super) fn wait_for_state(&mut self, t: &TakeOver) -> Result<Waited, TaskError> {
         let mut opened = self.open_state(None).map_err(|e| self.state_error(e))?;
-        let mut first_barrier: Option<Instant> = None;
+        let (mut first_barrier, mut barrier): (Option<Instant>, u64) = (None, 0);
         let mut seen = vec![false; t.from as usize];
         while seen.iter().any(|s| !s) {
             let h = match self.inputs.recv_or_control(&t.handover) {
@@ -108,6 +109,7 @@ impl OperatorTask {
             };
             *slot = true;
             first_barrier = Some(first_barrier.map_or(h.barrier_at, |f| f.min(h.barrier_at)));
+            barrier = h.barrier;
             let share = OperatorShare::Rescaled { from: h.from, to: self.id.subtask, parallelism: self.parallelism };
             // The bytes were written by this process a moment ago: the
             // checks a file from elsewhere needs are not repeated.
@@ -123,7 +125,7 @@ impl OperatorTask {
             opened.restored.entries += summary.entries;
             opened.restored.bytes += h.snapshot.len() as u64;
         }
-        Ok(Waited::Restored(opened, first_barrier.unwrap_or_else(Instant::now)))
+        Ok(Waited::Restored(opened, first_barrier.unwrap_or_else(Instant::now), barrier))
     }
 
     /// A state error of this subtask.
