@@ -29,6 +29,30 @@ pub fn snapshot(data: &[u8]) {
     }
 }
 
+/// A recorded segment (`host replay` reads them from a checkpoint
+/// directory): decoded as it is, and again with a valid checksum over
+/// everything after its first 12 bytes, so that mutations reach the header
+/// and the steps; every step is read.
+pub fn recording(data: &[u8]) {
+    use crate::checkpoint::recording::Segment;
+    let read = |bytes: Vec<u8>| {
+        if let Ok(segment) = Segment::decode(bytes.into(), "fuzz".into()) {
+            for step in segment.steps() {
+                if step.is_err() {
+                    break;
+                }
+            }
+        }
+    };
+    read(data.to_vec());
+    if data.len() >= 12 {
+        let mut wrapped = data[..8].to_vec();
+        wrapped.extend_from_slice(&crc32fast::hash(&data[12..]).to_le_bytes());
+        wrapped.extend_from_slice(&data[12..]);
+        read(wrapped);
+    }
+}
+
 /// Bytes sent to a running job's control port.
 pub fn control_request(data: &[u8]) {
     let _ = crate::control::server::answer_raw(data);

@@ -44,3 +44,8 @@ fn job_file_inputs() {
 fn unit_inputs() {
     replay("units", weir_host::fuzzing::units);
 }
+
+#[test]
+fn recording_inputs() {
+    replay("recording", weir_host::fuzzing::recording);
+}
