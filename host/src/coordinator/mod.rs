@@ -191,6 +191,13 @@ pub fn run_job(job: &LoadedJob, start: &StartFrom) -> Result<JobReport, JobError
     let run_modules = modules::load(spec, &mut loader, initial.as_deref())?;
     let mut checkpoints = checkpoints.with_modules(run_modules.job_file.clone(), run_modules.swapped.clone());
     checkpoints.recordings = spec.operators.iter().any(|o| o.record.is_some());
+    if checkpoints.recordings && !(settings.checkpointing.is_some() && storage.is_durable()) {
+        // Not an error: the job runs as it would without recording.
+        tracing::warn!(
+            "replay.record is set, but recorded input is kept beside checkpoints and this job writes none to disk: \
+             set [checkpointing] interval and state.checkpoints.dir to record"
+        );
+    }
     let mut run = RunInfo {
         started: run_started,
         start_time_ms: now_ms().max(0) as u64 - run_started.elapsed().as_millis() as u64,
