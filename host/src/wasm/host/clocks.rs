@@ -40,7 +40,8 @@ impl CallTime {
     /// the epoch, the same in a recording and its replay.
     pub fn start_call(&self, created: Instant) {
         if let Some(ms) = self.pinned.get().and_then(|p| p.get()) {
-            let ns = ms.max(0) as u64 * 1_000_000;
+            // A recorded time comes from a file: no overflow whatever it says.
+            let ns = (ms.max(0) as u64).saturating_mul(1_000_000);
             self.wall_ns.store(ns, Ordering::Relaxed);
             self.mono_ns.store(ns, Ordering::Relaxed);
             return;
