@@ -273,7 +273,7 @@ fn a_savepoint_restores_into_more_source_subtasks_exactly() {
     let (broker, want) = broker_with_lines(8000, 44);
     let dir = JobDir::new();
     let settings = checkpoints_in(&dir, "");
-    kafka_job_with(&dir, &broker, 1, "records_per_second = 2000", "", &settings);
+    kafka_job_with(&dir, &broker, 1, "records_per_second = 500", "", &settings);
     let location = run_then_stop_with_savepoint(&dir);
     let before = broker.consume_all("counts").len();
     assert!(before > 0 && (before as u64) < want.values().sum::<u64>(), "stopped part-way: {before} updates");

@@ -10,8 +10,13 @@ use std::collections::BTreeMap;
 /// are counted in [`ShadowReport::unlisted`].
 pub const KEYS_LISTED: usize = 1000;
 
-/// Differing records a report shows side by side.
-pub const SAMPLES_KEPT: usize = 20;
+/// Differing records a report shows side by side, of each kind (different,
+/// only live, only shadow): one kind of difference never crowds out the
+/// others.
+pub const SAMPLES_PER_KIND: usize = 8;
+
+/// Differing records a report shows at most.
+pub const SAMPLES_KEPT: usize = 3 * SAMPLES_PER_KIND;
 
 /// How far behind the live operator a shadow may fall, in input batches,
 /// unless the request says otherwise.
@@ -96,6 +101,22 @@ pub struct DiffSample {
     pub shadow: Option<String>,
 }
 
+impl DiffSample {
+    /// 0 for records that differ, 1 for only live, 2 for only shadow.
+    pub fn kind(&self) -> usize {
+        match (&self.live, &self.shadow) {
+            (Some(_), Some(_)) => 0,
+            (Some(_), None) => 1,
+            _ => 2,
+        }
+    }
+}
+
+/// Whether `samples` has room for another sample of `kind`.
+pub fn sample_room(samples: &[DiffSample], kind: usize) -> bool {
+    samples.iter().filter(|s| s.kind() == kind).count() < SAMPLES_PER_KIND
+}
+
 /// What a shadow found: per subtask while it runs, merged over the
 /// operator's subtasks for the API.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -152,8 +173,11 @@ impl ShadowReport {
             self.unlisted += k.different + k.only_live + k.only_shadow;
         }
         self.keys = keys.into_values().take(KEYS_LISTED).collect();
-        let room = SAMPLES_KEPT.saturating_sub(self.samples.len());
-        self.samples.extend(part.samples.iter().take(room).cloned());
+        for s in &part.samples {
+            if sample_room(&self.samples, s.kind()) {
+                self.samples.push(s.clone());
+            }
+        }
     }
 
     /// Whether the shadow no longer runs.
@@ -186,7 +210,10 @@ mod tests {
                 .iter()
                 .map(|k| KeyDiff { key: Some(k.to_string()), different: 1, ..KeyDiff::default() })
                 .collect(),
-            samples: vec![DiffSample { key: None, live: None, shadow: Some("x".into()) }; 15],
+            samples: [None, Some("l".to_string())]
+                .into_iter()
+                .flat_map(|live| vec![DiffSample { key: None, live, shadow: Some("x".into()) }; 5])
+                .collect(),
             ..ShadowReport::default()
         }
     }
@@ -201,7 +228,9 @@ mod tests {
         assert_eq!(all.counts, OutputDiff { equal: 10, different: 5, only_live: 0, only_shadow: 2 });
         let keys: Vec<_> = all.keys.iter().map(|k| (k.key.clone().unwrap(), k.different)).collect();
         assert_eq!(keys, [("a".into(), 2), ("b".into(), 1), ("c".into(), 1)]);
-        assert_eq!(all.samples.len(), SAMPLES_KEPT);
+        // Each kind keeps its own few: 5 + 3 "only shadow", 5 + 3 "different".
+        assert_eq!(all.samples.len(), 2 * SAMPLES_PER_KIND);
+        assert_eq!(all.samples.iter().filter(|s| s.kind() == 0).count(), SAMPLES_PER_KIND);
 
         let many: Vec<String> = (0..KEYS_LISTED + 5).map(|i| format!("k{i:05}")).collect();
         let mut big = ShadowReport::default();

@@ -7,9 +7,12 @@
 //! in another interleaving of keys are equal.
 //!
 //! What is kept is bounded: counts, at most [`KEYS_LISTED`] keys with a
-//! difference and [`SAMPLES_KEPT`] samples, whatever the run's length.
+//! difference and [`SAMPLES_PER_KIND`](crate::control::SAMPLES_PER_KIND) samples of each kind of difference,
+//! the first ones in the order the modules emitted them (so the live and
+//! the shadow side of a changed output format show the same records),
+//! whatever the run's length.
 
-use crate::control::{DiffSample, KEYS_LISTED, KeyDiff, OutputDiff, SAMPLES_KEPT, show_bytes};
+use crate::control::{DiffSample, KEYS_LISTED, KeyDiff, OutputDiff, sample_room, show_bytes};
 use crate::record::{Record, Records};
 use std::collections::BTreeMap;
 
@@ -34,19 +37,25 @@ impl Tally {
             self.counts.equal += live.len() as u64;
             return;
         }
-        type Sides<'a> = (Vec<Record<'a>>, Vec<Record<'a>>);
+        // Each record with its place in its module's output.
+        type Sides<'a> = (Vec<(usize, Record<'a>)>, Vec<(usize, Record<'a>)>);
         let mut by_key: BTreeMap<Option<&[u8]>, Sides<'_>> = BTreeMap::new();
-        for r in live.iter() {
-            by_key.entry(r.key).or_default().0.push(r);
+        for (i, r) in live.iter().enumerate() {
+            by_key.entry(r.key).or_default().0.push((i, r));
         }
-        for r in shadow.iter() {
-            by_key.entry(r.key).or_default().1.push(r);
+        for (i, r) in shadow.iter().enumerate() {
+            by_key.entry(r.key).or_default().1.push((i, r));
         }
+        // Differences this step could show as samples: place in the output,
+        // kind, key, the two sides. Made text only once chosen.
+        type Candidate<'a> = (usize, usize, Option<&'a [u8]>, Option<Record<'a>>, Option<Record<'a>>);
+        let mut candidates: Vec<Candidate<'_>> = Vec::new();
+        let wanted = [0, 1, 2].map(|kind| sample_room(&self.samples, kind));
         for (key, (l, s)) in by_key {
             let mut diff = [0u64; 3];
             for i in 0..l.len().max(s.len()) {
                 let (a, b) = (l.get(i), s.get(i));
-                let slot = match (a, b) {
+                let slot = match (a.map(|r| r.1), b.map(|r| r.1)) {
                     (Some(a), Some(b)) if a == b => {
                         self.counts.equal += 1;
                         continue;
@@ -65,16 +74,23 @@ impl Tally {
                     }
                 };
                 diff[slot] += 1;
-                if self.samples.len() < SAMPLES_KEPT {
-                    self.samples.push(DiffSample {
-                        key: key.map(show_bytes),
-                        live: a.map(|r| show_bytes(r.payload)),
-                        shadow: b.map(|r| show_bytes(r.payload)),
-                    });
+                if wanted[slot] {
+                    let place = a.or(b).map_or(0, |r| r.0);
+                    candidates.push((place, slot, key, a.map(|r| r.1), b.map(|r| r.1)));
                 }
             }
             if diff != [0; 3] {
                 self.note(key, diff);
+            }
+        }
+        candidates.sort_by_key(|c| c.0);
+        for (_, kind, key, a, b) in candidates {
+            if sample_room(&self.samples, kind) {
+                self.samples.push(DiffSample {
+                    key: key.map(show_bytes),
+                    live: a.map(|r| show_bytes(r.payload)),
+                    shadow: b.map(|r| show_bytes(r.payload)),
+                });
             }
         }
     }
@@ -111,6 +127,7 @@ impl Tally {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::control::SAMPLES_PER_KIND;
 
     fn records(rs: &[(&str, &str)]) -> Records {
         let mut out = Records::default();
@@ -137,10 +154,9 @@ mod tests {
             keys.iter().map(|k| (k.key.clone().unwrap(), k.different, k.only_live, k.only_shadow)).collect();
         assert_eq!(keys, [("b".into(), 0, 1, 0), ("q".into(), 1, 0, 0), ("z".into(), 0, 0, 1)]);
         assert_eq!(unlisted, 0);
-        assert_eq!(
-            samples[1],
-            DiffSample { key: Some("q".into()), live: Some("q 1".into()), shadow: Some("q 2".into()) }
-        );
+        // Samples come in the order the modules emitted the records.
+        let shown: Vec<_> = samples.iter().map(|s| (s.live.as_deref(), s.shadow.as_deref())).collect();
+        assert_eq!(shown, [(Some("q 1"), Some("q 2")), (Some("b 3"), None), (None, Some("z 1"))]);
         // A timestamp is part of the record.
         let mut late = Records::default();
         late.push(Record { payload: b"a 1", key: Some(b"a"), timestamp: Some(2) });
@@ -158,7 +174,27 @@ mod tests {
         let (keys, unlisted, samples) = t.listed();
         assert_eq!(keys.len(), KEYS_LISTED);
         assert_eq!(unlisted, 3);
-        assert_eq!(samples.len(), SAMPLES_KEPT);
+        assert_eq!(samples.len(), SAMPLES_PER_KIND);
         assert_eq!(t.counts.only_live, KEYS_LISTED as u64 + 3);
+    }
+
+    #[test]
+    fn a_changed_output_format_shows_both_sides_of_the_same_first_records() {
+        // The live module keys its records, the shadow does not: every record
+        // is "only live" or "only shadow", and the shadow's (no key) would
+        // come first in key order.
+        let mut t = Tally::default();
+        let words: Vec<String> = (0..100).map(|i| format!("w{:03}", 99 - i)).collect();
+        let live = records(&words.iter().map(|w| (w.as_str(), w.as_str())).collect::<Vec<_>>());
+        let mut shadow = Records::default();
+        for w in &words {
+            shadow.push(Record { payload: w.as_bytes(), key: None, timestamp: Some(1) });
+        }
+        t.compare(&live, &shadow);
+        let (_, _, samples) = t.listed();
+        let live: Vec<_> = samples.iter().filter_map(|s| s.live.clone()).collect();
+        let shadow: Vec<_> = samples.iter().filter_map(|s| s.shadow.clone()).collect();
+        assert_eq!(live, words[..SAMPLES_PER_KIND]);
+        assert_eq!(shadow, words[..SAMPLES_PER_KIND]);
     }
 }
