@@ -21,10 +21,14 @@
 //! - [`connectors`]: the sources and sinks a job file can name;
 //! - [`coordinator`]: the job side: wiring plan, tasks, job states,
 //!   checkpoints and savepoints, restarts, reports;
+//! - [`cluster`]: cluster mode, many processes sharing a job through a
+//!   Kafka consumer group;
 //! - `fuzzing`: entry points for the fuzz targets (`fuzz/`).
 
 pub mod checkpoint;
 pub mod clock;
+#[cfg(feature = "kafka")]
+pub mod cluster;
 pub mod config;
 pub mod connectors;
 pub mod control;

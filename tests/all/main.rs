@@ -5,6 +5,7 @@ mod bad_input;
 mod broadcast;
 mod c_sdk;
 mod checkpoints;
+mod cluster;
 mod control_auth;
 mod crash_points;
 mod dashboard;

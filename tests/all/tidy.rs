@@ -78,6 +78,7 @@ const LAYERS: &[&str] = &[
     "runtime",
     "connectors",
     "coordinator",
+    "cluster",
     "fuzzing",
 ];
 

@@ -19,6 +19,9 @@ pub fn run(
 ) -> anyhow::Result<()> {
     let host = host_file(config_flag)?;
     let job = config::load_job(job_path, host.as_ref(), parallelism)?;
+    if job.spec.cluster.is_some() {
+        return run_member(&job, job_path, start);
+    }
     let report =
         run_job(&job, start).with_context(|| format!("job '{}' ({}) failed", job.spec.name, job_path.display()))?;
     match format {
@@ -26,6 +29,26 @@ pub fn run(
         LogFormat::Json => eprintln!("{}", json_summary(&report)),
     }
     Ok(())
+}
+
+/// Runs `job` as one member of its `[cluster]`; each partition resumes
+/// from its own checkpoints, so only a plain start is accepted.
+fn run_member(job: &config::LoadedJob, job_path: &Path, start: &StartFrom) -> anyhow::Result<()> {
+    if !matches!(start, StartFrom::Beginning | StartFrom::Latest) {
+        anyhow::bail!(
+            "{}: --from-checkpoint and --from-savepoint do not apply to a [cluster] job: each partition resumes from its own latest checkpoint",
+            job_path.display()
+        );
+    }
+    #[cfg(feature = "kafka")]
+    {
+        weir_host::cluster::run_member(job)
+            .with_context(|| format!("job '{}' ({}) stopped", job.spec.name, job_path.display()))
+    }
+    #[cfg(not(feature = "kafka"))]
+    {
+        anyhow::bail!("{}: [cluster] needs a host built with the kafka feature", job_path.display())
+    }
 }
 
 /// The summary as one log line of the JSON format: the same fields as the

@@ -56,6 +56,37 @@ pub struct JobFile {
     /// `[[sinks]]`.
     #[serde(default)]
     pub sinks: Vec<SinkFile>,
+    /// `[cluster]`: run as one member of many (see `docs/cluster.md`).
+    pub cluster: Option<ClusterFile>,
+}
+
+/// `[cluster]` as written.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClusterFile {
+    /// How members share the job: only `"kafka-group"`.
+    pub kind: String,
+    /// The consumer group the members join (default `weir-cluster-<job>`).
+    pub group: Option<String>,
+    /// The group's brokers (default: the Kafka source's).
+    pub bootstrap_servers: Option<String>,
+    /// How long a member may be silent before the group gives its
+    /// partitions to others (default 10 s).
+    pub session_timeout: Option<super::units::HumanDuration>,
+}
+
+/// Default of `cluster.session_timeout`.
+pub const DEFAULT_SESSION_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// A checked `[cluster]` section.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClusterSpec {
+    /// The consumer group.
+    pub group: String,
+    /// Its brokers, when not the source's.
+    pub bootstrap_servers: Option<String>,
+    /// Kafka's `session.timeout.ms`.
+    pub session_timeout: std::time::Duration,
 }
 
 /// A `[[sources]]` entry: its id and kind; every other field is the
@@ -183,6 +214,8 @@ pub struct JobSpec {
     pub operators: Vec<OperatorSpec>,
     /// Sinks, in file order.
     pub sinks: Vec<SinkSpec>,
+    /// With `[cluster]`: the group this process runs the job in.
+    pub cluster: Option<ClusterSpec>,
 }
 
 /// A source or sink as configured: which connector, with what options
@@ -243,6 +276,23 @@ pub struct SinkSpec {
 }
 
 use crate::paths::is_id as valid_id;
+
+/// Checks `[cluster]` of job `job`.
+fn cluster(c: &ClusterFile, job: &str) -> Result<ClusterSpec, InvalidJob> {
+    if c.kind != "kafka-group" {
+        return Err(invalid!("[cluster] kind = {:?}: the one kind is \"kafka-group\"", c.kind));
+    }
+    let group = c.group.clone().unwrap_or_else(|| format!("weir-cluster-{job}"));
+    if group.is_empty() || group.len() > 249 {
+        return Err(invalid!("[cluster] group = {group:?}: 1 to 249 characters"));
+    }
+    let session_timeout = c.session_timeout.map_or(DEFAULT_SESSION_TIMEOUT, |d| d.0);
+    // Kafka brokers accept 6 s to 30 min by default.
+    if !(std::time::Duration::from_secs(1)..=std::time::Duration::from_secs(3600)).contains(&session_timeout) {
+        return Err(invalid!("[cluster] session_timeout: between 1s and 1h"));
+    }
+    Ok(ClusterSpec { group, bootstrap_servers: c.bootstrap_servers.clone(), session_timeout })
+}
 
 /// Checks a parsed job file and resolves paths against `base` (the job
 /// file's directory). `parallelism_override` replaces the job's default
@@ -449,7 +499,16 @@ pub fn validate(file: &JobFile, base: &Path, parallelism_override: Option<u32>) 
             ConnectorSpec { id: s.id.clone(), kind: s.kind.clone(), options: s.options.clone(), parallelism: 1 };
         sinks.push(SinkSpec { connector, input: s.input.clone() });
     }
-    Ok(JobSpec { name: file.name.clone(), max_parallelism, base: base.to_path_buf(), sources, operators, sinks })
+    let cluster = file.cluster.as_ref().map(|c| cluster(c, &file.name)).transpose()?;
+    Ok(JobSpec {
+        name: file.name.clone(),
+        max_parallelism,
+        base: base.to_path_buf(),
+        sources,
+        operators,
+        sinks,
+        cluster,
+    })
 }
 
 /// Orders operators so each follows its inputs; a cycle is an error that

@@ -8,7 +8,7 @@ pub mod rest;
 pub mod settings;
 pub mod units;
 
-pub use job::{ConnectorSpec, InputSpec, InvalidJob, JobSpec, OperatorSpec, Partition, SinkSpec};
+pub use job::{ClusterSpec, ConnectorSpec, InputSpec, InvalidJob, JobSpec, OperatorSpec, Partition, SinkSpec};
 pub use rest::{RestAuth, RestSettings};
 pub use settings::{
     BackendKind, CheckpointMode, CheckpointSettings, RestartStrategy, RocksDbSettings, S3Settings, Settings,

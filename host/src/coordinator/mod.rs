@@ -133,6 +133,17 @@ impl Classify for JobError {
 
 /// Runs a loaded job to completion, from where `start` says.
 pub fn run_job(job: &LoadedJob, start: &StartFrom) -> Result<JobReport, JobError> {
+    run_job_with(job, start, unbounded())
+}
+
+/// [`run_job`], taking requests (besides the control API's) from the
+/// other end of `requests`: a process running several jobs stops one with
+/// [`Request::Cancel`].
+pub fn run_job_with(
+    job: &LoadedJob,
+    start: &StartFrom,
+    requests: (crossbeam_channel::Sender<Request>, crossbeam_channel::Receiver<Request>),
+) -> Result<JobReport, JobError> {
     let run_started = Instant::now();
     let spec = &job.spec;
     let settings = &job.settings;
@@ -141,7 +152,7 @@ pub fn run_job(job: &LoadedJob, start: &StartFrom) -> Result<JobReport, JobError
     }
     // First, so a second run of the same job is refused before it touches
     // anything.
-    let (requests_tx, requests) = unbounded::<Request>();
+    let (requests_tx, requests) = requests;
     let _control = ControlServer::start(&spec.name, requests_tx, &settings.rest)?;
     let connectors = resolve_connectors(job)?;
     let start_with = start::prepare(job, start)?;

@@ -228,6 +228,7 @@ mod tests {
                 operator("counter", 3, &[("tokenizer", Partition::Key)]),
             ],
             sinks: vec![SinkSpec { connector: connector("out"), input: "counter".into() }],
+            cluster: None,
         }
     }
 

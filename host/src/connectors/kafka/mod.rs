@@ -3,6 +3,7 @@
 //! the address and topic, and Kafka's own key partitioner. This module and
 //! its children are the only code that sees `rdkafka` types.
 
+pub mod group;
 pub mod held;
 pub mod sink;
 pub mod source;

@@ -128,6 +128,7 @@ struct Options {
     #[serde(default)]
     create_topic: bool,
     partitions: Option<i32>,
+    only_partitions: Option<Vec<i32>>,
     #[serde(default)]
     properties: BTreeMap<String, toml::Value>,
 }
@@ -147,6 +148,9 @@ pub struct KafkaSource {
     watermark_lag_ms: Option<i64>,
     discovery: Option<Duration>,
     rate: Option<f64>,
+    /// Read only these partitions (of every topic): cluster mode runs one
+    /// copy of the job per partition a member owns.
+    only: Option<Vec<i32>>,
 }
 
 /// Builds the source from its entry.
@@ -176,6 +180,9 @@ pub fn build(spec: &ConnectorSpec, _: &Path) -> Result<Arc<dyn crate::runtime::s
     if let Some(problem) = crate::connectors::file_source::rate_problem(o.records_per_second) {
         return Err(bad(problem));
     }
+    if let Some(p) = o.only_partitions.iter().flatten().find(|&&p| p < 0) {
+        return Err(bad(format!("only_partitions: {p} is not a partition number")));
+    }
     let cluster = ClusterOptions {
         bootstrap_servers: o.bootstrap_servers,
         request_timeout: o.request_timeout,
@@ -202,6 +209,7 @@ pub fn build(spec: &ConnectorSpec, _: &Path) -> Result<Arc<dyn crate::runtime::s
             None => Some(Duration::from_secs(10)),
         },
         rate: o.records_per_second,
+        only: o.only_partitions,
     }))
 }
 
@@ -354,6 +362,11 @@ impl KafkaSource {
                     "topic '{topic}' went from {before} to {count} partitions while the job ran"
                 ))));
             }
+            if let Some(p) = self.only.iter().flatten().find(|&&p| p >= count) {
+                return Err(ctx.fail(ConnectorError::Inconsistent(format!(
+                    "only_partitions names partition {p}, but topic '{topic}' has {count} partitions"
+                ))));
+            }
             if let Some(p) = restored.get(topic).and_then(|r| r.keys().find(|&&p| p >= count)) {
                 return Err(ctx.fail(ConnectorError::Inconsistent(format!(
                     "topic '{topic}' has {count} partitions, but the checkpoint has an offset for partition {p}: the topic shrank, or this is another topic"
@@ -368,7 +381,11 @@ impl KafkaSource {
         let mut new = TopicPartitionList::new();
         for (topic, &count) in &counts {
             for p in 0..count {
-                if owner(topic, p, parallelism) != subtask || owned.get(topic).is_some_and(|t| t.contains_key(&p)) {
+                let excluded = self.only.as_ref().is_some_and(|only| !only.contains(&p));
+                if excluded
+                    || owner(topic, p, parallelism) != subtask
+                    || owned.get(topic).is_some_and(|t| t.contains_key(&p))
+                {
                     continue;
                 }
                 let offset = self.start_offset(ctx, consumer, topic, p, restored)?;

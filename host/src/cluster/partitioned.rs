@@ -1,0 +1,150 @@
+//! What cluster mode can run, and how: the rule a job graph must follow so
+//! that an input partition is a unit of ownership, and the copy of the job
+//! a member runs for each partition it owns (`<job>-p<n>`: the job read
+//! from that partition alone, at parallelism 1, with its own checkpoints).
+//!
+//! The rule: one Kafka source reading one topic; keyed operators read that
+//! source directly, so they key by the Kafka key and every record of a key
+//! is in one partition (the producer's partitioner put it there); sinks
+//! are Kafka sinks, whose exactly-once output is per copy; checkpoints go
+//! to a durable directory every member reaches.
+
+use crate::config::Partition;
+use crate::config::{ClusterSpec, LoadedJob};
+use thiserror::Error;
+
+/// A job cluster mode cannot run; says why and what to change.
+#[derive(Debug, Error)]
+#[error("{job}: cluster mode cannot run this job: {reason}")]
+pub struct NotPartitionable {
+    /// The job file.
+    pub job: String,
+    /// Why, and what to change.
+    pub reason: String,
+}
+
+/// The input a cluster's members share.
+#[derive(Debug, Clone)]
+pub struct SharedInput {
+    /// The Kafka source's id.
+    pub source_id: String,
+    /// Its topic.
+    pub topic: String,
+    /// Its brokers.
+    pub bootstrap_servers: String,
+    /// Its librdkafka properties (security settings apply to the group too).
+    pub properties: toml::Table,
+}
+
+/// Checks `job` against the rule; the input the members share.
+pub fn check(job: &LoadedJob, cluster: &ClusterSpec) -> Result<SharedInput, NotPartitionable> {
+    let refuse = |reason: String| NotPartitionable { job: job.path.display().to_string(), reason };
+    let spec = &job.spec;
+    if spec.name.len() > 116 {
+        return Err(refuse(format!(
+            "name {:?} is too long: each partition runs as <name>-p<partition>, at most 128 characters",
+            spec.name
+        )));
+    }
+    let [source] = spec.sources.as_slice() else {
+        return Err(refuse(format!(
+            "it has {} sources; cluster mode runs a job with one Kafka source, whose partitions the members share",
+            spec.sources.len()
+        )));
+    };
+    if source.kind != "kafka" {
+        return Err(refuse(format!(
+            "source '{}' is a {} source; the members share the partitions of a Kafka source's topic",
+            source.id, source.kind
+        )));
+    }
+    let topic = match source.options.get("topic") {
+        Some(toml::Value::String(t)) => t.clone(),
+        _ => {
+            return Err(refuse(format!(
+                "source '{}' must name one topic (topic = \"...\"): the members share its partitions",
+                source.id
+            )));
+        }
+    };
+    if source.options.contains_key("only_partitions") {
+        return Err(refuse(format!(
+            "source '{}' sets only_partitions; in cluster mode the group decides which member reads which partition",
+            source.id
+        )));
+    }
+    let Some(toml::Value::String(servers)) = source.options.get("bootstrap_servers") else {
+        return Err(refuse(format!("source '{}' has no bootstrap_servers", source.id)));
+    };
+    let source_group = match source.options.get("group") {
+        Some(toml::Value::String(g)) => g.clone(),
+        _ => format!("weir-{}", source.id),
+    };
+    if source_group == cluster.group {
+        return Err(refuse(format!(
+            "[cluster] group {:?} is source '{}''s group too (where it commits offsets for monitoring); give them different names",
+            cluster.group, source.id
+        )));
+    }
+    for o in &spec.operators {
+        if let Some(input) = o.inputs.iter().find(|i| i.partition == Partition::Key && i.from != source.id) {
+            return Err(refuse(format!(
+                "operator '{}' is keyed on the output of '{}', whose keys are not the Kafka keys of topic '{topic}': \
+                 records of one key could be read by several members. Keyed operators must read source '{}' directly \
+                 (repartition topics are not built yet): produce the topic keyed by what '{}' keys on",
+                o.uid, input.from, source.id, o.uid
+            )));
+        }
+    }
+    if let Some(sink) = spec.sinks.iter().find(|s| s.connector.kind != "kafka") {
+        return Err(refuse(format!(
+            "sink '{}' is a {} sink; in cluster mode each member writes the output of its partitions, which only a Kafka sink \
+             keeps exactly-once across members",
+            sink.connector.id, sink.connector.kind
+        )));
+    }
+    if job.settings.checkpointing.is_none() {
+        return Err(refuse(
+            "it takes no checkpoints; a partition moves to another member through its checkpoints: set [checkpointing] interval"
+                .into(),
+        ));
+    }
+    if job.settings.storage.dir.as_deref().is_none_or(str::is_empty) {
+        return Err(refuse(
+            "state.checkpoints.dir is not set; every member must reach the checkpoints (S3, or a shared file system)"
+                .into(),
+        ));
+    }
+    let properties = match source.options.get("properties") {
+        Some(toml::Value::Table(t)) => t.clone(),
+        _ => toml::Table::new(),
+    };
+    Ok(SharedInput { source_id: source.id.clone(), topic, bootstrap_servers: servers.clone(), properties })
+}
+
+/// The name of the copy of job `job` for partition `partition`.
+pub fn copy_name(job: &str, partition: i32) -> String {
+    format!("{job}-p{partition}")
+}
+
+/// The copy of `job` that runs partition `partition` of `input`: its own
+/// name (so its own checkpoints and control endpoint), everything at
+/// parallelism 1, the source reading that partition only.
+pub fn copy_for(job: &LoadedJob, input: &SharedInput, partition: i32) -> LoadedJob {
+    let mut copy = job.clone();
+    copy.spec.name = copy_name(&job.spec.name, partition);
+    copy.spec.cluster = None;
+    for s in &mut copy.spec.sources {
+        s.parallelism = 1;
+        if s.id == input.source_id {
+            s.options
+                .insert("only_partitions".into(), toml::Value::Array(vec![toml::Value::Integer(partition.into())]));
+        }
+    }
+    for o in &mut copy.spec.operators {
+        o.parallelism = 1;
+    }
+    // Several copies run in one process: each listens on a port of its own.
+    copy.settings.rest.bind.set_port(0);
+    copy
+}
