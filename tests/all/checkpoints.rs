@@ -696,6 +696,7 @@ fn on_s3_metadata_is_create_only_so_two_hosts_cannot_both_commit() {
             secret_access_key: Some("test".into()),
             allow_http: true,
         },
+        fenced_by: None,
     };
     let first = CheckpointStorage::open(&settings, "job").unwrap();
     let second = CheckpointStorage::open(&settings, "job").unwrap();
@@ -709,6 +710,23 @@ fn on_s3_metadata_is_create_only_so_two_hosts_cannot_both_commit() {
     assert_eq!(first.list_checkpoints().unwrap(), vec![1, 2]);
     first.delete_checkpoint(1).unwrap();
     assert_eq!(second.list_checkpoints().unwrap(), vec![2]);
+
+    // Cluster mode's commit log on S3: a member that claimed a partition
+    // fences every later commit of the member it took it from.
+    let member = |name: &str| {
+        let s = StorageSettings { fenced_by: Some(name.into()), ..settings.clone() };
+        CheckpointStorage::open(&s, "job-p0").unwrap()
+    };
+    let old = member("old");
+    assert_eq!(old.claim().unwrap().checkpoint, None);
+    old.write_metadata(1, b"1".to_vec()).unwrap();
+    let new = member("new");
+    assert_eq!(new.claim().unwrap().checkpoint, Some(1));
+    let err = old.write_metadata(2, b"2".to_vec()).unwrap_err();
+    assert!(matches!(err, StorageError::Fenced { .. }) && err.to_string().contains("new took the job over"), "{err}");
+    assert_eq!(new.list_checkpoints().unwrap(), vec![1], "the refused checkpoint does not stay behind");
+    new.write_metadata(3, b"3".to_vec()).unwrap();
+    assert_eq!(member("third").claim().unwrap().checkpoint, Some(3));
 }
 
 #[test]

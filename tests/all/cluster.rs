@@ -3,7 +3,8 @@
 //! each running the partitions the group gives it; a killed member's
 //! partitions resume elsewhere from their checkpoints, a member that joins
 //! takes some over, and the output stays exactly-once. Jobs cluster mode
-//! cannot partition are refused before anything runs.
+//! cannot partition are refused before anything runs. (A member paused
+//! past its session is the ignored test at the end.)
 
 use super::checkpoints::spawn;
 use super::support::{JobDir, final_counts};
@@ -101,7 +102,14 @@ fn wait_complete(broker: &KafkaBroker, want: &BTreeMap<String, u64>, members: &m
             }
         }
         let missing = want.iter().filter(|(w, n)| got.get(*w) != Some(n)).count();
-        assert!(Instant::now() < until, "the output is still missing {missing} of {} words' final counts", want.len());
+        if Instant::now() > until {
+            let logs: Vec<String> = members.iter_mut().map(kill).collect();
+            panic!(
+                "the output is still missing {missing} of {} words' final counts; members:\n{}",
+                want.len(),
+                logs.join("\n----\n")
+            );
+        }
         std::thread::sleep(Duration::from_millis(500));
     }
 }
@@ -157,6 +165,122 @@ fn members_share_the_partitions_and_a_killed_members_partitions_resume_elsewhere
     let mut copies = checkpoints.clone();
     copies.sort();
     assert_eq!(copies, (0..6).map(|p| format!("wc-cluster-p{p}")).collect::<Vec<_>>());
+}
+
+/// Sends `signal` (`-STOP`, `-CONT`) to `member`.
+fn signal(member: &Child, signal: &str) {
+    let ok = std::process::Command::new("kill").args([signal, &member.id().to_string()]).status().unwrap();
+    assert!(ok.success(), "kill {signal}");
+}
+
+/// Each partition's commit log: (number, kind, owner) in order.
+fn commit_logs(dir: &JobDir) -> BTreeMap<i32, Vec<(u64, String, String)>> {
+    let mut logs = BTreeMap::new();
+    let Ok(copies) = std::fs::read_dir(dir.path().join("checkpoints")) else { return logs };
+    for copy in copies.flatten() {
+        let name = copy.file_name().to_string_lossy().into_owned();
+        let Some(p) = name.strip_prefix("wc-cluster-p").and_then(|p| p.parse().ok()) else { continue };
+        let Ok(entries) = std::fs::read_dir(copy.path().join("_commits")) else { continue };
+        let mut log: Vec<(u64, String, String)> = entries
+            .flatten()
+            .filter_map(|e| {
+                let seq = e.file_name().to_string_lossy().parse().ok()?;
+                let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(e.path()).ok()?).ok()?;
+                Some((seq, v["kind"].as_str()?.to_string(), v["owner"].as_str()?.to_string()))
+            })
+            .collect();
+        log.sort();
+        logs.insert(p, log);
+    }
+    logs
+}
+
+/// Who wrote the last entry of each partition's commit log.
+fn log_owners(dir: &JobDir) -> BTreeMap<i32, String> {
+    commit_logs(dir).into_iter().filter_map(|(p, log)| Some((p, log.last()?.2.clone()))).collect()
+}
+
+// Not in the suite yet: in 2 of 5 runs on tansu 0.6.0 the output ended with a
+// repeated update or never completed after the paused member woke (the
+// commit logs' invariant held in every run). Run it with --ignored.
+#[test]
+#[ignore = "flaky: cluster mode with a paused member, under investigation (docs/cluster.md)"]
+fn a_member_paused_past_its_session_commits_nothing_for_the_partitions_it_lost() {
+    let broker = KafkaBroker::start();
+    broker.create_topic("words", 4);
+    broker.create_topic("counts", 2);
+    let input = words(8000, 97);
+    let records: Vec<(Option<&[u8]>, &[u8])> = input.iter().map(|w| (Some(w.as_bytes()), w.as_bytes())).collect();
+    broker.produce("words", &records);
+    let mut want = BTreeMap::new();
+    for w in &input {
+        *want.entry(w.clone()).or_insert(0u64) += 1;
+    }
+    let dir = JobDir::new();
+    // 2000 records a partition at 80 a second: about 25 s of input.
+    cluster_job(&dir, &broker, 80, "4s");
+    let zombie = spawn(&dir, &[], &[]);
+    let paused = format!("member {} on", zombie.id());
+    // The first member takes every partition, and commits for them.
+    let until = Instant::now() + Duration::from_secs(60);
+    while !(log_owners(&dir).len() == 4 && log_owners(&dir).values().all(|o| o.starts_with(&paused))) {
+        assert!(
+            Instant::now() < until,
+            "the first member never committed for all four partitions: {:?}",
+            log_owners(&dir)
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let mut other = spawn(&dir, &[], &[]);
+    // Once the group gave the other member some partitions, the first one
+    // freezes: past its session, the group gives them all to the other,
+    // whose copies claim each partition's commit log.
+    let until = Instant::now() + Duration::from_secs(60);
+    while log_owners(&dir).values().all(|o| o.starts_with(&paused)) {
+        assert!(Instant::now() < until, "the second member never took a partition: {:?}", log_owners(&dir));
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    signal(&zombie, "-STOP");
+    let until = Instant::now() + Duration::from_secs(90);
+    while log_owners(&dir).values().any(|o| o.starts_with(&paused)) {
+        if Instant::now() > until {
+            signal(&zombie, "-CONT");
+            let log = broker.log();
+            panic!(
+                "the paused member's partitions never moved: {:?}\nsurvivor:\n{}\nbroker (tail):\n{}",
+                log_owners(&dir),
+                kill(&mut other),
+                &log[log.len().saturating_sub(6000)..]
+            );
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    // Let the survivor make progress on them, then wake the paused one:
+    // whatever it commits now for those partitions is refused.
+    std::thread::sleep(Duration::from_secs(2));
+    signal(&zombie, "-CONT");
+    // Woken, it rejoins the group as a new member and may be given
+    // partitions again (claiming them anew).
+    let mut members = [zombie, other];
+    wait_complete(&broker, &want, &mut members);
+    let [mut zombie, mut other] = members;
+    let woken = kill(&mut zombie);
+    kill(&mut other);
+    assert_eq!(final_counts(&output(&broker)), want);
+    // In every partition's log, each commit follows its writer's own claim
+    // or commit: nobody committed after another member claimed.
+    for (p, log) in commit_logs(&dir) {
+        assert!(log.windows(2).all(|w| w[0].0 + 1 == w[1].0), "partition {p}: a gap in {log:?}");
+        for w in log.windows(2) {
+            assert!(w[1].1 == "claim" || w[1].2 == w[0].2, "partition {p}: {:?} committed after {:?}", w[1], w[0]);
+        }
+    }
+    let moved = commit_logs(&dir).values().flatten().filter(|e| e.1 == "claim").count();
+    assert!(moved >= 6, "four first claims and at least two takeovers: {:#?}", commit_logs(&dir));
+    assert!(
+        woken.contains("can no longer commit checkpoints") || woken.contains("partitions revoked"),
+        "the paused member learnt it lost its partitions:\n{woken}"
+    );
 }
 
 #[test]

@@ -97,6 +97,7 @@ fn in_process(keys: u64) -> InProcess {
         memory_max_state_size: 0,
         fsync: true,
         s3: S3Settings::default(),
+        fenced_by: None,
     };
     let storage = CheckpointStorage::open(&settings, "bench").unwrap();
     let len = bytes.len();

@@ -7,15 +7,20 @@
 //! A member runs one copy of the job per partition it owns
 //! ([`partitioned`]), each on a thread of its own, resumed from that
 //! partition's latest checkpoint; a revoked partition's copy is cancelled
-//! before the group may give it to another member. The member reacts to
+//! before the group may give it to another member. Each copy claims its
+//! partition's commit log when it starts, so a member that lost the
+//! partition without knowing (paused past the session timeout) can commit
+//! nothing more for it. The member reacts to
 //! messages: the group's events and the copies' ends.
 
 pub mod partitioned;
 
+use crate::checkpoint::storage::StorageError;
 use crate::config::LoadedJob;
 use crate::connectors::kafka::ClusterOptions;
 use crate::connectors::kafka::group::{self, GroupEvent};
 use crate::control::Request;
+use crate::coordinator::checkpointing::CheckpointingError;
 use crate::coordinator::{JobError, StartFrom, run_job_with};
 use crate::fault::{Classify, Domain, RetryHint};
 use crate::runtime::error::ConnectorError;
@@ -148,11 +153,27 @@ fn serve(
                 let _ = copy.thread.join();
                 match result {
                     Ok(()) => tracing::info!(partition = p, "partition finished: its input ended"),
+                    // Another member owns it now; the group will say so
+                    // here too. Nothing of it was committed after the fence.
+                    Err(e) if fenced(&e) => {
+                        tracing::warn!(partition = p, "partition taken over by another member; stopped here: {e}");
+                    }
                     Err(e) => return Err(Served::Partition(p, e)),
                 }
             }
         }
     }
+}
+
+/// Whether a copy ended because another member claimed its partition.
+fn fenced(e: &JobError) -> bool {
+    matches!(
+        e,
+        JobError::Checkpoints(
+            CheckpointingError::Fenced(_)
+                | CheckpointingError::FinalCheckpoint { cause: StorageError::Fenced { .. }, .. }
+        ) | JobError::Storage(StorageError::Fenced { .. })
+    )
 }
 
 /// The group client's options: the source's brokers and properties unless
@@ -174,7 +195,7 @@ fn start(
     p: i32,
     ended: Sender<(i32, Result<(), JobError>)>,
 ) -> std::io::Result<Copy> {
-    let copy = copy_for(job, input, p);
+    let copy = copy_for(job, input, p, partitioned::member_name());
     let (requests, requests_rx) = unbounded();
     let own = requests.clone();
     let thread = std::thread::Builder::new().name(format!("partition-{p}")).spawn(move || {

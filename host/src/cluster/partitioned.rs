@@ -129,8 +129,9 @@ pub fn copy_name(job: &str, partition: i32) -> String {
 
 /// The copy of `job` that runs partition `partition` of `input`: its own
 /// name (so its own checkpoints and control endpoint), everything at
-/// parallelism 1, the source reading that partition only.
-pub fn copy_for(job: &LoadedJob, input: &SharedInput, partition: i32) -> LoadedJob {
+/// parallelism 1, the source reading that partition only, its commits
+/// fenced as `owner`'s.
+pub fn copy_for(job: &LoadedJob, input: &SharedInput, partition: i32, owner: String) -> LoadedJob {
     let mut copy = job.clone();
     copy.spec.name = copy_name(&job.spec.name, partition);
     copy.spec.cluster = None;
@@ -146,5 +147,16 @@ pub fn copy_for(job: &LoadedJob, input: &SharedInput, partition: i32) -> LoadedJ
     }
     // Several copies run in one process: each listens on a port of its own.
     copy.settings.rest.bind.set_port(0);
+    // The partition may come from a member that is paused, not dead: the
+    // commit log, not the run file, decides who may commit.
+    copy.settings.rest.take_over = true;
+    copy.settings.storage.fenced_by = Some(owner);
     copy
+}
+
+/// Who this process is, in the commit log: the host and the process id.
+pub fn member_name() -> String {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
+    let host = host.trim();
+    format!("member {} on {}", std::process::id(), if host.is_empty() { "?" } else { host })
 }

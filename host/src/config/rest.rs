@@ -32,6 +32,10 @@ pub struct RestSettings {
     pub bind: std::net::SocketAddr,
     /// Who may read.
     pub auth: RestAuth,
+    /// Replace the run file of a live process running a job of this name
+    /// (never from a file: cluster mode's copies, which the commit log
+    /// fences, take a partition over from a member that may be paused).
+    pub take_over: bool,
 }
 
 impl RestSection {
@@ -52,6 +56,6 @@ impl RestSection {
                 )));
             }
         };
-        Ok(RestSettings { bind, auth })
+        Ok(RestSettings { bind, auth, take_over: false })
     }
 }

@@ -389,6 +389,9 @@ pub struct StorageSettings {
     pub fsync: bool,
     /// S3 options.
     pub s3: S3Settings,
+    /// Cluster mode: commit through the commit log, as this owner (never
+    /// from a file: set for each partition's copy of a job).
+    pub fenced_by: Option<String>,
 }
 
 /// `state.checkpoints.s3.*`, resolved (unset fields fall back to the AWS
@@ -636,6 +639,7 @@ impl SettingsFile {
                 secret_access_key: s3.secret_access_key.clone(),
                 allow_http: s3.allow_http.unwrap_or(false),
             },
+            fenced_by: None,
         })
     }
 

@@ -95,6 +95,8 @@ pub enum ControlError {
 /// file.
 pub struct ControlServer {
     file: PathBuf,
+    /// The port in the run file this server wrote.
+    port: u16,
     shutdown: Option<tokio::sync::oneshot::Sender<()>>,
     thread: Option<JoinHandle<()>>,
 }
@@ -129,6 +131,7 @@ impl ControlServer {
             && let Ok(other) = serde_json::from_str::<RunFile>(&text)
             && other.pid != std::process::id()
             && alive(other.pid)
+            && !rest.take_over
         {
             return Err(ControlError::AlreadyRunning {
                 job: job.to_string(),
@@ -163,7 +166,7 @@ impl ControlServer {
             .spawn(move || serve(listener, shared, stop))
             .map_err(|e| io("cannot start its thread", e))?;
         tracing::debug!(address = %local, file = %file.display(), "control endpoint listening");
-        Ok(ControlServer { file, shutdown: Some(shutdown), thread: Some(thread) })
+        Ok(ControlServer { file, port: local.port(), shutdown: Some(shutdown), thread: Some(thread) })
     }
 }
 
@@ -175,7 +178,11 @@ impl Drop for ControlServer {
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
-        let _ = std::fs::remove_file(&self.file);
+        // Only while it is this server's (a run that took the job over wrote its own).
+        let text = std::fs::read_to_string(&self.file).unwrap_or_default();
+        if serde_json::from_str::<RunFile>(&text).is_ok_and(|r| r.pid == std::process::id() && r.port == self.port) {
+            let _ = std::fs::remove_file(&self.file);
+        }
     }
 }
 

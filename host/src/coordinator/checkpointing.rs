@@ -44,6 +44,9 @@ pub enum CheckpointingError {
         /// The count and the last failure.
         reason: String,
     },
+    /// Another run took the job over (cluster mode); this one must stop.
+    #[error("{0}")]
+    Fenced(StorageError),
     /// The final checkpoint, which ends the job, could not be written.
     #[error("cannot write the final checkpoint {id}: {cause}")]
     FinalCheckpoint {
@@ -58,7 +61,7 @@ impl Classify for CheckpointingError {
     fn domain(&self) -> Domain {
         match self {
             CheckpointingError::TooManyFailures { .. } => Domain::External,
-            CheckpointingError::FinalCheckpoint { cause, .. } => cause.domain(),
+            CheckpointingError::Fenced(cause) | CheckpointingError::FinalCheckpoint { cause, .. } => cause.domain(),
         }
     }
 
@@ -67,7 +70,7 @@ impl Classify for CheckpointingError {
             // As Flink: past the tolerable failures, the job restarts from
             // its latest checkpoint.
             CheckpointingError::TooManyFailures { .. } => RetryHint::Restart,
-            CheckpointingError::FinalCheckpoint { cause, .. } => cause.retry(),
+            CheckpointingError::Fenced(cause) | CheckpointingError::FinalCheckpoint { cause, .. } => cause.retry(),
         }
     }
 }
@@ -551,19 +554,16 @@ impl Attempt<'_> {
                             self.cp.stats.sizes.push(metadata.state_size());
                             self.cp.stats.durations.push(Duration::from_millis(metadata.duration_ms));
                             self.cp.history.completed(id, self.cp.storage.checkpoint_location(id));
-                            tracing::info!(
-                                checkpoint = id,
-                                size = %human_bytes(metadata.state_size()),
-                                duration_ms = metadata.duration_ms,
-                                "checkpoint complete"
-                            );
+                            let size = human_bytes(metadata.state_size());
+                            tracing::info!(checkpoint = id, %size, duration_ms = metadata.duration_ms, "checkpoint complete");
                         }
-                        // Another run committed this id: its files are not
-                        // ours to delete.
-                        Err(StorageError::AlreadyCommitted { .. }) => {
-                            self.stored.remove(&id);
-                        }
+                        // Another run committed this id: not ours to delete.
+                        Err(StorageError::AlreadyCommitted { .. }) => _ = self.stored.remove(&id),
                         Err(_) => {}
+                    }
+                    if let Err(cause @ StorageError::Fenced { .. }) = result {
+                        self.discard(id, "fenced");
+                        return Err(CheckpointingError::Fenced(cause));
                     }
                     let now = self.now_ms();
                     queue.extend(self.protocol.on_metadata_written(id, result, now));
@@ -680,7 +680,7 @@ impl Attempt<'_> {
         self.cp
             .storage
             .write_metadata(id, metadata.encode())
-            .map_err(|source| CheckpointingError::FinalCheckpoint { id, cause: source })?;
+            .map_err(|cause| CheckpointingError::FinalCheckpoint { id, cause })?;
         tracing::info!(checkpoint = id, "final checkpoint complete");
         self.cp.history.finished(id, self.cp.storage.checkpoint_location(id));
         self.cp.created.push_back((id, Vec::new()));

@@ -146,6 +146,17 @@ pub fn prepare(job: &LoadedJob, start: &StartFrom) -> Result<Start, JobError> {
             }
             None
         }
+        StartFrom::Latest if storage.as_ref().is_some_and(|s| s.is_fenced()) => {
+            // Cluster mode: the checkpoint the commit log names, claimed so
+            // that a run that started before this one commits nothing more.
+            let s = storage.as_ref().expect("checked");
+            let claimed = s.claim()?;
+            tracing::info!(dir = %s.display(), claim = claimed.seq, checkpoint = ?claimed.checkpoint, "claimed the job's commit log");
+            match claimed.checkpoint {
+                Some(id) => Some(restore::load(s, id)?),
+                None => None,
+            }
+        }
         StartFrom::Latest => {
             let s = storage.as_ref().expect("opened for a restore");
             let latest = restore::load_latest(s)?;

@@ -14,8 +14,11 @@
 //! [`crate::durable`]), so the coordinator's order (state files, then
 //! `_metadata`, then `Complete`, then retention) is also the order on disk.
 
+mod fence;
 mod reader;
 mod stores;
+
+pub use fence::Claimed;
 
 pub use reader::ObjectReader;
 use reader::Source;
@@ -53,6 +56,17 @@ pub enum StorageError {
         id: u64,
         /// Where.
         location: String,
+    },
+    /// Another run claimed this job's commit log (cluster mode: another
+    /// member took the partition over): this run may commit nothing more.
+    #[error("{location}: {why}; this run can no longer commit checkpoints (commit log entry {seq})")]
+    Fenced {
+        /// The entry or log.
+        location: String,
+        /// The entry this run could not write.
+        seq: u64,
+        /// Who holds it, or what went wrong.
+        why: String,
     },
     /// A state is too large for in-memory storage.
     #[error(
@@ -102,6 +116,7 @@ impl Classify for StorageError {
         match self {
             StorageError::BadDir { .. } | StorageError::TooLargeForMemory { .. } => Domain::User,
             StorageError::AlreadyCommitted { .. }
+            | StorageError::Fenced { .. }
             | StorageError::Io { .. }
             | StorageError::Sync { .. }
             | StorageError::Corrupt { .. } => Domain::External,
@@ -117,9 +132,12 @@ impl Classify for StorageError {
             | StorageError::Sync { .. }
             | StorageError::AlreadyCommitted { .. }
             | StorageError::Runtime(_) => RetryHint::Restart,
-            StorageError::BadDir { .. } | StorageError::TooLargeForMemory { .. } | StorageError::Corrupt { .. } => {
-                RetryHint::NoRetry
-            }
+            // Fenced: another run owns the job now; a restart of this one
+            // would only be fenced again.
+            StorageError::BadDir { .. }
+            | StorageError::TooLargeForMemory { .. }
+            | StorageError::Corrupt { .. }
+            | StorageError::Fenced { .. } => RetryHint::NoRetry,
         }
     }
 }
@@ -142,6 +160,8 @@ pub struct CheckpointStorage {
     /// A savepoint directory: one checkpoint, its files at the root, rather
     /// than a job's `chk-<n>/` directories.
     savepoint: bool,
+    /// Cluster mode: commits go through the commit log.
+    fence: Option<fence::Fence>,
     runtime: tokio::runtime::Runtime,
 }
 
@@ -171,6 +191,7 @@ impl CheckpointStorage {
                 memory_limit: Some(settings.memory_max_state_size),
                 inline_threshold: settings.inline_threshold,
                 savepoint: false,
+                fence: None,
                 runtime,
             });
         };
@@ -184,6 +205,7 @@ impl CheckpointStorage {
             memory_limit: None,
             inline_threshold: settings.inline_threshold,
             savepoint: false,
+            fence: settings.fenced_by.as_deref().map(fence::Fence::new),
             runtime,
         })
     }
@@ -205,6 +227,7 @@ impl CheckpointStorage {
             memory_limit: None,
             inline_threshold: settings.inline_threshold,
             savepoint: true,
+            fence: None,
             runtime,
         })
     }
@@ -413,7 +436,15 @@ impl CheckpointStorage {
         let path = self.path(&relative);
         let opts = PutOptions { mode: PutMode::Create, ..Default::default() };
         match self.runtime.block_on(self.store.put_opts(&path, PutPayload::from(bytes), opts)) {
-            Ok(_) => self.persist(&relative),
+            Ok(_) => {
+                self.persist(&relative)?;
+                let committed = self.append_commit(id);
+                if committed.is_err() {
+                    // Not committed: nothing may take it for a checkpoint.
+                    let _ = self.runtime.block_on(self.store.delete(&path));
+                }
+                committed
+            }
             Err(object_store::Error::AlreadyExists { .. }) => {
                 Err(StorageError::AlreadyCommitted { id, location: self.location(&relative) })
             }
@@ -567,6 +598,7 @@ mod tests {
             memory_max_state_size: 64,
             fsync: true,
             s3: crate::config::S3Settings::default(),
+            fenced_by: None,
         }
     }
 

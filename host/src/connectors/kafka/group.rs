@@ -119,7 +119,7 @@ pub fn join(
             ("group.id", group.to_string()),
             ("enable.auto.commit", "false".into()),
             ("enable.auto.offset.store", "false".into()),
-            ("partition.assignment.strategy", "cooperative-sticky".into()),
+            ("partition.assignment.strategy", "roundrobin".into()),
             ("session.timeout.ms", session_ms),
             ("heartbeat.interval.ms", heartbeat_ms),
             ("allow.auto.create.topics", "false".into()),

@@ -1,0 +1,210 @@
+//! The commit log of a job whose input partition can move between
+//! processes (cluster mode), and with it the fence against a process that
+//! lost the partition but does not know it yet (one paused past the
+//! group's session timeout).
+//!
+//! The log is `_commits/<seq>`, one small JSON object per entry, each
+//! written create-only at the sequence number right after the last one its
+//! writer knows: a run claims the job when it starts (an entry after the
+//! last), and commits each checkpoint with the next entry after its own
+//! previous one. A write at `n` succeeds only if nobody wrote `n` before,
+//! so a run that wrote `n - 1` and then `n` knows nothing came between;
+//! once another run claimed, every later commit of the old run finds its
+//! number taken and fails ([`StorageError::Fenced`]). The latest
+//! committed checkpoint is the one the last entry names, never merely the
+//! highest `chk-<n>` directory. No clocks and no leases: the store's
+//! create-only write (`If-None-Match` on S3, a hard link on a local
+//! directory) is the whole mechanism.
+
+use super::{CheckpointStorage, StorageError};
+use object_store::{PutMode, PutOptions, PutPayload};
+use serde::{Deserialize, Serialize};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// The log's directory, in the job's.
+const LOG: &str = "_commits";
+/// Entries kept behind the last (older ones are deleted as it grows).
+const KEEP: u64 = 256;
+/// Claims tried while other runs keep writing first.
+const CLAIM_TRIES: u32 = 32;
+/// The most an entry may hold.
+const MAX_ENTRY: u64 = 4096;
+
+/// One entry.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+struct Entry {
+    /// "claim" or "commit".
+    kind: String,
+    /// The latest committed checkpoint once this entry is written.
+    checkpoint: Option<u64>,
+    /// Who wrote it.
+    owner: String,
+}
+
+/// This run's place in the log.
+#[derive(Debug)]
+pub(super) struct Fence {
+    owner: String,
+    /// The number this run writes next; 0 until it claimed.
+    next: AtomicU64,
+}
+
+impl Fence {
+    pub(super) fn new(owner: &str) -> Self {
+        Fence { owner: owner.to_string(), next: AtomicU64::new(0) }
+    }
+}
+
+/// What a claim found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Claimed {
+    /// The claim's number in the log.
+    pub seq: u64,
+    /// The latest committed checkpoint, which this run resumes from.
+    pub checkpoint: Option<u64>,
+}
+
+fn entry_name(seq: u64) -> String {
+    format!("{LOG}/{seq:020}")
+}
+
+impl CheckpointStorage {
+    /// Whether commits go through the log.
+    pub fn is_fenced(&self) -> bool {
+        self.fence.is_some()
+    }
+
+    /// Claims the job for this run: from here on, no run that started
+    /// before it can commit a checkpoint. Returns the checkpoint to resume
+    /// from.
+    pub fn claim(&self) -> Result<Claimed, StorageError> {
+        let fence = self.fence.as_ref().expect("claim on fenced storage");
+        for _ in 0..CLAIM_TRIES {
+            let last = self.last_entry()?;
+            let seq = last.as_ref().map_or(0, |(s, _)| s + 1);
+            let checkpoint = last.and_then(|(_, e)| e.checkpoint);
+            let entry = Entry { kind: "claim".into(), checkpoint, owner: fence.owner.clone() };
+            if self.append(seq, &entry)? {
+                fence.next.store(seq + 1, Ordering::SeqCst);
+                return Ok(Claimed { seq, checkpoint });
+            }
+        }
+        Err(StorageError::Fenced {
+            location: self.location(LOG),
+            seq: 0,
+            why: format!("other runs kept writing first through {CLAIM_TRIES} claims"),
+        })
+    }
+
+    /// Commits checkpoint `id` (its `_metadata` is durable): the log's next
+    /// entry. Fails with [`StorageError::Fenced`] once another run claimed.
+    pub(super) fn append_commit(&self, id: u64) -> Result<(), StorageError> {
+        let Some(fence) = self.fence.as_ref() else { return Ok(()) };
+        let seq = fence.next.load(Ordering::SeqCst);
+        if seq == 0 {
+            return Err(StorageError::Fenced {
+                location: self.location(LOG),
+                seq,
+                why: "this run never claimed the job".into(),
+            });
+        }
+        let entry = Entry { kind: "commit".into(), checkpoint: Some(id), owner: fence.owner.clone() };
+        if !self.append(seq, &entry)? {
+            let other = self.read_entry(seq).map(|e| e.owner).unwrap_or_else(|_| "another run".into());
+            return Err(StorageError::Fenced {
+                location: self.location(&entry_name(seq)),
+                seq,
+                why: format!("{other} took the job over"),
+            });
+        }
+        fence.next.store(seq + 1, Ordering::SeqCst);
+        if seq >= KEEP {
+            // Old entries only make the listing longer; a reader needs the last.
+            let _ = self.delete_object(&entry_name(seq - KEEP));
+        }
+        Ok(())
+    }
+
+    /// Writes entry `seq` unless it exists; whether it wrote it.
+    fn append(&self, seq: u64, entry: &Entry) -> Result<bool, StorageError> {
+        let relative = entry_name(seq);
+        let bytes = serde_json::to_vec(entry).expect("an entry encodes");
+        let opts = PutOptions { mode: PutMode::Create, ..Default::default() };
+        match self.runtime.block_on(self.store.put_opts(&self.path(&relative), PutPayload::from(bytes), opts)) {
+            Ok(_) => self.persist(&relative).map(|()| true),
+            Err(object_store::Error::AlreadyExists { .. }) => Ok(false),
+            Err(cause) => Err(StorageError::Io { op: "writing", location: self.location(&relative), cause }),
+        }
+    }
+
+    fn read_entry(&self, seq: u64) -> Result<Entry, StorageError> {
+        let relative = entry_name(seq);
+        let bytes = self.read_bounded(&relative, MAX_ENTRY, "not a commit-log entry Weir wrote")?;
+        serde_json::from_slice(&bytes)
+            .map_err(|e| StorageError::Corrupt { location: self.location(&relative), message: e.to_string() })
+    }
+
+    /// The log's last entry and its number.
+    fn last_entry(&self) -> Result<Option<(u64, Entry)>, StorageError> {
+        let last = self
+            .list_under(LOG)?
+            .iter()
+            .filter_map(|name| name.strip_prefix(LOG)?.strip_prefix('/')?.parse::<u64>().ok())
+            .max();
+        last.map(|seq| self.read_entry(seq).map(|e| (seq, e))).transpose()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::StorageSettings;
+
+    fn open(dir: &std::path::Path, owner: &str) -> CheckpointStorage {
+        let settings = StorageSettings {
+            dir: Some(format!("file://{}", dir.display())),
+            inline_threshold: 16,
+            memory_max_state_size: 64,
+            fsync: true,
+            s3: crate::config::S3Settings::default(),
+            fenced_by: Some(owner.into()),
+        };
+        CheckpointStorage::open(&settings, "job-p0").unwrap()
+    }
+
+    #[test]
+    fn a_later_claim_fences_every_commit_of_the_earlier_run() {
+        let tmp = tempfile::tempdir().unwrap();
+        let a = open(tmp.path(), "a");
+        assert_eq!(a.claim().unwrap(), Claimed { seq: 0, checkpoint: None });
+        a.write_metadata(1, b"m1".to_vec()).unwrap();
+        a.write_metadata(2, b"m2".to_vec()).unwrap();
+        // b takes over from a's latest commit.
+        let b = open(tmp.path(), "b");
+        assert_eq!(b.claim().unwrap(), Claimed { seq: 3, checkpoint: Some(2) });
+        // a, paused through the claim, can no longer commit, and its
+        // _metadata does not stay behind looking complete.
+        let err = a.write_metadata(3, b"m3".to_vec()).unwrap_err();
+        assert!(matches!(err, StorageError::Fenced { seq: 3, .. }), "{err}");
+        assert!(err.to_string().contains("b took the job over"), "{err}");
+        assert_eq!(a.list_checkpoints().unwrap(), [1, 2]);
+        // b commits on; a third run resumes from b's checkpoint.
+        b.write_metadata(4, b"m4".to_vec()).unwrap();
+        assert_eq!(open(tmp.path(), "c").claim().unwrap(), Claimed { seq: 5, checkpoint: Some(4) });
+        assert!(matches!(b.write_metadata(5, b"m5".to_vec()), Err(StorageError::Fenced { .. })));
+    }
+
+    #[test]
+    fn a_run_that_never_claimed_cannot_commit_and_old_entries_are_pruned() {
+        let tmp = tempfile::tempdir().unwrap();
+        let a = open(tmp.path(), "a");
+        assert!(matches!(a.write_metadata(1, b"m".to_vec()), Err(StorageError::Fenced { .. })));
+        a.claim().unwrap();
+        for id in 1..=(KEEP + 10) {
+            a.write_metadata(id, b"m".to_vec()).unwrap();
+        }
+        let entries = a.list_under(LOG).unwrap().len() as u64;
+        assert!(entries <= KEEP + 1, "{entries} entries");
+        assert_eq!(open(tmp.path(), "b").claim().unwrap().checkpoint, Some(KEEP + 10));
+    }
+}
