@@ -200,7 +200,7 @@ fn log_owners(dir: &JobDir) -> BTreeMap<i32, String> {
     commit_logs(dir).into_iter().filter_map(|(p, log)| Some((p, log.last()?.2.clone()))).collect()
 }
 
-// Not in the suite yet: in 2 of 5 runs on tansu 0.6.0 the output ended with a
+// Not in the suite yet: in 2 of 4 runs on tansu 0.6.0 the output ended with a
 // repeated update or never completed after the paused member woke (the
 // commit logs' invariant held in every run). Run it with --ignored.
 #[test]
