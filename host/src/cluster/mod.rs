@@ -77,9 +77,16 @@ impl Classify for ClusterError {
 
 /// One partition's copy of the job, running.
 struct Copy {
+    /// Which start of the partition's copy on this member: a copy stopped
+    /// on revocation still reports its end, maybe after the partition came
+    /// back and a new copy started.
+    run: u64,
     requests: Sender<Request>,
     thread: JoinHandle<()>,
 }
+
+/// A copy's end: partition, run, outcome.
+type Ended = (i32, u64, Result<(), JobError>);
 
 /// Runs `job` as one member of its `[cluster]` group until a copy fails or
 /// the group is lost; a member with nothing left to do keeps its
@@ -96,7 +103,7 @@ pub fn run_member(job: &LoadedJob) -> Result<(), ClusterError> {
         "joined the consumer group; each partition it assigns runs as {}",
         copy_name(&job.spec.name, 0).replace("-p0", "-p<partition>")
     );
-    let (ended_tx, ended) = unbounded::<(i32, Result<(), JobError>)>();
+    let (ended_tx, ended) = unbounded::<Ended>();
     let mut copies: BTreeMap<i32, Copy> = BTreeMap::new();
     let outcome = serve(job, &input, &events, &ended_tx, &ended, &mut copies);
     stop_all(std::mem::take(&mut copies).into_iter().collect());
@@ -122,10 +129,11 @@ fn serve(
     job: &LoadedJob,
     input: &SharedInput,
     events: &Receiver<GroupEvent>,
-    ended_tx: &Sender<(i32, Result<(), JobError>)>,
-    ended: &Receiver<(i32, Result<(), JobError>)>,
+    ended_tx: &Sender<Ended>,
+    ended: &Receiver<Ended>,
     copies: &mut BTreeMap<i32, Copy>,
 ) -> Result<(), Served> {
+    let mut runs = 0u64;
     loop {
         select! {
             recv(events) -> event => match event {
@@ -133,7 +141,9 @@ fn serve(
                     tracing::info!(?partitions, "partitions assigned");
                     for p in partitions {
                         if let std::collections::btree_map::Entry::Vacant(slot) = copies.entry(p) {
-                            slot.insert(start(job, input, p, ended_tx.clone()).map_err(|e| Served::Group(e.to_string()))?);
+                            runs += 1;
+                            let copy = start(job, input, p, runs, ended_tx.clone());
+                            slot.insert(copy.map_err(|e| Served::Group(e.to_string()))?);
                         }
                     }
                 }
@@ -146,10 +156,14 @@ fn serve(
                 Err(_) => return Err(Served::Group("the membership ended".into())),
             },
             recv(ended) -> message => {
-                let (p, result) = message.expect("the member holds a sender");
+                let (p, run, result) = message.expect("the member holds a sender");
                 // A copy stopped on revocation reports too; it is no longer
-                // listed, and its end means nothing.
-                let Some(copy) = copies.remove(&p) else { continue };
+                // listed (or another run of the partition is), and its end
+                // means nothing.
+                if copies.get(&p).is_none_or(|c| c.run != run) {
+                    continue;
+                }
+                let copy = copies.remove(&p).expect("listed");
                 let _ = copy.thread.join();
                 match result {
                     Ok(()) => tracing::info!(partition = p, "partition finished: its input ended"),
@@ -189,20 +203,15 @@ fn group_options(input: &SharedInput, cluster: &crate::config::ClusterSpec) -> C
 }
 
 /// Starts the copy for partition `p`, resumed from its latest checkpoint.
-fn start(
-    job: &LoadedJob,
-    input: &SharedInput,
-    p: i32,
-    ended: Sender<(i32, Result<(), JobError>)>,
-) -> std::io::Result<Copy> {
+fn start(job: &LoadedJob, input: &SharedInput, p: i32, run: u64, ended: Sender<Ended>) -> std::io::Result<Copy> {
     let copy = copy_for(job, input, p, partitioned::member_name());
     let (requests, requests_rx) = unbounded();
     let own = requests.clone();
     let thread = std::thread::Builder::new().name(format!("partition-{p}")).spawn(move || {
         let result = run_job_with(&copy, &StartFrom::Latest, (own, requests_rx)).map(|_| ());
-        let _ = ended.send((p, result));
+        let _ = ended.send((p, run, result));
     })?;
-    Ok(Copy { requests, thread })
+    Ok(Copy { run, requests, thread })
 }
 
 /// Cancels the copies (all at once: they stop side by side) and waits
