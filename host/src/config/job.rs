@@ -287,9 +287,10 @@ fn cluster(c: &ClusterFile, job: &str) -> Result<ClusterSpec, InvalidJob> {
         return Err(invalid!("[cluster] group = {group:?}: 1 to 249 characters"));
     }
     let session_timeout = c.session_timeout.map_or(DEFAULT_SESSION_TIMEOUT, |d| d.0);
-    // Kafka brokers accept 6 s to 30 min by default.
+    // Kafka brokers accept 6 s to 30 min unless configured otherwise
+    // (group.min/max.session.timeout.ms); the broker has the last word.
     if !(std::time::Duration::from_secs(1)..=std::time::Duration::from_secs(3600)).contains(&session_timeout) {
-        return Err(invalid!("[cluster] session_timeout: between 1s and 1h"));
+        return Err(invalid!("[cluster] session_timeout = {session_timeout:?}: between 1s and 1h"));
     }
     Ok(ClusterSpec { group, bootstrap_servers: c.bootstrap_servers.clone(), session_timeout })
 }

@@ -152,10 +152,7 @@ pub fn prepare(job: &LoadedJob, start: &StartFrom) -> Result<Start, JobError> {
             let s = storage.as_ref().expect("checked");
             let claimed = s.claim()?;
             tracing::info!(dir = %s.display(), claim = claimed.seq, checkpoint = ?claimed.checkpoint, "claimed the job's commit log");
-            match claimed.checkpoint {
-                Some(id) => Some(restore::load(s, id)?),
-                None => None,
-            }
+            claimed.checkpoint.map(|id| restore::load(s, id)).transpose()?
         }
         StartFrom::Latest => {
             let s = storage.as_ref().expect("opened for a restore");
