@@ -63,6 +63,11 @@ enum Command {
         allow_non_restored_state: bool,
     },
     /// Show a running job: records in and out per operator, checkpoints.
+    ///
+    /// Given the job file of a cluster job (`[cluster]`), shows every
+    /// partition of the input: who last claimed or committed it (from the
+    /// commit logs on the shared checkpoint storage), its latest checkpoint,
+    /// and the copies that run on this machine.
     Status {
         /// The job's name, or its job file.
         job: String,

@@ -7,12 +7,13 @@
 //! or pause a member are ignored for now: a lost member's partitions are
 //! not always moved (docs/cluster.md).
 
-use super::checkpoints::spawn;
 use super::support::{JobDir, final_counts};
 use std::collections::BTreeMap;
-use std::process::Child;
+use std::path::PathBuf;
+use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 use weir_tests::artifacts::{WORD_COUNT_COUNTER, WORD_COUNT_TOKENIZER};
+use weir_tests::host_command;
 use weir_tests::kafka::{KafkaBroker, ONE_RECORD_BATCHES};
 
 /// `count` words over a vocabulary of 200, deterministic from `seed`.
@@ -103,8 +104,49 @@ fn latest(text: &str) -> BTreeMap<String, u64> {
     text.lines().filter_map(|l| l.rsplit_once(' ')).map(|(w, n)| (w.to_string(), n.parse().unwrap_or(0))).collect()
 }
 
+/// One `host run job.toml` process. Its log goes to a file, so that a
+/// long run never blocks on a full pipe.
+struct Member {
+    child: Child,
+    log: PathBuf,
+}
+
+impl Member {
+    fn start(dir: &JobDir) -> Member {
+        let n = std::fs::read_dir(dir.path())
+            .unwrap()
+            .flatten()
+            .filter(|e| e.file_name().to_string_lossy().starts_with("member-"))
+            .count();
+        let log = dir.path().join(format!("member-{n}.log"));
+        let child = host_command(dir.path(), &["run", "job.toml"])
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .expect("start host");
+        Member { child, log }
+    }
+
+    fn id(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Its log once it exited by itself.
+    fn exited(&mut self) -> Option<String> {
+        let status = self.child.try_wait().ok()??;
+        Some(format!("({status}) {}", std::fs::read_to_string(&self.log).unwrap_or_default()))
+    }
+
+    /// Kills it; its log.
+    fn kill(&mut self) -> String {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+}
+
 /// Waits until the output holds every word's final count.
-fn wait_complete(broker: &KafkaBroker, want: &BTreeMap<String, u64>, members: &mut [Child]) {
+fn wait_complete(broker: &KafkaBroker, want: &BTreeMap<String, u64>, members: &mut [Member]) {
     let until = Instant::now() + Duration::from_secs(240);
     loop {
         let got = latest(&output(broker));
@@ -112,15 +154,13 @@ fn wait_complete(broker: &KafkaBroker, want: &BTreeMap<String, u64>, members: &m
             return;
         }
         for m in members.iter_mut() {
-            if let Ok(Some(status)) = m.try_wait() {
-                let mut err = String::new();
-                std::io::Read::read_to_string(m.stderr.as_mut().unwrap(), &mut err).unwrap();
-                panic!("a member exited ({status}) before the output was complete:\n{err}");
+            if let Some(log) = m.exited() {
+                panic!("a member exited before the output was complete: {log}");
             }
         }
         let missing = want.iter().filter(|(w, n)| got.get(*w) != Some(n)).count();
         if Instant::now() > until {
-            let logs: Vec<String> = members.iter_mut().map(kill).collect();
+            let logs: Vec<String> = members.iter_mut().map(Member::kill).collect();
             panic!(
                 "the output is still missing {missing} of {} words' final counts; members:\n{}",
                 want.len(),
@@ -129,14 +169,6 @@ fn wait_complete(broker: &KafkaBroker, want: &BTreeMap<String, u64>, members: &m
         }
         std::thread::sleep(Duration::from_millis(500));
     }
-}
-
-fn kill(member: &mut Child) -> String {
-    let _ = member.kill();
-    let _ = member.wait();
-    let mut err = String::new();
-    std::io::Read::read_to_string(member.stderr.as_mut().unwrap(), &mut err).unwrap();
-    err
 }
 
 // Not in the suite yet: in 2 of 7 runs the killed member's partitions were
@@ -149,7 +181,7 @@ fn members_share_the_partitions_and_a_killed_members_partitions_resume_elsewhere
     let dir = JobDir::new();
     // 1500 records a partition at 100 a second: about 15 s of input.
     cluster_job(&dir, &broker, 100, "6s");
-    let mut members: Vec<Child> = (0..3).map(|_| spawn(&dir, &[], &[])).collect();
+    let mut members: Vec<Member> = (0..3).map(|_| Member::start(&dir)).collect();
     // Once output flows, one member dies; the group gives its partitions to
     // the others once its session times out.
     let until = Instant::now() + Duration::from_secs(60);
@@ -158,12 +190,55 @@ fn members_share_the_partitions_and_a_killed_members_partitions_resume_elsewhere
         std::thread::sleep(Duration::from_millis(300));
     }
     std::thread::sleep(Duration::from_secs(2));
-    let first = kill(&mut members.remove(0));
+    let killed = format!("member {} on", members[0].id());
+    let first = members.remove(0).kill();
+    let killed_at = Instant::now();
     assert!(first.contains("partitions assigned"), "the killed member ran partitions:\n{first}");
+    // Its partitions move to the survivors, whose copies claim them.
+    let until = Instant::now() + Duration::from_secs(90);
+    while log_owners(&dir).values().any(|o| o.starts_with(&killed)) {
+        if Instant::now() > until {
+            let logs: Vec<String> = members.iter_mut().map(Member::kill).collect();
+            panic!("the killed member's partitions never moved: {:?}\n{logs:#?}", log_owners(&dir));
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    eprintln!("the killed member's partitions were claimed elsewhere {:?} after the kill", killed_at.elapsed());
     // A new member joins mid-run and takes some partitions over.
-    members.push(spawn(&dir, &[], &[]));
+    members.push(Member::start(&dir));
     wait_complete(&broker, &want, &mut members);
-    let logs: Vec<String> = members.iter_mut().map(kill).collect();
+    // `host status` on the job file shows who has each partition, from the
+    // commit logs: members alive now, never the killed one.
+    let status = host_command(dir.path(), &["status", "job.toml", "--json"]).output().unwrap();
+    assert!(status.status.success(), "{}", String::from_utf8_lossy(&status.stderr));
+    let status: serde_json::Value = serde_json::from_slice(&status.stdout).unwrap();
+    let alive: Vec<String> = members.iter().map(|m| format!("member {} on", m.id())).collect();
+    let partitions = status["partitions"].as_array().unwrap();
+    assert_eq!(partitions.len(), 6, "{status:#}");
+    for (p, entry) in partitions.iter().enumerate() {
+        assert_eq!(entry["partition"], p as i64, "{status:#}");
+        let owner = entry["owner"].as_str().unwrap_or_default();
+        assert!(
+            alive.iter().any(|a| owner.starts_with(a)),
+            "partition {p} owned by {owner:?}, not a live member: {status:#}"
+        );
+        assert!(entry["checkpoint"].as_u64().is_some(), "{status:#}");
+    }
+    let text = host_command(dir.path(), &["status", "job.toml"]).output().unwrap();
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(
+        text.contains("cluster job 'wc-cluster' (group 'weir-cluster-wc-cluster'): 6 partitions of topic 'words'"),
+        "{text}"
+    );
+    let logs: Vec<String> = members.iter_mut().map(Member::kill).collect();
+    for log in &logs {
+        for line in log
+            .lines()
+            .filter(|l| l.contains("joins again") || l.contains("partitions assigned") || l.contains("revoked"))
+        {
+            eprintln!("{line}");
+        }
+    }
     // Exactly-once: each word's updates are 1, 2, ..., n, none repeated.
     assert_eq!(final_counts(&output(&broker)), want);
     // The killed member's partitions ran elsewhere: six partitions, more
@@ -180,7 +255,7 @@ fn members_share_the_partitions_and_a_killed_members_partitions_resume_elsewhere
 }
 
 /// Sends `signal` (`-STOP`, `-CONT`) to `member`.
-fn signal(member: &Child, signal: &str) {
+fn signal(member: &Member, signal: &str) {
     let ok = std::process::Command::new("kill").args([signal, &member.id().to_string()]).status().unwrap();
     assert!(ok.success(), "kill {signal}");
 }
@@ -222,7 +297,7 @@ fn a_member_paused_past_its_session_commits_nothing_for_the_partitions_it_lost()
     let dir = JobDir::new();
     // 2000 records a partition at 80 a second: about 25 s of input.
     cluster_job(&dir, &broker, 80, "4s");
-    let zombie = spawn(&dir, &[], &[]);
+    let zombie = Member::start(&dir);
     let paused = format!("member {} on", zombie.id());
     // The first member takes every partition, and commits for them.
     let until = Instant::now() + Duration::from_secs(60);
@@ -234,7 +309,7 @@ fn a_member_paused_past_its_session_commits_nothing_for_the_partitions_it_lost()
         );
         std::thread::sleep(Duration::from_millis(200));
     }
-    let mut other = spawn(&dir, &[], &[]);
+    let mut other = Member::start(&dir);
     // Once the group gave the other member some partitions, the first one
     // freezes: past its session, the group gives them all to the other,
     // whose copies claim each partition's commit log.
@@ -252,7 +327,7 @@ fn a_member_paused_past_its_session_commits_nothing_for_the_partitions_it_lost()
             panic!(
                 "the paused member's partitions never moved: {:?}\nsurvivor:\n{}\nbroker (tail):\n{}",
                 log_owners(&dir),
-                kill(&mut other),
+                other.kill(),
                 &log[log.len().saturating_sub(6000)..]
             );
         }
@@ -267,8 +342,8 @@ fn a_member_paused_past_its_session_commits_nothing_for_the_partitions_it_lost()
     let mut members = [zombie, other];
     wait_complete(&broker, &want, &mut members);
     let [mut zombie, mut other] = members;
-    let woken = kill(&mut zombie);
-    kill(&mut other);
+    let woken = zombie.kill();
+    other.kill();
     assert_eq!(final_counts(&output(&broker)), want);
     // In every partition's log, each commit follows its writer's own claim
     // or commit: nobody committed after another member claimed.
@@ -350,6 +425,11 @@ partition = "key""#
         (
             base(&checkpoints, &counter, kafka_sink).replace("kind = \"kafka-group\"", "kind = \"zookeeper\""),
             "kind = \"zookeeper\"",
+        ),
+        (
+            // The default session is 10 s: output must be delivered within 5 s.
+            base(&checkpoints, &counter, &format!("{kafka_sink}\nflush_timeout = \"6s\"")),
+            "sink 'out' sets flush_timeout = \"6s\"; in cluster mode it must be at most half of [cluster] session_timeout (5s)",
         ),
     ] {
         dir.write("job.toml", &job);

@@ -1,15 +1,22 @@
 //! `host status`, `host savepoint`, `host swap`, `host rescale` and
 //! `host cancel`: clients of a running job's control API.
 
-use super::job_name;
+use super::{host_file, job_name};
 use anyhow::Context;
+use serde::Serialize;
 use std::path::Path;
+use weir_host::cluster::overview::overview;
 use weir_host::config::units::human_bytes;
+use weir_host::config::{self, LoadedJob};
+use weir_host::control::Status;
 use weir_host::control::client::Client;
 use weir_host::control::{RescaleRequest, SavepointRequest, SwapRequest};
 
 /// `host status`.
 pub fn status(job: &str, json: bool) -> anyhow::Result<()> {
+    if let Some(loaded) = cluster_job(job)? {
+        return cluster_status(&loaded, json);
+    }
     let client = Client::find(&job_name(job)?)?;
     let s = client.status()?;
     if json {
@@ -37,6 +44,81 @@ pub fn status(job: &str, json: bool) -> anyhow::Result<()> {
     println!("  {:<10} {:<24} {:>4} {:>14} {:>14}", "role", "id", "par", "records in", "records out");
     for n in &s.nodes {
         println!("  {:<10} {:<24} {:>4} {:>14} {:>14}", n.role, n.id, n.parallelism, n.records_in, n.records_out);
+    }
+    Ok(())
+}
+
+/// The job `arg` names, if it is the job file of a cluster job.
+fn cluster_job(arg: &str) -> anyhow::Result<Option<LoadedJob>> {
+    let path = Path::new(arg);
+    if !path.is_file() {
+        return Ok(None);
+    }
+    let job = config::load_job(path, host_file(None)?.as_ref(), None)?;
+    Ok(job.spec.cluster.is_some().then_some(job))
+}
+
+/// One partition of a cluster job, as `host status --json` prints it.
+#[derive(Serialize)]
+struct PartitionStatus {
+    partition: i32,
+    /// Its copy's job name.
+    job: String,
+    /// Who wrote the last entry of its commit log.
+    owner: Option<String>,
+    /// Whether that entry is a claim (its run started, nothing committed since).
+    claimed: bool,
+    /// The latest committed checkpoint.
+    checkpoint: Option<u64>,
+    /// The copy's status, when it runs on this machine.
+    here: Option<Status>,
+}
+
+/// `host status <cluster job file>`.
+fn cluster_status(job: &LoadedJob, json: bool) -> anyhow::Result<()> {
+    let o = overview(job)?;
+    let partitions: Vec<PartitionStatus> = o
+        .partitions
+        .into_iter()
+        .map(|p| PartitionStatus {
+            partition: p.partition,
+            here: Client::find(&p.copy).and_then(|c| c.status()).ok(),
+            job: p.copy,
+            owner: p.last.as_ref().map(|l| l.owner.clone()),
+            claimed: p.last.as_ref().is_some_and(|l| l.claim),
+            checkpoint: p.last.and_then(|l| l.checkpoint),
+        })
+        .collect();
+    if json {
+        let all =
+            serde_json::json!({ "job": job.spec.name, "group": o.group, "topic": o.topic, "partitions": partitions });
+        println!("{}", serde_json::to_string_pretty(&all)?);
+        return Ok(());
+    }
+    println!(
+        "cluster job '{}' (group '{}'): {} partitions of topic '{}'",
+        job.spec.name,
+        o.group,
+        partitions.len(),
+        o.topic
+    );
+    println!("  {:>9}  {:<16} {:<28} {:>14}  on this machine", "partition", "job", "last written by", "checkpoint");
+    for p in &partitions {
+        let checkpoint = match (p.checkpoint, p.claimed) {
+            (Some(c), false) => c.to_string(),
+            (Some(c), true) => format!("{c} (claimed)"),
+            (None, _) => "-".into(),
+        };
+        let here = p.here.as_ref().map_or("-".to_string(), |s| {
+            format!("{}: {} records read, {} written", s.state, s.records_read, s.records_written)
+        });
+        println!(
+            "  {:>9}  {:<16} {:<28} {:>14}  {here}",
+            p.partition,
+            p.job,
+            p.owner.as_deref().unwrap_or("nobody yet"),
+            checkpoint
+        );
     }
     Ok(())
 }

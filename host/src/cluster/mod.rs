@@ -11,8 +11,10 @@
 //! partition's commit log when it starts, so a member that lost the
 //! partition without knowing (paused past the session timeout) can commit
 //! nothing more for it. The member reacts to
-//! messages: the group's events and the copies' ends.
+//! messages: the group's events and the copies' ends. [`overview`] reads
+//! what the whole group does from the shared storage.
 
+pub mod overview;
 pub mod partitioned;
 
 use crate::checkpoint::storage::StorageError;
@@ -45,6 +47,14 @@ pub enum ClusterError {
         /// What went wrong.
         cause: ConnectorError,
     },
+    /// A partition's commit log could not be read.
+    #[error("partition {partition}'s commit log: {cause}")]
+    CommitLog {
+        /// The partition.
+        partition: i32,
+        /// Why.
+        cause: StorageError,
+    },
     /// The copy of the job for a partition failed.
     #[error("partition {partition} (job '{copy}'): {cause}")]
     Partition {
@@ -62,6 +72,7 @@ impl Classify for ClusterError {
         match self {
             ClusterError::NotPartitionable(_) => Domain::User,
             ClusterError::Group { cause, .. } => cause.domain(),
+            ClusterError::CommitLog { cause, .. } => cause.domain(),
             ClusterError::Partition { cause, .. } => cause.domain(),
         }
     }
@@ -70,6 +81,7 @@ impl Classify for ClusterError {
         match self {
             ClusterError::NotPartitionable(_) => RetryHint::NoRetry,
             ClusterError::Group { cause, .. } => cause.retry(),
+            ClusterError::CommitLog { cause, .. } => cause.retry(),
             ClusterError::Partition { cause, .. } => cause.retry(),
         }
     }

@@ -8,10 +8,25 @@
 //! is in one partition (the producer's partitioner put it there); sinks
 //! are Kafka sinks, whose exactly-once output is per copy; checkpoints go
 //! to a durable directory every member reaches.
+//!
+//! A copy's sinks give up on a record they could not deliver within half a
+//! session (`flush_timeout`): a member paused past its session finds, when
+//! it wakes, that the output it still held expired instead of being sent
+//! after the partition's new owner published it.
 
 use crate::config::Partition;
+use crate::config::units::HumanDuration;
 use crate::config::{ClusterSpec, LoadedJob};
+use std::time::Duration;
 use thiserror::Error;
+
+/// The longest a copy's sink may take to deliver a record: under the time
+/// a silent member's partitions take to move, which is at least two thirds
+/// of a session after its last record was handed to the producer (its last
+/// heartbeat may be a third of a session older than that).
+pub fn flush_timeout(cluster: &ClusterSpec) -> Duration {
+    cluster.session_timeout / 2
+}
 
 /// A job cluster mode cannot run; says why and what to change.
 #[derive(Debug, Error)]
@@ -103,6 +118,20 @@ pub fn check(job: &LoadedJob, cluster: &ClusterSpec) -> Result<SharedInput, NotP
             sink.connector.id, sink.connector.kind
         )));
     }
+    let most = flush_timeout(cluster);
+    for sink in &spec.sinks {
+        let Some(value) = sink.connector.options.get("flush_timeout") else { continue };
+        let given = value.as_str().and_then(|t| HumanDuration::parse(t).ok());
+        if given.is_none_or(|d| d.0 > most) {
+            return Err(refuse(format!(
+                "sink '{}' sets flush_timeout = {value}; in cluster mode it must be at most half of [cluster] \
+                 session_timeout ({}), so that a member paused past its session never sends output after the \
+                 partition's new owner published it: leave it out, or lower it",
+                sink.connector.id,
+                humantime::format_duration(most)
+            )));
+        }
+    }
     if job.settings.checkpointing.is_none() {
         return Err(refuse(
             "it takes no checkpoints; a partition moves to another member through its checkpoints: set [checkpointing] interval"
@@ -134,7 +163,12 @@ pub fn copy_name(job: &str, partition: i32) -> String {
 pub fn copy_for(job: &LoadedJob, input: &SharedInput, partition: i32, owner: String) -> LoadedJob {
     let mut copy = job.clone();
     copy.spec.name = copy_name(&job.spec.name, partition);
-    copy.spec.cluster = None;
+    if let Some(cluster) = copy.spec.cluster.take() {
+        let most = format!("{}ms", flush_timeout(&cluster).as_millis());
+        for s in &mut copy.spec.sinks {
+            s.connector.options.entry("flush_timeout").or_insert_with(|| toml::Value::String(most.clone()));
+        }
+    }
     for s in &mut copy.spec.sources {
         s.parallelism = 1;
         if s.id == input.source_id {

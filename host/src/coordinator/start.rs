@@ -6,7 +6,7 @@
 
 use super::JobError;
 use crate::checkpoint::restore::{self, Restored, Target};
-use crate::checkpoint::storage::CheckpointStorage;
+use crate::checkpoint::storage::{CLAIM_IDS, CheckpointStorage};
 use crate::config::LoadedJob;
 use crate::config::units::human_bytes;
 use crate::fault::{Classify, Domain, RetryHint};
@@ -134,6 +134,8 @@ pub fn prepare(job: &LoadedJob, start: &StartFrom) -> Result<Start, JobError> {
         Some(s) if s.is_durable() => s.list_checkpoints()?,
         _ => Vec::new(),
     };
+    // The lowest id this run's checkpoints may take, past the restored one.
+    let mut first_id = 0;
     let restored = match start {
         StartFrom::Beginning => {
             if let (Some(&latest), Some(s)) = (existing.last(), &storage) {
@@ -151,6 +153,7 @@ pub fn prepare(job: &LoadedJob, start: &StartFrom) -> Result<Start, JobError> {
             // that a run that started before this one commits nothing more.
             let s = storage.as_ref().expect("checked");
             let claimed = s.claim()?;
+            first_id = claimed.seq.saturating_mul(CLAIM_IDS);
             tracing::info!(dir = %s.display(), claim = claimed.seq, checkpoint = ?claimed.checkpoint, "claimed the job's commit log");
             claimed.checkpoint.map(|id| restore::load(s, id)).transpose()?
         }
@@ -186,7 +189,8 @@ pub fn prepare(job: &LoadedJob, start: &StartFrom) -> Result<Start, JobError> {
         check_compatible(job, r, start.allows_non_restored_state())?;
         tracing::info!(checkpoint = %r.location, size = %human_bytes(r.metadata.state_size()), "restoring");
     }
-    let highest_id = existing.last().copied().unwrap_or(0).max(restored.as_ref().map_or(0, |r| r.metadata.id));
+    let highest_id =
+        existing.last().copied().unwrap_or(0).max(restored.as_ref().map_or(0, |r| r.metadata.id)).max(first_id);
     Ok(Start { storage, highest_id, restored: restored.map(Arc::new) })
 }
 

@@ -23,6 +23,12 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 /// The log's directory, in the job's.
 const LOG: &str = "_commits";
+/// The checkpoint ids of each claim: the run that claimed at `n` numbers
+/// its checkpoints from `n * CLAIM_IDS + 1`. A run that lost the job may
+/// still write the files of a checkpoint or two before its commit is
+/// refused; with ids of its own, it never writes over (or, refused,
+/// deletes) a file of the run that took over.
+pub const CLAIM_IDS: u64 = 1_000_000_000;
 /// Entries kept behind the last (older ones are deleted as it grows).
 const KEEP: u64 = 256;
 /// Claims tried while other runs keep writing first.
@@ -64,6 +70,19 @@ pub struct Claimed {
     pub checkpoint: Option<u64>,
 }
 
+/// The last entry of a commit log, as `host status` shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LastEntry {
+    /// Its number.
+    pub seq: u64,
+    /// A claim (a run started) rather than a commit.
+    pub claim: bool,
+    /// The latest committed checkpoint it names.
+    pub checkpoint: Option<u64>,
+    /// Who wrote it (`member <pid> on <host>` in cluster mode).
+    pub owner: String,
+}
+
 fn entry_name(seq: u64) -> String {
     format!("{LOG}/{seq:020}")
 }
@@ -72,6 +91,16 @@ impl CheckpointStorage {
     /// Whether commits go through the log.
     pub fn is_fenced(&self) -> bool {
         self.fence.is_some()
+    }
+
+    /// The commit log's last entry; `None` while nobody claimed the job.
+    pub fn last_commit(&self) -> Result<Option<LastEntry>, StorageError> {
+        Ok(self.last_entry()?.map(|(seq, e)| LastEntry {
+            seq,
+            claim: e.kind == "claim",
+            checkpoint: e.checkpoint,
+            owner: e.owner,
+        }))
     }
 
     /// Claims the job for this run: from here on, no run that started

@@ -18,7 +18,7 @@ mod fence;
 mod reader;
 mod stores;
 
-pub use fence::Claimed;
+pub use fence::{CLAIM_IDS, Claimed, LastEntry};
 
 pub use reader::ObjectReader;
 use reader::Source;

@@ -5,8 +5,10 @@
 //! paused): it only holds the assignment. Each change comes out as a
 //! [`GroupEvent`]; a revocation waits until the receiver says the
 //! partitions are let go, so that no partition is ever run by two members
-//! of one generation.
+//! of one generation. A member handed back exactly what was just revoked
+//! from it leaves and joins again as a new member ([`stale`](super::stale)).
 
+use super::stale::StaleWatch;
 use super::{ClusterOptions, Logs, describe};
 use crate::runtime::error::ConnectorError;
 use crossbeam_channel::{Receiver, Sender, bounded, unbounded};
@@ -18,7 +20,7 @@ use rdkafka::error::KafkaError;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// A change of what this member owns.
 #[derive(Debug)]
@@ -42,6 +44,15 @@ pub struct GroupMember {
 struct Membership {
     topic: String,
     events: Sender<GroupEvent>,
+    /// Each revocation and assignment, for the member's own thread to
+    /// watch for a rebalance that moved nothing.
+    rebalances: Sender<Rebalanced>,
+}
+
+/// One side of a rebalance, as the member's thread hears of it.
+enum Rebalanced {
+    Revoked(Vec<i32>),
+    Assigned(Vec<i32>),
 }
 
 impl ClientContext for Membership {
@@ -71,6 +82,7 @@ impl ConsumerContext for Membership {
                 if partitions.is_empty() {
                     return;
                 }
+                let _ = self.rebalances.send(Rebalanced::Revoked(partitions.clone()));
                 let (released, wait) = bounded(1);
                 // Until the supervisor let the partitions go, the group
                 // must not hand them to another member: this callback
@@ -95,10 +107,79 @@ impl ConsumerContext for Membership {
                 tracing::warn!(error = %e, "cannot pause the membership consumer's partitions");
             }
             let partitions = self.partitions(list);
+            let _ = self.rebalances.send(Rebalanced::Assigned(partitions.clone()));
             if !partitions.is_empty() {
                 let _ = self.events.send(GroupEvent::Assigned(partitions));
             }
         }
+    }
+}
+
+/// What a member needs to join (and join again).
+struct Joining {
+    cluster: ClusterOptions,
+    group: String,
+    topic: String,
+    session_timeout: Duration,
+    events: Sender<GroupEvent>,
+}
+
+/// A member consumer and what its callbacks tell the member's thread.
+struct Joined {
+    consumer: BaseConsumer<Membership>,
+    rebalances: Receiver<Rebalanced>,
+}
+
+impl Joining {
+    /// A new member consumer, subscribed.
+    fn subscribe(&self) -> Result<Joined, ConnectorError> {
+        let (rebalances, heard) = unbounded();
+        let context = Membership { topic: self.topic.clone(), events: self.events.clone(), rebalances };
+        let session_ms = self.session_timeout.as_millis().to_string();
+        let heartbeat_ms = (self.session_timeout.as_millis() / 3).max(100).to_string();
+        let consumer: BaseConsumer<Membership> = self
+            .cluster
+            .client_config(&[
+                ("group.id", self.group.clone()),
+                ("enable.auto.commit", "false".into()),
+                ("enable.auto.offset.store", "false".into()),
+                ("partition.assignment.strategy", "roundrobin".into()),
+                ("session.timeout.ms", session_ms),
+                ("heartbeat.interval.ms", heartbeat_ms),
+                ("allow.auto.create.topics", "false".into()),
+            ])?
+            .create_with_context(context)
+            .map_err(|e| ConnectorError::Refused(describe(&e)))?;
+        consumer.subscribe(&[&self.topic]).map_err(|e| ConnectorError::Refused(describe(&e)))?;
+        Ok(Joined { consumer, rebalances: heard })
+    }
+
+    /// Serves the group's callbacks until told to stop (false) or until
+    /// a rebalance hands this member back what it had (true).
+    fn serve(&self, joined: &Joined, stop: &AtomicBool, watch: &mut StaleWatch) -> bool {
+        while !stop.load(Ordering::Relaxed) {
+            // The partitions are paused, so records never come.
+            if let Some(Err(e)) = joined.consumer.poll(Duration::from_millis(100)) {
+                tracing::warn!(error = %e, "consumer group");
+            }
+            for heard in joined.rebalances.try_iter() {
+                match heard {
+                    Rebalanced::Revoked(ps) => watch.revoked(&ps),
+                    Rebalanced::Assigned(ps) if watch.rejoin_after(&ps, Instant::now()) => {
+                        tracing::warn!(
+                            group = %self.group,
+                            partitions = ?ps,
+                            "a rebalance handed this member back exactly the partitions it had; if a member \
+                             left, nobody may have been given its partitions, so this member joins again as \
+                             a new one to make the group rebalance in full"
+                        );
+                        return true;
+                    }
+                    Rebalanced::Assigned(_) => {}
+                }
+            }
+        }
+        false
     }
 }
 
@@ -111,39 +192,36 @@ pub fn join(
     session_timeout: Duration,
 ) -> Result<(GroupMember, Receiver<GroupEvent>), ConnectorError> {
     let (events, receiver) = unbounded();
-    let context = Membership { topic: topic.to_string(), events: events.clone() };
-    let session_ms = session_timeout.as_millis().to_string();
-    let heartbeat_ms = (session_timeout.as_millis() / 3).max(100).to_string();
-    let consumer: BaseConsumer<Membership> = cluster
-        .client_config(&[
-            ("group.id", group.to_string()),
-            ("enable.auto.commit", "false".into()),
-            ("enable.auto.offset.store", "false".into()),
-            ("partition.assignment.strategy", "roundrobin".into()),
-            ("session.timeout.ms", session_ms),
-            ("heartbeat.interval.ms", heartbeat_ms),
-            ("allow.auto.create.topics", "false".into()),
-        ])?
-        .create_with_context(context)
-        .map_err(|e| ConnectorError::Refused(describe(&e)))?;
-    consumer.subscribe(&[topic]).map_err(|e| ConnectorError::Refused(describe(&e)))?;
+    let joining = Joining {
+        cluster: cluster.clone(),
+        group: group.to_string(),
+        topic: topic.to_string(),
+        session_timeout,
+        events,
+    };
+    let first = joining.subscribe()?;
     let stop = Arc::new(AtomicBool::new(false));
     let stopping = stop.clone();
     let thread = std::thread::Builder::new()
         .name("cluster-member".into())
         .spawn(move || {
-            // Polling serves the group's callbacks; the partitions are
-            // paused, so records never come.
-            while !stopping.load(Ordering::Relaxed) {
-                if let Some(Err(e)) = consumer.poll(Duration::from_millis(100)) {
-                    tracing::warn!(error = %e, "consumer group");
+            let mut watch = StaleWatch::new(joining.session_timeout);
+            let mut member = Some(first);
+            while let Some(joined) = member.take() {
+                let again = joining.serve(&joined, &stopping, &mut watch);
+                // Leaving the group revokes what is left; the receiver may
+                // be gone by now, which the callback allows for.
+                joined.consumer.unsubscribe();
+                drop(joined);
+                if again {
+                    match joining.subscribe() {
+                        Ok(next) => member = Some(next),
+                        Err(e) => {
+                            let _ = joining.events.send(GroupEvent::Failed(format!("cannot rejoin the group: {e}")));
+                        }
+                    }
                 }
             }
-            // Leaving the group revokes what is left; the receiver may be
-            // gone by now, which the callback allows for.
-            consumer.unsubscribe();
-            drop(consumer);
-            drop(events);
         })
         .map_err(|e| ConnectorError::Refused(format!("cannot start the group member's thread: {e}")))?;
     Ok((GroupMember { stop, thread: Some(thread) }, receiver))

@@ -1,12 +1,14 @@
 //! `kind = "kafka"` source and sink ([`source`], [`sink`]), and what they
 //! share: the client configuration, topic metadata with errors that name
 //! the address and topic, and Kafka's own key partitioner. This module and
-//! its children are the only code that sees `rdkafka` types.
+//! its children are the only code that sees `rdkafka` types. Cluster mode
+//! uses [`group`] membership, watched by [`stale`].
 
 pub mod group;
 pub mod held;
 pub mod sink;
 pub mod source;
+pub mod stale;
 
 use crate::config::units::HumanDuration;
 use crate::runtime::error::ConnectorError;
