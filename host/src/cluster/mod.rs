@@ -25,7 +25,7 @@ use crate::control::Request;
 use crate::coordinator::checkpointing::CheckpointingError;
 use crate::coordinator::{JobError, StartFrom, run_job_with};
 use crate::fault::{Classify, Domain, RetryHint};
-use crate::runtime::error::ConnectorError;
+use crate::runtime::error::{ConnectorError, TaskError};
 use crossbeam_channel::{Receiver, Sender, select, unbounded};
 use partitioned::{NotPartitionable, SharedInput, copy_for, copy_name};
 use std::collections::BTreeMap;
@@ -199,6 +199,7 @@ fn fenced(e: &JobError) -> bool {
             CheckpointingError::Fenced(_)
                 | CheckpointingError::FinalCheckpoint { cause: StorageError::Fenced { .. }, .. }
         ) | JobError::Storage(StorageError::Fenced { .. })
+            | JobError::Task(TaskError::Sink { cause: ConnectorError::Fenced(_), .. })
     )
 }
 

@@ -161,7 +161,8 @@ pub fn run_job_with(
         for (id, state) in &r.metadata.sinks {
             if let Some(sink) = connectors.sinks.get(id) {
                 let restore = SinkRestore { id: r.metadata.id, state, storage: &r.storage };
-                sink.publish_finished(OpenAt { job: &spec.name, subtask: 0, restore: Some(restore) })
+                let fence = start_with.storage.as_ref().filter(|s| s.is_fenced());
+                sink.publish_finished(OpenAt { job: &spec.name, subtask: 0, restore: Some(restore), fence })
                     .map_err(|source| TaskError::Sink { id: id.as_str().into(), cause: source })?;
             }
         }

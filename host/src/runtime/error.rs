@@ -40,14 +40,19 @@ pub enum ConnectorError {
     /// answer or failed a request: it may be back after a restart.
     #[error("{0}")]
     Unavailable(String),
+    /// Another run took the job over (cluster mode): what this one holds
+    /// must not be published, now or after a restart.
+    #[error("output not published: {0}")]
+    Fenced(Box<crate::checkpoint::storage::StorageError>),
 }
 
 impl Classify for ConnectorError {
     fn domain(&self) -> Domain {
         match self {
-            ConnectorError::Io { .. } | ConnectorError::Inconsistent(_) | ConnectorError::Unavailable(_) => {
-                Domain::External
-            }
+            ConnectorError::Io { .. }
+            | ConnectorError::Inconsistent(_)
+            | ConnectorError::Unavailable(_)
+            | ConnectorError::Fenced(_) => Domain::External,
             ConnectorError::BadRecord(_) | ConnectorError::Refused(_) => Domain::User,
         }
     }

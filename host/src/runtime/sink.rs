@@ -49,6 +49,10 @@ pub struct OpenAt<'a> {
     pub subtask: u32,
     /// The checkpoint or savepoint the run starts from, if any.
     pub restore: Option<SinkRestore<'a>>,
+    /// The job's storage when its commits go through a commit log (cluster
+    /// mode): a sink publishes held output only while
+    /// [`CheckpointStorage::check_fence`] says no other run took over.
+    pub fence: Option<&'a Arc<CheckpointStorage>>,
 }
 
 /// What a checkpoint recorded for a sink.
@@ -133,6 +137,7 @@ impl SinkTask {
             job: &job,
             subtask,
             restore: restore.as_ref().map(|(c, s, st)| SinkRestore { id: *c, state: s, storage: st }),
+            fence: storage.is_fenced().then_some(&storage),
         };
         let mut out = sink.open(open).map_err(error)?;
         let mut counters = Counters::default();

@@ -125,6 +125,33 @@ impl CheckpointStorage {
         })
     }
 
+    /// Fails with [`StorageError::Fenced`] once another run claimed the
+    /// job after this run's last entry: what this run holds must then not
+    /// be published. Storage without a commit log is never fenced.
+    pub fn check_fence(&self) -> Result<(), StorageError> {
+        let Some(fence) = self.fence.as_ref() else { return Ok(()) };
+        let seq = fence.next.load(Ordering::SeqCst);
+        let relative = entry_name(seq);
+        let taken = match self.runtime.block_on(self.store.head(&self.path(&relative))) {
+            Ok(_) => true,
+            Err(object_store::Error::NotFound { .. }) => false,
+            Err(cause) => return Err(StorageError::Io { op: "reading", location: self.location(&relative), cause }),
+        };
+        if seq == 0 || taken {
+            let other = self.read_entry(seq).map(|e| e.owner).unwrap_or_else(|_| "another run".into());
+            return Err(StorageError::Fenced {
+                location: self.location(&relative),
+                seq,
+                why: if seq == 0 {
+                    "this run never claimed the job".into()
+                } else {
+                    format!("{other} took the job over")
+                },
+            });
+        }
+        Ok(())
+    }
+
     /// Commits checkpoint `id` (its `_metadata` is durable): the log's next
     /// entry. Fails with [`StorageError::Fenced`] once another run claimed.
     pub(super) fn append_commit(&self, id: u64) -> Result<(), StorageError> {
@@ -208,9 +235,14 @@ mod tests {
         assert_eq!(a.claim().unwrap(), Claimed { seq: 0, checkpoint: None });
         a.write_metadata(1, b"m1".to_vec()).unwrap();
         a.write_metadata(2, b"m2".to_vec()).unwrap();
+        assert!(a.check_fence().is_ok());
         // b takes over from a's latest commit.
         let b = open(tmp.path(), "b");
         assert_eq!(b.claim().unwrap(), Claimed { seq: 3, checkpoint: Some(2) });
+        // a may no longer publish what it holds; b may.
+        let err = a.check_fence().unwrap_err();
+        assert!(err.to_string().contains("b took the job over"), "{err}");
+        assert!(b.check_fence().is_ok());
         // a, paused through the claim, can no longer commit, and its
         // _metadata does not stay behind looking complete.
         let err = a.write_metadata(3, b"m3".to_vec()).unwrap_err();

@@ -173,6 +173,7 @@ impl KafkaSink {
             flush_timeout: self.flush_timeout,
             timeout: self.cluster.timeout(),
             next: at.subtask,
+            fence: at.fence.cloned(),
         })
     }
 }
@@ -227,6 +228,8 @@ struct KafkaWriter {
     timeout: Duration,
     /// Round robin over partitions for records without a key.
     next: u32,
+    /// Cluster mode's commit log, checked before each publication.
+    fence: Option<std::sync::Arc<crate::checkpoint::storage::CheckpointStorage>>,
 }
 
 impl KafkaWriter {
@@ -289,6 +292,12 @@ impl KafkaWriter {
     /// Produces `batch` (held records) after a completed checkpoint,
     /// skipping the records `arrived` says are there already.
     fn publish(&self, batch: &Held, arrived: impl Fn(i32, u64) -> bool) -> Result<u64, ConnectorError> {
+        // In cluster mode, right before sending: a run paused since its
+        // commit (or since it read what arrived) must not send what the
+        // partition's new owner publishes too.
+        if let Some(fence) = &self.fence {
+            fence.check_fence().map_err(|e| ConnectorError::Fenced(Box::new(e)))?;
+        }
         let mut sent = 0;
         for (seq, r) in batch.iter().enumerate() {
             let r = r?;

@@ -1,0 +1,279 @@
+//! Cluster mode's costs, against tansu on loopback with checkpoints on moto
+//! (S3), with the real `host` binary and the word-count counter keyed by
+//! the Kafka key. The input: `PARTITIONS` partitions, each with
+//! `WEIR_BENCH_KEYS` records (default 20 000) of distinct keys of
+//! `WEIR_BENCH_KEY_BYTES` bytes (default 1000), so each partition's state
+//! is about keys x key bytes.
+//!
+//! 1. Overhead: the same input through the same job in single-process mode
+//!    (source and counter at parallelism 3) and in cluster mode with one
+//!    member (a copy of the job per partition), each timed from start until
+//!    the output topic holds one record per input record.
+//! 2. Failover: three members count the input; once all of it is counted
+//!    and checkpointed, one member is SIGKILLed and a probe record goes to
+//!    every partition. Timed from the kill until each probe's count is in
+//!    the output: for the killed member's partition, that is the session
+//!    running out, the group moving the partition, the new owner restoring
+//!    its state from S3, reading the probe, checkpointing and publishing.
+//!
+//! Run: `cargo bench -p weir-tests --bench cluster`. The markdown table
+//! goes to stdout.
+
+use rdkafka::ClientConfig;
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::message::Message;
+use rdkafka::producer::{BaseRecord, DefaultProducerContext, Producer, ThreadedProducer};
+use rdkafka::{Offset, TopicPartitionList};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+use weir_tests::artifacts::WORD_COUNT_COUNTER;
+use weir_tests::kafka::{KafkaBroker, ONE_RECORD_BATCHES};
+use weir_tests::{S3_BUCKET, S3Server};
+
+const PARTITIONS: i32 = 3;
+const SESSION: Duration = Duration::from_secs(6);
+
+fn env_u64(name: &str, default: u64) -> u64 {
+    std::env::var(name).ok().and_then(|v| v.replace('_', "").parse().ok()).unwrap_or(default)
+}
+
+fn producer(broker: &KafkaBroker) -> ThreadedProducer<DefaultProducerContext> {
+    ClientConfig::new()
+        .set("bootstrap.servers", broker.bootstrap())
+        .set("enable.idempotence", "true")
+        .set("linger.ms", "5")
+        .set("batch.num.messages", ONE_RECORD_BATCHES)
+        .set("queue.buffering.max.messages", "1000000")
+        .set("queue.buffering.max.kbytes", "2000000")
+        .create()
+        .unwrap()
+}
+
+fn send(p: &ThreadedProducer<DefaultProducerContext>, partition: i32, key: &[u8]) {
+    let mut r = BaseRecord::<[u8], [u8]>::to("in").partition(partition).key(key).payload(key);
+    loop {
+        match p.send(r) {
+            Ok(()) => return,
+            Err((_, back)) => {
+                r = back;
+                std::thread::sleep(Duration::from_micros(200));
+            }
+        }
+    }
+}
+
+/// `keys` records of distinct keys of `key_bytes` bytes to each partition.
+fn produce_input(broker: &KafkaBroker, keys: u64, key_bytes: usize) {
+    let p = producer(broker);
+    for i in 0..keys {
+        for part in 0..PARTITIONS {
+            let key = format!("{part}-{i}-");
+            let key = format!("{key}{}", "x".repeat(key_bytes.saturating_sub(key.len())));
+            send(&p, part, key.as_bytes());
+        }
+    }
+    p.flush(Duration::from_secs(600)).unwrap();
+}
+
+/// The records in `topic` so far (the sum of its partitions' high marks).
+fn output_count(reader: &BaseConsumer, topic: &str) -> i64 {
+    (0..PARTITIONS)
+        .map(|p| reader.fetch_watermarks(topic, p, Duration::from_secs(10)).map_or(0, |(_, high)| high))
+        .sum()
+}
+
+fn job(name: &str, cluster: bool, servers: &str, topic: &str) -> String {
+    let (cluster, parallelism) = if cluster {
+        (format!("[cluster]\nkind = \"kafka-group\"\nsession_timeout = \"{}s\"\n", SESSION.as_secs()), 1)
+    } else {
+        (String::new(), PARTITIONS)
+    };
+    format!(
+        r#"
+name = "{name}"
+
+{cluster}
+[checkpointing]
+interval = "2s"
+
+[state.checkpoints]
+dir = "s3://{S3_BUCKET}/cluster-bench"
+
+[[sources]]
+id = "in"
+kind = "kafka"
+bootstrap_servers = "{servers}"
+topic = "in"
+parallelism = {parallelism}
+
+[[operators]]
+uid = "counter"
+module = "{WORD_COUNT_COUNTER}"
+input = "in"
+partition = "key"
+parallelism = {parallelism}
+
+[[sinks]]
+id = "out"
+kind = "kafka"
+input = "counter"
+bootstrap_servers = "{servers}"
+topic = "{topic}"
+
+[sinks.properties]
+"batch.num.messages" = {ONE_RECORD_BATCHES}
+"queue.buffering.max.messages" = 1000000
+"#
+    )
+}
+
+/// `host run job.toml` in `dir`, its log in `log`.
+fn spawn(dir: &Path, s3: &S3Server, log: &str) -> Child {
+    Command::new(weir_tests::host_binary())
+        .args(["run", "job.toml"])
+        .current_dir(dir)
+        .envs(s3.env())
+        .env("XDG_CACHE_HOME", dir.join(".cache"))
+        .env("WEIR_RUN_DIR", dir.join(".run"))
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(dir.join(log)).unwrap())
+        .spawn()
+        .unwrap()
+}
+
+/// Seconds from `started` until `topic` holds `want` records.
+fn until_output(reader: &BaseConsumer, topic: &str, want: i64, started: Instant) -> f64 {
+    while output_count(reader, topic) < want {
+        assert!(started.elapsed() < Duration::from_secs(1800), "{topic}: no complete output in 30 minutes");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    started.elapsed().as_secs_f64()
+}
+
+/// One run of the job over the whole input; seconds to complete output.
+fn overhead_run(
+    broker: &KafkaBroker,
+    s3: &S3Server,
+    reader: &BaseConsumer,
+    name: &str,
+    cluster: bool,
+    want: i64,
+) -> f64 {
+    let dir = tempfile::tempdir().unwrap();
+    broker.create_topic(name, PARTITIONS);
+    std::fs::write(dir.path().join("job.toml"), job(name, cluster, &broker.bootstrap(), name)).unwrap();
+    let started = Instant::now();
+    let mut host = spawn(dir.path(), s3, "host.log");
+    let secs = until_output(reader, name, want, started);
+    let _ = host.kill();
+    let _ = host.wait();
+    secs
+}
+
+/// The partitions a member's log says it was given last.
+fn owned(log: &str) -> Vec<i32> {
+    let Some(line) = log.lines().rev().find(|l| l.contains("partitions assigned")) else { return vec![] };
+    let list = line.rsplit_once("partitions=[").map_or("", |(_, r)| r.trim_end_matches(']'));
+    list.split(',').filter_map(|p| p.trim().parse().ok()).collect()
+}
+
+fn main() {
+    if std::env::args().any(|a| a == "--list") {
+        println!("cluster: bench");
+        return;
+    }
+    let keys = env_u64("WEIR_BENCH_KEYS", 20_000);
+    let key_bytes = env_u64("WEIR_BENCH_KEY_BYTES", 1000) as usize;
+    let broker = KafkaBroker::start();
+    let s3 = S3Server::start();
+    broker.create_topic("in", PARTITIONS);
+    let t = Instant::now();
+    produce_input(&broker, keys, key_bytes);
+    eprintln!("input: {} records in {:.1}s", keys * PARTITIONS as u64, t.elapsed().as_secs_f64());
+    let reader: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", broker.bootstrap())
+        .set("group.id", "bench-reader")
+        .create()
+        .unwrap();
+    let want = (keys * PARTITIONS as u64) as i64;
+
+    let single = overhead_run(&broker, &s3, &reader, "single", false, want);
+    let one_member = overhead_run(&broker, &s3, &reader, "member", true, want);
+
+    // Failover: three members; all of the input counted and checkpointed.
+    let dir = tempfile::tempdir().unwrap();
+    broker.create_topic("failover", PARTITIONS);
+    std::fs::write(dir.path().join("job.toml"), job("failover", true, &broker.bootstrap(), "failover")).unwrap();
+    let started = Instant::now();
+    let mut members: Vec<Child> = (0..3).map(|i| spawn(dir.path(), &s3, &format!("member-{i}.log"))).collect();
+    let counted = until_output(&reader, "failover", want, started);
+    std::thread::sleep(Duration::from_secs(6));
+    let log = |i: usize| std::fs::read_to_string(dir.path().join(format!("member-{i}.log"))).unwrap_or_default();
+    let victim = (0..3).find(|i| !owned(&log(*i)).is_empty()).expect("a member owns partitions");
+    let moved = owned(&log(victim));
+    // Read the output from here on.
+    let tail: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", broker.bootstrap())
+        .set("group.id", "bench-tail")
+        .set("isolation.level", "read_committed")
+        .create()
+        .unwrap();
+    let mut tpl = TopicPartitionList::new();
+    for p in 0..PARTITIONS {
+        let (_, high) = tail.fetch_watermarks("failover", p, Duration::from_secs(10)).unwrap();
+        tpl.add_partition_offset("failover", p, Offset::Offset(high)).unwrap();
+    }
+    tail.assign(&tpl).unwrap();
+    let _ = members[victim].kill();
+    let killed = Instant::now();
+    let p = producer(&broker);
+    for part in 0..PARTITIONS {
+        send(&p, part, format!("probe-{part}").as_bytes());
+    }
+    p.flush(Duration::from_secs(60)).unwrap();
+    let mut seen: Vec<Option<f64>> = vec![None; PARTITIONS as usize];
+    while seen.iter().any(Option::is_none) {
+        assert!(killed.elapsed() < Duration::from_secs(300), "probes not all counted in 300 s: {seen:?}");
+        if let Some(Ok(m)) = tail.poll(Duration::from_millis(50)) {
+            let text = String::from_utf8_lossy(m.payload().unwrap_or_default()).into_owned();
+            if let Some(part) =
+                text.strip_prefix("probe-").and_then(|r| r.split(' ').next()).and_then(|p| p.parse::<usize>().ok())
+            {
+                seen[part].get_or_insert(killed.elapsed().as_secs_f64());
+            }
+        }
+    }
+    let restores: Vec<String> = (0..3)
+        .filter(|i| *i != victim)
+        .flat_map(|i| log(i).lines().filter(|l| l.contains("state restored")).map(str::to_string).collect::<Vec<_>>())
+        .collect();
+    for mut m in members {
+        let _ = m.kill();
+        let _ = m.wait();
+    }
+
+    let records = want as f64;
+    println!("| {PARTITIONS} partitions, {keys} keys of {key_bytes} B each | seconds | records/s | ratio |");
+    println!("|---|---|---|---|");
+    println!("| single process, parallelism {PARTITIONS} | {single:.1} | {:.0} | 1 |", records / single);
+    println!(
+        "| cluster mode, one member (a copy per partition) | {one_member:.1} | {:.0} | {:.2} |",
+        records / one_member,
+        single / one_member
+    );
+    println!();
+    println!("Failover (three members, {}s session; the input counted in {counted:.1}s):", SESSION.as_secs());
+    for (part, s) in seen.iter().enumerate() {
+        let s = s.unwrap_or_default();
+        let whose = if moved.contains(&(part as i32)) { "the killed member's" } else { "a survivor's" };
+        println!(
+            "- partition {part} ({whose}): its probe counted {s:.1}s after the kill, {:.1}s after the session ran out",
+            s - SESSION.as_secs_f64()
+        );
+    }
+    println!("- restores on the survivors after the kill (last {}):", restores.len().min(6));
+    for r in restores.iter().rev().take(6) {
+        println!("  {}", r.split_once("INFO ").map_or(r.as_str(), |(_, t)| t));
+    }
+}
