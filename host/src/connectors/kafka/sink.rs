@@ -178,6 +178,9 @@ impl KafkaSink {
     }
 }
 
+/// Records a cluster-mode publication sends between two acknowledgements.
+const FENCED_CHUNK: u64 = 1000;
+
 /// Sends delivery failures to the writer (the producer's own thread
 /// reports them).
 struct Deliveries {
@@ -304,6 +307,17 @@ impl KafkaWriter {
             let seq = seq as u64;
             if arrived(r.partition, seq) {
                 continue;
+            }
+            // In cluster mode a record may wait in the producer no longer
+            // than `flush_timeout` (half a session): a large batch goes out
+            // in chunks, each acknowledged, and the fence looked at again,
+            // before the next.
+            if let Some(fence) = &self.fence
+                && sent > 0
+                && sent % FENCED_CHUNK == 0
+            {
+                self.flush()?;
+                fence.check_fence().map_err(|e| ConnectorError::Fenced(Box::new(e)))?;
             }
             self.send(&r, Some((batch.nonce, seq)))?;
             sent += 1;
