@@ -398,7 +398,7 @@ fn a_topic_with_fewer_partitions_than_the_savepoint_is_refused() {
     produce_lines(&first, &input);
     let dir = JobDir::new();
     let settings = checkpoints_in(&dir, "");
-    kafka_job_with(&dir, &first, 1, "records_per_second = 500", "", &settings);
+    kafka_job_with(&dir, &first, 1, "records_per_second = 100", "", &settings);
     let location = run_then_stop_with_savepoint(&dir);
     // The same topic names on another cluster, `words` with 2 partitions.
     let second = KafkaBroker::start();
