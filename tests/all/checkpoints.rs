@@ -244,7 +244,13 @@ pub fn crash_loop(dir: &JobDir, env: &[(&'static str, String)], seed: u64) -> Cr
         x ^= x << 13;
         x ^= x >> 7;
         x ^= x << 17;
-        let after = Duration::from_millis(250 + x % 700);
+        let mut after = Duration::from_millis(250 + x % 700);
+        // On a loaded machine a run may be killed before its first
+        // checkpoint completes, again and again; then no run would test a
+        // restore. Until one has completed, each run lives longer.
+        if kills >= 2 && !logs.iter().any(|l: &String| l.contains("checkpoint complete")) {
+            after *= 1 + kills;
+        }
         if let Some(log) = wait_for(&mut child, after) {
             logs.push(log);
             return CrashLoop { seed, kills, logs };

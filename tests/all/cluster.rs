@@ -99,6 +99,41 @@ fn output(broker: &KafkaBroker) -> String {
     broker.consume_all("counts").iter().map(|r| format!("{}\n", String::from_utf8_lossy(&r.payload))).collect()
 }
 
+/// The output records of the first word whose updates are not 1..=n,
+/// with where they are and which batch of which sink wrote them.
+fn repeated_word_records(broker: &KafkaBroker) -> String {
+    let records = broker.consume_all("counts");
+    let word = |r: &weir_tests::kafka::Consumed| {
+        String::from_utf8_lossy(&r.payload).rsplit_once(' ').map(|(w, n)| (w.to_string(), n.to_string()))
+    };
+    let mut seen: BTreeMap<String, Vec<u64>> = BTreeMap::new();
+    for (w, n) in records.iter().filter_map(word) {
+        seen.entry(w).or_default().push(n.parse().unwrap_or(0));
+    }
+    let Some(bad) = seen.iter().find(|(_, n)| n.iter().enumerate().any(|(i, n)| *n != i as u64 + 1)).map(|(w, _)| w)
+    else {
+        return "none".into();
+    };
+    let header = |r: &weir_tests::kafka::Consumed, k: &str| {
+        r.headers.iter().find(|(h, _)| h == k).map(|(_, v)| v.clone()).unwrap_or_default()
+    };
+    records
+        .iter()
+        .filter(|r| word(r).is_some_and(|(w, _)| &w == bad))
+        .map(|r| {
+            format!(
+                "{}/{} {} sink={} batch={:02x?} seq={:02x?}\n",
+                r.partition,
+                r.offset,
+                String::from_utf8_lossy(&r.payload),
+                String::from_utf8_lossy(&header(r, "weir-sink")),
+                header(r, "weir-batch"),
+                header(r, "weir-seq")
+            )
+        })
+        .collect()
+}
+
 /// The latest count of each word in `text`, tolerating what is not there yet.
 fn latest(text: &str) -> BTreeMap<String, u64> {
     text.lines().filter_map(|l| l.rsplit_once(' ')).map(|(w, n)| (w.to_string(), n.parse().unwrap_or(0))).collect()
@@ -200,6 +235,20 @@ fn members_share_the_partitions_and_a_killed_members_partitions_resume_elsewhere
         std::thread::sleep(Duration::from_millis(200));
     }
     eprintln!("the killed member's partitions were claimed elsewhere {:?} after the kill", killed_at.elapsed());
+    // Mid-run, `host status` gives each partition's committed offset and
+    // its lag behind the broker's end offset.
+    let status = host_command(dir.path(), &["status", "job.toml", "--json"]).output().unwrap();
+    let warnings = String::from_utf8_lossy(&status.stderr).into_owned();
+    let status: serde_json::Value = serde_json::from_slice(&status.stdout).unwrap();
+    for entry in status["partitions"].as_array().unwrap() {
+        let (end, lag) = (entry["end"].as_i64().unwrap(), entry["lag"].as_i64());
+        if entry["input_ended"] == true {
+            continue;
+        }
+        let offset = entry["offset"].as_i64().unwrap_or_else(|| panic!("no offset: {status:#}\n{warnings}"));
+        assert!(offset > 0 && offset <= end, "{status:#}");
+        assert_eq!(lag, Some(end - offset), "{status:#}");
+    }
     // A new member joins mid-run and takes some partitions over.
     members.push(Member::start(&dir));
     wait_complete(&broker, &want, &mut members);
@@ -207,6 +256,7 @@ fn members_share_the_partitions_and_a_killed_members_partitions_resume_elsewhere
     // commit logs: members alive now, never the killed one.
     let status = host_command(dir.path(), &["status", "job.toml", "--json"]).output().unwrap();
     assert!(status.status.success(), "{}", String::from_utf8_lossy(&status.stderr));
+    let warnings = String::from_utf8_lossy(&status.stderr).into_owned();
     let status: serde_json::Value = serde_json::from_slice(&status.stdout).unwrap();
     let alive: Vec<String> = members.iter().map(|m| format!("member {} on", m.id())).collect();
     let partitions = status["partitions"].as_array().unwrap();
@@ -219,7 +269,12 @@ fn members_share_the_partitions_and_a_killed_members_partitions_resume_elsewhere
             "partition {p} owned by {owner:?}, not a live member: {status:#}"
         );
         assert!(entry["checkpoint"].as_u64().is_some(), "{status:#}");
+        // All of the input is counted and published: every partition's
+        // latest checkpoint came after its input ended.
+        assert_eq!(entry["input_ended"], true, "partition {p}: {status:#}\n{warnings}");
     }
+    let ends: i64 = partitions.iter().map(|e| e["end"].as_i64().unwrap()).sum();
+    assert_eq!(ends, 9000, "every word is in one partition: {status:#}");
     let text = host_command(dir.path(), &["status", "job.toml"]).output().unwrap();
     let text = String::from_utf8_lossy(&text.stdout);
     assert!(
@@ -344,7 +399,12 @@ fn a_member_paused_past_its_session_commits_nothing_for_the_partitions_it_lost()
                 .collect::<Vec<_>>()
                 .join("\n")
         };
-        panic!("not exactly-once; paused member:\n{}\n----\nsurvivor:\n{}", brief(&woken), brief(&survivor));
+        panic!(
+            "not exactly-once; the records of the first repeated word:\n{}\npaused member:\n{}\n----\nsurvivor:\n{}",
+            repeated_word_records(&broker),
+            brief(&woken),
+            brief(&survivor)
+        );
     }
     assert_eq!(final_counts(&out), want);
     // In every partition's log, each commit follows its writer's own claim
@@ -432,6 +492,10 @@ partition = "key""#
             // The default session is 10 s: output must be delivered within 5 s.
             base(&checkpoints, &counter, &format!("{kafka_sink}\nflush_timeout = \"6s\"")),
             "sink 'out' sets flush_timeout = \"6s\"; in cluster mode it must be at most half of [cluster] session_timeout (5s)",
+        ),
+        (
+            base(&checkpoints, &counter, &format!("{kafka_sink}\n[sinks.properties]\n\"enable.idempotence\" = true")),
+            "sink 'out' sets properties.enable.idempotence; in cluster mode Weir sets it",
         ),
     ] {
         dir.write("job.toml", &job);

@@ -22,13 +22,13 @@
 use rdkafka::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::message::Message;
-use rdkafka::producer::{BaseRecord, DefaultProducerContext, Producer, ThreadedProducer};
+use rdkafka::producer::BaseRecord;
 use rdkafka::{Offset, TopicPartitionList};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 use weir_tests::artifacts::WORD_COUNT_COUNTER;
-use weir_tests::kafka::{KafkaBroker, ONE_RECORD_BATCHES};
+use weir_tests::kafka::{BulkProducer, KafkaBroker, ONE_RECORD_BATCHES};
 use weir_tests::{S3_BUCKET, S3Server};
 
 const PARTITIONS: i32 = 3;
@@ -38,42 +38,21 @@ fn env_u64(name: &str, default: u64) -> u64 {
     std::env::var(name).ok().and_then(|v| v.replace('_', "").parse().ok()).unwrap_or(default)
 }
 
-fn producer(broker: &KafkaBroker) -> ThreadedProducer<DefaultProducerContext> {
-    ClientConfig::new()
-        .set("bootstrap.servers", broker.bootstrap())
-        .set("enable.idempotence", "true")
-        .set("linger.ms", "5")
-        .set("batch.num.messages", ONE_RECORD_BATCHES)
-        .set("queue.buffering.max.messages", "1000000")
-        .set("queue.buffering.max.kbytes", "2000000")
-        .create()
-        .unwrap()
-}
-
-fn send(p: &ThreadedProducer<DefaultProducerContext>, partition: i32, key: &[u8]) {
-    let mut r = BaseRecord::<[u8], [u8]>::to("in").partition(partition).key(key).payload(key);
-    loop {
-        match p.send(r) {
-            Ok(()) => return,
-            Err((_, back)) => {
-                r = back;
-                std::thread::sleep(Duration::from_micros(200));
-            }
-        }
-    }
+fn send(p: &BulkProducer, topic: &str, partition: i32, key: &[u8]) {
+    p.send(BaseRecord::to(topic).partition(partition).key(key).payload(key));
 }
 
 /// `keys` records of distinct keys of `key_bytes` bytes to each partition.
 fn produce_input(broker: &KafkaBroker, keys: u64, key_bytes: usize) {
-    let p = producer(broker);
+    let p = broker.bulk_producer();
     for i in 0..keys {
         for part in 0..PARTITIONS {
             let key = format!("{part}-{i}-");
             let key = format!("{key}{}", "x".repeat(key_bytes.saturating_sub(key.len())));
-            send(&p, part, key.as_bytes());
+            send(&p, "in", part, key.as_bytes());
         }
     }
-    p.flush(Duration::from_secs(600)).unwrap();
+    p.flush();
 }
 
 /// The records in `topic` so far (the sum of its partitions' high marks).
@@ -227,11 +206,11 @@ fn main() {
     tail.assign(&tpl).unwrap();
     let _ = members[victim].kill();
     let killed = Instant::now();
-    let p = producer(&broker);
+    let p = broker.bulk_producer();
     for part in 0..PARTITIONS {
-        send(&p, part, format!("probe-{part}").as_bytes());
+        send(&p, "in", part, format!("probe-{part}").as_bytes());
     }
-    p.flush(Duration::from_secs(60)).unwrap();
+    p.flush();
     let mut seen: Vec<Option<f64>> = vec![None; PARTITIONS as usize];
     while seen.iter().any(Option::is_none) {
         assert!(killed.elapsed() < Duration::from_secs(300), "probes not all counted in 300 s: {seen:?}");

@@ -17,7 +17,7 @@
 use rdkafka::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::message::Message;
-use rdkafka::producer::{BaseRecord, DefaultProducerContext, Producer, ThreadedProducer};
+use rdkafka::producer::BaseRecord;
 use rdkafka::{Offset, TopicPartitionList};
 use std::collections::HashMap;
 use std::process::Command;
@@ -31,34 +31,10 @@ fn env_u64(name: &str, default: u64) -> u64 {
     std::env::var(name).ok().and_then(|v| v.replace('_', "").parse().ok()).unwrap_or(default)
 }
 
-fn producer(broker: &KafkaBroker) -> ThreadedProducer<DefaultProducerContext> {
-    ClientConfig::new()
-        .set("bootstrap.servers", broker.bootstrap())
-        .set("enable.idempotence", "true")
-        .set("linger.ms", "5")
-        .set("batch.num.messages", ONE_RECORD_BATCHES)
-        .set("queue.buffering.max.messages", "1000000")
-        .create()
-        .unwrap()
-}
-
-fn send(p: &ThreadedProducer<DefaultProducerContext>, topic: &str, key: &[u8], value: &[u8]) {
-    let mut r = BaseRecord::<[u8], [u8]>::to(topic).key(key).payload(value);
-    loop {
-        match p.send(r) {
-            Ok(()) => return,
-            Err((_, back)) => {
-                r = back;
-                std::thread::sleep(Duration::from_micros(200));
-            }
-        }
-    }
-}
-
 /// Produces `count` records keyed `k<i mod keys>` (pseudo-random order);
 /// records/s.
 fn produce_input(broker: &KafkaBroker, count: u64, keys: u64) -> f64 {
-    let p = producer(broker);
+    let p = broker.bulk_producer();
     let started = Instant::now();
     let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
     for _ in 0..count {
@@ -66,9 +42,9 @@ fn produce_input(broker: &KafkaBroker, count: u64, keys: u64) -> f64 {
         x ^= x >> 7;
         x ^= x << 17;
         let key = format!("k{}", x % keys);
-        send(&p, "in", key.as_bytes(), key.as_bytes());
+        p.send(BaseRecord::to("in").key(key.as_bytes()).payload(key.as_bytes()));
     }
-    p.flush(Duration::from_secs(600)).unwrap();
+    p.flush();
     count as f64 / started.elapsed().as_secs_f64()
 }
 
@@ -109,7 +85,7 @@ fn read_back(broker: &KafkaBroker, topic: &str, count: u64) -> f64 {
 /// per record to `native-out`; records/s.
 fn native(broker: &KafkaBroker, count: u64) -> f64 {
     let c = consumer(broker, "in");
-    let p = producer(broker);
+    let p = broker.bulk_producer();
     let started = Instant::now();
     let mut counts: HashMap<Vec<u8>, u64> = HashMap::new();
     let (mut n, mut ends) = (0u64, 0);
@@ -124,7 +100,7 @@ fn native(broker: &KafkaBroker, count: u64) -> f64 {
                 line.extend_from_slice(key);
                 line.push(b' ');
                 line.extend_from_slice(v.to_string().as_bytes());
-                send(&p, "native-out", key, &line);
+                p.send(BaseRecord::to("native-out").key(key).payload(&line));
                 n += 1;
             }
             Some(Err(rdkafka::error::KafkaError::PartitionEOF(_))) => ends += 1,
@@ -132,7 +108,7 @@ fn native(broker: &KafkaBroker, count: u64) -> f64 {
             None => {}
         }
     }
-    p.flush(Duration::from_secs(600)).unwrap();
+    p.flush();
     assert_eq!(n, count);
     count as f64 / started.elapsed().as_secs_f64()
 }

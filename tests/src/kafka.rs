@@ -148,31 +148,32 @@ impl KafkaBroker {
     /// Produces `records` (key, value) to `topic`, letting the client pick
     /// partitions by key, and waits until all are acknowledged.
     pub fn produce(&self, topic: &str, records: &[(Option<&[u8]>, &[u8])]) {
-        let producer: ThreadedProducer<DefaultProducerContext> = self
-            .config()
-            .set("enable.idempotence", "true")
-            .set("partitioner", "murmur2_random")
-            .set("linger.ms", "5")
-            .set("batch.num.messages", ONE_RECORD_BATCHES)
-            .create()
-            .unwrap();
+        let producer = self.bulk_producer();
         for (key, value) in records {
             let mut r = BaseRecord::<[u8], [u8]>::to(topic).payload(value);
             if let Some(k) = key {
                 r = r.key(k);
             }
-            let mut r = r;
-            loop {
-                match producer.send(r) {
-                    Ok(()) => break,
-                    Err((_, back)) => {
-                        r = back;
-                        std::thread::sleep(Duration::from_millis(2));
-                    }
-                }
-            }
+            producer.send(r);
         }
-        producer.flush(Duration::from_secs(60)).expect("every record acknowledged");
+        producer.flush();
+    }
+
+    /// A producer for inputs of any size: idempotent, one record per batch
+    /// (as tansu needs), keyed records partitioned as Java clients do, and
+    /// a queue deep enough for a benchmark's input.
+    pub fn bulk_producer(&self) -> BulkProducer {
+        BulkProducer(
+            self.config()
+                .set("enable.idempotence", "true")
+                .set("partitioner", "murmur2_random")
+                .set("linger.ms", "5")
+                .set("batch.num.messages", ONE_RECORD_BATCHES)
+                .set("queue.buffering.max.messages", "1000000")
+                .set("queue.buffering.max.kbytes", "2000000")
+                .create()
+                .unwrap(),
+        )
     }
 
     /// Every record of `topic`, partition by partition in offset order,
@@ -237,5 +238,28 @@ impl KafkaBroker {
 impl Drop for KafkaBroker {
     fn drop(&mut self) {
         self.stop();
+    }
+}
+
+/// See [`KafkaBroker::bulk_producer`].
+pub struct BulkProducer(ThreadedProducer<DefaultProducerContext>);
+
+impl BulkProducer {
+    /// Queues `record`, waiting while the queue is full.
+    pub fn send(&self, mut record: BaseRecord<'_, [u8], [u8]>) {
+        loop {
+            match self.0.send(record) {
+                Ok(()) => return,
+                Err((_, back)) => {
+                    record = back;
+                    std::thread::sleep(Duration::from_micros(200));
+                }
+            }
+        }
+    }
+
+    /// Waits until every record queued is acknowledged.
+    pub fn flush(&self) {
+        self.0.flush(Duration::from_secs(600)).expect("every record acknowledged");
     }
 }

@@ -70,6 +70,14 @@ struct PartitionStatus {
     claimed: bool,
     /// The latest committed checkpoint.
     checkpoint: Option<u64>,
+    /// The input offset that checkpoint resumes at.
+    offset: Option<i64>,
+    /// The partition's end offset at the broker.
+    end: i64,
+    /// Records past the committed offset.
+    lag: Option<i64>,
+    /// The input ended before the latest committed checkpoint.
+    input_ended: bool,
     /// The copy's status, when it runs on this machine.
     here: Option<Status>,
 }
@@ -81,11 +89,15 @@ fn cluster_status(job: &LoadedJob, json: bool) -> anyhow::Result<()> {
         .partitions
         .into_iter()
         .map(|p| PartitionStatus {
+            lag: p.lag(),
             partition: p.partition,
             here: Client::find(&p.copy).and_then(|c| c.status()).ok(),
             job: p.copy,
             owner: p.last.as_ref().map(|l| l.owner.clone()),
             claimed: p.last.as_ref().is_some_and(|l| l.claim),
+            offset: p.committed,
+            end: p.end,
+            input_ended: p.input_ended,
             checkpoint: p.last.and_then(|l| l.checkpoint),
         })
         .collect();
@@ -102,7 +114,10 @@ fn cluster_status(job: &LoadedJob, json: bool) -> anyhow::Result<()> {
         partitions.len(),
         o.topic
     );
-    println!("  {:>9}  {:<16} {:<28} {:>14}  on this machine", "partition", "job", "last written by", "checkpoint");
+    println!(
+        "  {:>9}  {:<16} {:<28} {:>14} {:>10} {:>8}  on this machine",
+        "partition", "job", "last written by", "checkpoint", "offset", "lag"
+    );
     for p in &partitions {
         let checkpoint = match (p.checkpoint, p.claimed) {
             (Some(c), false) => c.to_string(),
@@ -112,12 +127,17 @@ fn cluster_status(job: &LoadedJob, json: bool) -> anyhow::Result<()> {
         let here = p.here.as_ref().map_or("-".to_string(), |s| {
             format!("{}: {} records read, {} written", s.state, s.records_read, s.records_written)
         });
+        let dash = |v: Option<i64>| v.map_or("-".to_string(), |v| v.to_string());
+        let (offset, lag) =
+            if p.input_ended { ("ended".to_string(), "-".to_string()) } else { (dash(p.offset), dash(p.lag)) };
         println!(
-            "  {:>9}  {:<16} {:<28} {:>14}  {here}",
+            "  {:>9}  {:<16} {:<28} {:>14} {:>10} {:>8}  {here}",
             p.partition,
             p.job,
             p.owner.as_deref().unwrap_or("nobody yet"),
-            checkpoint
+            checkpoint,
+            offset,
+            lag
         );
     }
     Ok(())

@@ -132,6 +132,17 @@ pub fn check(job: &LoadedJob, cluster: &ClusterSpec) -> Result<SharedInput, NotP
             )));
         }
     }
+    for sink in &spec.sinks {
+        let Some(toml::Value::Table(properties)) = sink.connector.options.get("properties") else { continue };
+        if let Some(key) = properties.keys().find(|k| FENCED_PRODUCER.contains(&k.as_str())) {
+            return Err(refuse(format!(
+                "sink '{}' sets properties.{key}; in cluster mode Weir sets it, so that a member paused past its \
+                 session cannot have its Kafka client send output again after waking (no retries, no idempotent \
+                 resends, records expire after flush_timeout): leave it out",
+                sink.connector.id
+            )));
+        }
+    }
     if job.settings.checkpointing.is_none() {
         return Err(refuse(
             "it takes no checkpoints; a partition moves to another member through its checkpoints: set [checkpointing] interval"
@@ -150,6 +161,11 @@ pub fn check(job: &LoadedJob, cluster: &ClusterSpec) -> Result<SharedInput, NotP
     };
     Ok(SharedInput { source_id: source.id.clone(), topic, bootstrap_servers: servers.clone(), properties })
 }
+
+/// Producer properties a cluster-mode Kafka sink sets itself (see
+/// `connectors::kafka::sink`); a job may not set them.
+const FENCED_PRODUCER: &[&str] =
+    &["enable.idempotence", "retries", "message.send.max.retries", "message.timeout.ms", "delivery.timeout.ms"];
 
 /// The name of the copy of job `job` for partition `partition`.
 pub fn copy_name(job: &str, partition: i32) -> String {

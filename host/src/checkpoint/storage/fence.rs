@@ -45,19 +45,32 @@ struct Entry {
     checkpoint: Option<u64>,
     /// Who wrote it.
     owner: String,
+    /// The writing run's [`Fence::run`] (absent in logs written before it
+    /// was kept).
+    #[serde(default)]
+    run: Option<u64>,
 }
 
 /// This run's place in the log.
 #[derive(Debug)]
 pub(super) struct Fence {
     owner: String,
+    /// Random, this run's alone: its entries carry it, so a look at the
+    /// fence from another thread (a sink about to publish) that finds the
+    /// run's own newest entry before the run moved past it knows it is
+    /// not another run's.
+    run: u64,
     /// The number this run writes next; 0 until it claimed.
     next: AtomicU64,
 }
 
 impl Fence {
     pub(super) fn new(owner: &str) -> Self {
-        Fence { owner: owner.to_string(), next: AtomicU64::new(0) }
+        Fence { owner: owner.to_string(), run: rand::random(), next: AtomicU64::new(0) }
+    }
+
+    fn entry(&self, kind: &str, checkpoint: Option<u64>) -> Entry {
+        Entry { kind: kind.into(), checkpoint, owner: self.owner.clone(), run: Some(self.run) }
     }
 }
 
@@ -112,7 +125,7 @@ impl CheckpointStorage {
             let last = self.last_entry()?;
             let seq = last.as_ref().map_or(0, |(s, _)| s + 1);
             let checkpoint = last.and_then(|(_, e)| e.checkpoint);
-            let entry = Entry { kind: "claim".into(), checkpoint, owner: fence.owner.clone() };
+            let entry = fence.entry("claim", checkpoint);
             if self.append(seq, &entry)? {
                 fence.next.store(seq + 1, Ordering::SeqCst);
                 return Ok(Claimed { seq, checkpoint });
@@ -130,26 +143,36 @@ impl CheckpointStorage {
     /// be published. Storage without a commit log is never fenced.
     pub fn check_fence(&self) -> Result<(), StorageError> {
         let Some(fence) = self.fence.as_ref() else { return Ok(()) };
-        let seq = fence.next.load(Ordering::SeqCst);
-        let relative = entry_name(seq);
-        let taken = match self.runtime.block_on(self.store.head(&self.path(&relative))) {
-            Ok(_) => true,
-            Err(object_store::Error::NotFound { .. }) => false,
-            Err(cause) => return Err(StorageError::Io { op: "reading", location: self.location(&relative), cause }),
-        };
-        if seq == 0 || taken {
-            let other = self.read_entry(seq).map(|e| e.owner).unwrap_or_else(|_| "another run".into());
+        let mut seq = fence.next.load(Ordering::SeqCst);
+        if seq == 0 {
+            return Err(StorageError::Fenced {
+                location: self.location(LOG),
+                seq,
+                why: "this run never claimed the job".into(),
+            });
+        }
+        loop {
+            let relative = entry_name(seq);
+            match self.runtime.block_on(self.store.head(&self.path(&relative))) {
+                Err(object_store::Error::NotFound { .. }) => return Ok(()),
+                Err(cause) => {
+                    return Err(StorageError::Io { op: "reading", location: self.location(&relative), cause });
+                }
+                Ok(_) => {}
+            }
+            let entry = self.read_entry(seq);
+            // This run's own commit, written a moment ago by another thread.
+            if entry.as_ref().is_ok_and(|e| e.run == Some(fence.run)) {
+                seq += 1;
+                continue;
+            }
+            let other = entry.map(|e| e.owner).unwrap_or_else(|_| "another run".into());
             return Err(StorageError::Fenced {
                 location: self.location(&relative),
                 seq,
-                why: if seq == 0 {
-                    "this run never claimed the job".into()
-                } else {
-                    format!("{other} took the job over")
-                },
+                why: format!("{other} took the job over"),
             });
         }
-        Ok(())
     }
 
     /// Commits checkpoint `id` (its `_metadata` is durable): the log's next
@@ -164,7 +187,7 @@ impl CheckpointStorage {
                 why: "this run never claimed the job".into(),
             });
         }
-        let entry = Entry { kind: "commit".into(), checkpoint: Some(id), owner: fence.owner.clone() };
+        let entry = fence.entry("commit", Some(id));
         if !self.append(seq, &entry)? {
             let other = self.read_entry(seq).map(|e| e.owner).unwrap_or_else(|_| "another run".into());
             return Err(StorageError::Fenced {
@@ -267,5 +290,21 @@ mod tests {
         let entries = a.list_under(LOG).unwrap().len() as u64;
         assert!(entries <= KEEP + 1, "{entries} entries");
         assert_eq!(open(tmp.path(), "b").claim().unwrap().checkpoint, Some(KEEP + 10));
+    }
+
+    #[test]
+    fn a_look_at_the_fence_during_the_runs_own_commits_never_finds_it_fenced() {
+        let tmp = tempfile::tempdir().unwrap();
+        let a = std::sync::Arc::new(open(tmp.path(), "a"));
+        a.claim().unwrap();
+        let committer = {
+            let a = a.clone();
+            std::thread::spawn(move || (1..=200).for_each(|id| a.write_metadata(id, b"m".to_vec()).unwrap()))
+        };
+        while !committer.is_finished() {
+            a.check_fence().unwrap();
+        }
+        committer.join().unwrap();
+        a.check_fence().unwrap();
     }
 }

@@ -7,10 +7,12 @@
 //! random nonce) and `weir-seq` (its index in the batch).
 //!
 //! A restore publishes the batches its checkpoint still held, minus what
-//! already arrived: the producer is idempotent, so each partition holds a
-//! prefix of what was sent to it, in order; the last record of this sink
-//! subtask in a partition's tail says how far that partition got
-//! ([`published`]).
+//! already arrived: it reads each partition's tail back until it passes
+//! the held batches (a record of this sink subtask from an older batch, or
+//! the log's start) and skips exactly the records it found there
+//! ([`published`]). It does not assume that what arrived is a prefix of
+//! what was sent: a producer without retries (cluster mode's) can lose a
+//! request and deliver the next, and the restore fills that gap.
 
 use super::KafkaConsumer;
 use crate::checkpoint::metadata::{HeldBatch, StateHandle};
@@ -21,7 +23,7 @@ use rdkafka::TopicPartitionList;
 use rdkafka::consumer::Consumer;
 use rdkafka::message::{Headers, Message};
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::time::{Duration, Instant};
 
 /// Header naming the sink subtask that produced a record.
@@ -127,38 +129,71 @@ impl Held {
     }
 }
 
-/// Where one partition's output of this sink subtask ends: the batch
-/// nonce and sequence number of its last record there.
-pub type LastPublished = BTreeMap<i32, (u64, u64)>;
+/// The held records already in the topic: partition to (batch nonce,
+/// record index) pairs.
+#[derive(Debug, Default)]
+pub struct Arrived(BTreeMap<i32, HashSet<(u64, u64)>>);
 
-/// Records read back per step when looking for this sink's last record in
-/// a partition's tail; each step back reads four times as many.
+impl Arrived {
+    /// Whether record `seq` of batch `nonce`, going to partition `p`, is
+    /// in the topic.
+    pub fn contains(&self, p: i32, nonce: u64, seq: u64) -> bool {
+        self.0.get(&p).is_some_and(|found| found.contains(&(nonce, seq)))
+    }
+}
+
+/// Records read back per step when looking through a partition's tail;
+/// each step back reads four times as many.
 const TAIL_STEP: i64 = 1024;
 
-/// For each of `partitions` of `topic`: the last record `ident` produced
-/// there, found by reading the partition's tail backwards in growing
-/// steps until one of `ident`'s records turns up or the log begins. The
-/// first step reads to the end the consumer finds, not to the end offset
-/// the broker reports, which some brokers report low.
+/// Which records of `held` (the batches being published, oldest first)
+/// `ident` already produced to `topic`: each partition they go to is read
+/// back from its end in growing steps until every held record for it
+/// turned up, a step holds a record of `ident` from an older batch
+/// (everything before it is older still: batches go out one after
+/// another), or the log begins. The first step reads to the end the
+/// consumer finds, not to the end offset the broker reports, which some
+/// brokers report low.
 pub fn published(
     consumer: &KafkaConsumer,
     topic: &str,
-    partitions: impl IntoIterator<Item = i32>,
+    held: &[Held],
     ident: &[u8],
     timeout: Duration,
-) -> Result<LastPublished, ConnectorError> {
-    let mut last = LastPublished::new();
-    for p in partitions {
+) -> Result<Arrived, ConnectorError> {
+    let nonces: BTreeSet<u64> = held.iter().map(|b| b.nonce).collect();
+    let mut expected: BTreeMap<i32, usize> = BTreeMap::new();
+    for b in held {
+        for r in b.iter() {
+            *expected.entry(r?.partition).or_default() += 1;
+        }
+    }
+    let mut arrived = Arrived::default();
+    for (&p, &want) in &expected {
         let (low, high) = consumer
             .fetch_watermarks(topic, p, timeout)
             .map_err(|e| ConnectorError::Unavailable(format!("cannot read the offsets of {topic}/{p}: {e}")))?;
+        let found = arrived.0.entry(p).or_default();
+        let began = Instant::now();
         let (mut start, mut end, mut step) = ((high - TAIL_STEP).max(low), None, TAIL_STEP);
         loop {
-            if let Some(found) = last_in_range(consumer, topic, p, (start, end), ident, timeout)? {
-                last.insert(p, found);
-                break;
-            }
-            if start <= low {
+            let older = read_range(consumer, topic, p, (start, end), ident, timeout, |nonce, seq| {
+                let ours = nonces.contains(&nonce);
+                if ours {
+                    found.insert((nonce, seq));
+                }
+                ours
+            })?;
+            if older || found.len() >= want || start <= low {
+                tracing::debug!(
+                    topic,
+                    partition = p,
+                    from = start,
+                    held = want,
+                    found = found.len(),
+                    took_ms = began.elapsed().as_millis() as u64,
+                    "read the output back"
+                );
                 break;
             }
             end = Some(start);
@@ -166,24 +201,27 @@ pub fn published(
             start = (start - step).max(low);
         }
     }
-    Ok(last)
+    Ok(arrived)
 }
 
-/// The last record of `ident` in offsets `from..to` of `topic`/`p` (`to`
-/// `None`: to the partition's end).
-fn last_in_range(
+/// Reads offsets `from..to` of `topic`/`p` (`to` `None`: to the
+/// partition's end), handing each record of `ident` (batch nonce, index)
+/// to `held`, which says whether it is of a held batch; true if one was
+/// not.
+fn read_range(
     consumer: &KafkaConsumer,
     topic: &str,
     p: i32,
     (from, to): (i64, Option<i64>),
     ident: &[u8],
     timeout: Duration,
-) -> Result<Option<(u64, u64)>, ConnectorError> {
+    mut held: impl FnMut(u64, u64) -> bool,
+) -> Result<bool, ConnectorError> {
     let mut tpl = TopicPartitionList::new();
     tpl.add_partition_offset(topic, p, rdkafka::Offset::Offset(from))
         .map_err(|e| ConnectorError::Unavailable(format!("cannot read {topic}/{p}: {e}")))?;
     consumer.assign(&tpl).map_err(|e| ConnectorError::Unavailable(format!("cannot read {topic}/{p}: {e}")))?;
-    let mut found = None;
+    let mut older = false;
     let mut deadline = Instant::now() + timeout;
     loop {
         match consumer.poll(Duration::from_millis(100)) {
@@ -198,7 +236,7 @@ fn last_in_range(
                         && let (Some(b), Some(s)) = (get(BATCH_HEADER), get(SEQ_HEADER))
                         && let (Ok(b), Ok(s)) = (<[u8; 8]>::try_from(b), <[u8; 8]>::try_from(s))
                     {
-                        found = Some((u64::from_be_bytes(b), u64::from_be_bytes(s)));
+                        older |= !held(u64::from_be_bytes(b), u64::from_be_bytes(s));
                     }
                 }
                 if to.is_some_and(|to| m.offset() + 1 >= to) {
@@ -219,19 +257,7 @@ fn last_in_range(
         }
     }
     consumer.unassign().map_err(|e| ConnectorError::Unavailable(format!("cannot read {topic}/{p}: {e}")))?;
-    Ok(found)
-}
-
-/// Whether record `seq` of batch `nonce`, going to partition `p`, already
-/// arrived, given `held` (the batches being published, oldest first) and
-/// where each partition's output ends.
-pub fn arrived(last: &LastPublished, held_nonces: &[u64], nonce: u64, p: i32, seq: u64) -> bool {
-    let Some(&(last_nonce, last_seq)) = last.get(&p) else { return false };
-    // The last record there is from an earlier batch than any held one:
-    // nothing held reached this partition.
-    let Some(last_at) = held_nonces.iter().position(|&n| n == last_nonce) else { return false };
-    let this_at = held_nonces.iter().position(|&n| n == nonce).expect("the batch is held");
-    this_at < last_at || (this_at == last_at && seq <= last_seq)
+    Ok(older)
 }
 
 #[cfg(test)]
@@ -253,19 +279,14 @@ mod tests {
     }
 
     #[test]
-    fn what_arrived_follows_the_order_of_batches() {
-        let held = [10, 20];
-        let last: LastPublished = [(0, (10, 4)), (1, (20, 2)), (2, (99, 0))].into();
-        // Partition 0 got batch 10 up to record 4, nothing of batch 20.
-        assert!(arrived(&last, &held, 10, 0, 4));
-        assert!(!arrived(&last, &held, 10, 0, 5));
-        assert!(!arrived(&last, &held, 20, 0, 0));
-        // Partition 1 got all of batch 10 and batch 20 up to record 2.
-        assert!(arrived(&last, &held, 10, 1, 1000));
-        assert!(arrived(&last, &held, 20, 1, 2));
-        assert!(!arrived(&last, &held, 20, 1, 3));
-        // Partition 2 ends with an older batch; partition 3 has nothing.
-        assert!(!arrived(&last, &held, 10, 2, 0));
-        assert!(!arrived(&last, &held, 10, 3, 0));
+    fn arrived_is_exactly_the_records_found() {
+        let arrived = Arrived([(0, [(10, 4), (10, 6)].into()), (1, [(20, 0)].into())].into());
+        assert!(arrived.contains(0, 10, 4));
+        // A gap (record 5 lost, 6 delivered) is not taken as arrived.
+        assert!(!arrived.contains(0, 10, 5));
+        assert!(arrived.contains(0, 10, 6));
+        assert!(!arrived.contains(0, 20, 0));
+        assert!(arrived.contains(1, 20, 0));
+        assert!(!arrived.contains(2, 10, 4));
     }
 }

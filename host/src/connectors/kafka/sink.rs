@@ -32,7 +32,7 @@ use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// How a sink's records reach the topic.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
@@ -148,10 +148,20 @@ impl KafkaSink {
             .create(&[("enable.partition.eof", "true".into()), ("group.id", format!("weir-{}", at.job))])?;
         let partitions = partition_counts(&consumer, &self.cluster, std::slice::from_ref(&self.topic))?[&self.topic];
         let (failures, failed) = crossbeam_channel::unbounded();
+        // In cluster mode the producer never sends a record twice: an
+        // idempotent producer resends records it had in flight when its
+        // process froze, and after records expire it starts a new epoch,
+        // under which the broker takes the resent ones as new; a member
+        // paused past its session would then repeat output the partition's
+        // new owner already published. Without retries a failed request
+        // fails the copy instead, and its restore fills the gap.
+        let idempotent = self.delivery != Delivery::None && at.fence.is_none();
+        let retries = if at.fence.is_some() { "0" } else { "2147483647" };
         let producer: ThreadedProducer<Deliveries> = self
             .cluster
             .client_config(&[
-                ("enable.idempotence", (self.delivery != Delivery::None).to_string()),
+                ("enable.idempotence", idempotent.to_string()),
+                ("message.send.max.retries", retries.into()),
                 ("linger.ms", "5".into()),
                 ("message.timeout.ms", self.flush_timeout.as_millis().to_string()),
             ])?
@@ -180,6 +190,37 @@ impl KafkaSink {
 
 /// Records a cluster-mode publication sends between two acknowledgements.
 const FENCED_CHUNK: u64 = 1000;
+
+/// How long a passed fence check lets a cluster-mode copy hand records to
+/// the producer; far below half a session.
+const FENCE_FRESH: Duration = Duration::from_millis(200);
+
+/// Cluster mode: a record goes to the producer only shortly after the
+/// partition's commit log showed no other claim, and never after a wait
+/// (for acknowledgements, or for the CPU) without looking again. A member
+/// frozen in the middle of a publication would otherwise, on waking, send
+/// the rest of it after the partition's new owner published it too.
+struct FenceCheck<'a> {
+    storage: Option<&'a crate::checkpoint::storage::CheckpointStorage>,
+    checked: Option<Instant>,
+}
+
+impl FenceCheck<'_> {
+    /// Looks at the commit log unless it did within [`FENCE_FRESH`].
+    fn check(&mut self) -> Result<(), ConnectorError> {
+        let Some(storage) = self.storage else { return Ok(()) };
+        if self.checked.is_none_or(|at| at.elapsed() > FENCE_FRESH) {
+            storage.check_fence().map_err(|e| ConnectorError::Fenced(Box::new(e)))?;
+            self.checked = Some(Instant::now());
+        }
+        Ok(())
+    }
+
+    /// The sink waited: the next record needs a fresh look.
+    fn waited(&mut self) {
+        self.checked = None;
+    }
+}
 
 /// Sends delivery failures to the writer (the producer's own thread
 /// reports them).
@@ -295,12 +336,7 @@ impl KafkaWriter {
     /// Produces `batch` (held records) after a completed checkpoint,
     /// skipping the records `arrived` says are there already.
     fn publish(&self, batch: &Held, arrived: impl Fn(i32, u64) -> bool) -> Result<u64, ConnectorError> {
-        // In cluster mode, right before sending: a run paused since its
-        // commit (or since it read what arrived) must not send what the
-        // partition's new owner publishes too.
-        if let Some(fence) = &self.fence {
-            fence.check_fence().map_err(|e| ConnectorError::Fenced(Box::new(e)))?;
-        }
+        let mut fence = FenceCheck { storage: self.fence.as_deref(), checked: None };
         let mut sent = 0;
         for (seq, r) in batch.iter().enumerate() {
             let r = r?;
@@ -310,21 +346,19 @@ impl KafkaWriter {
             }
             // In cluster mode a record may wait in the producer no longer
             // than `flush_timeout` (half a session): a large batch goes out
-            // in chunks, each acknowledged, and the fence looked at again,
-            // before the next.
-            if let Some(fence) = &self.fence
-                && sent > 0
-                && sent % FENCED_CHUNK == 0
-            {
+            // in acknowledged chunks.
+            if fence.storage.is_some() && sent > 0 && sent % FENCED_CHUNK == 0 {
                 self.flush()?;
-                fence.check_fence().map_err(|e| ConnectorError::Fenced(Box::new(e)))?;
+                fence.waited();
             }
+            fence.check()?;
             self.send(&r, Some((batch.nonce, seq)))?;
             sent += 1;
             if seq == batch.records / 2 && batch.records > 1 {
                 // Half a batch out: where a crash tests recovery of a
                 // publish cut short.
                 self.flush()?;
+                fence.waited();
                 crate::crash_point::crash_point("kafka.publish-half");
             }
         }
@@ -338,17 +372,10 @@ impl KafkaWriter {
         if held.is_empty() {
             return Ok(());
         }
-        let mut partitions = std::collections::BTreeSet::new();
-        for b in &held {
-            for r in b.iter() {
-                partitions.insert(r?.partition);
-            }
-        }
-        let last = super::held::published(&self.consumer, &self.topic, partitions, &self.ident, self.timeout)?;
-        let nonces: Vec<u64> = held.iter().map(|b| b.nonce).collect();
+        let arrived = super::held::published(&self.consumer, &self.topic, &held, &self.ident, self.timeout)?;
         let (mut sent, mut skipped) = (0, 0);
         for b in &held {
-            let n = self.publish(b, |p, seq| super::held::arrived(&last, &nonces, b.nonce, p, seq))?;
+            let n = self.publish(b, |p, seq| arrived.contains(p, b.nonce, seq))?;
             sent += n;
             skipped += b.records - n;
         }
