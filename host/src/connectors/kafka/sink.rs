@@ -188,8 +188,19 @@ impl KafkaSink {
     }
 }
 
-/// Records a cluster-mode publication sends between two acknowledgements.
-const FENCED_CHUNK: u64 = 1000;
+/// Records a cluster-mode publication sends before its first wait for
+/// acknowledgements; later chunks follow the broker's pace.
+const FIRST_CHUNK: u64 = 100;
+
+/// The size of the next chunk, after `size` records took `took` to be
+/// acknowledged: what the broker acknowledges in a quarter of
+/// `flush_timeout` (every record must be acknowledged within it), at most
+/// twice the last and between 10 and 10 000 records.
+fn next_chunk(size: u64, took: Duration, flush_timeout: Duration) -> u64 {
+    let target = flush_timeout.as_secs_f64() / 4.0;
+    let paced = size as f64 * target / took.as_secs_f64().max(1e-4);
+    (paced as u64).clamp(10, (size * 2).min(10_000))
+}
 
 /// How long a passed fence check lets a cluster-mode copy hand records to
 /// the producer; far below half a session.
@@ -337,7 +348,7 @@ impl KafkaWriter {
     /// skipping the records `arrived` says are there already.
     fn publish(&self, batch: &Held, arrived: impl Fn(i32, u64) -> bool) -> Result<u64, ConnectorError> {
         let mut fence = FenceCheck { storage: self.fence.as_deref(), checked: None };
-        let mut sent = 0;
+        let (mut sent, mut chunk, mut in_chunk) = (0, FIRST_CHUNK, 0);
         for (seq, r) in batch.iter().enumerate() {
             let r = r?;
             let seq = seq as u64;
@@ -346,14 +357,19 @@ impl KafkaWriter {
             }
             // In cluster mode a record may wait in the producer no longer
             // than `flush_timeout` (half a session): a large batch goes out
-            // in acknowledged chunks.
-            if fence.storage.is_some() && sent > 0 && sent % FENCED_CHUNK == 0 {
+            // in acknowledged chunks, as large as the broker acknowledges
+            // well within that.
+            if fence.storage.is_some() && in_chunk >= chunk {
+                let began = Instant::now();
                 self.flush()?;
+                chunk = next_chunk(chunk, began.elapsed(), self.flush_timeout);
+                in_chunk = 0;
                 fence.waited();
             }
             fence.check()?;
             self.send(&r, Some((batch.nonce, seq)))?;
             sent += 1;
+            in_chunk += 1;
             if seq == batch.records / 2 && batch.records > 1 {
                 // Half a batch out: where a crash tests recovery of a
                 // publish cut short.
@@ -445,5 +461,23 @@ impl SinkWriter for KafkaWriter {
     fn discard(&mut self) -> Result<(), ConnectorError> {
         self.open = Held::default();
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::next_chunk;
+    use std::time::Duration;
+
+    #[test]
+    fn chunks_follow_the_brokers_pace() {
+        let half_session = Duration::from_secs(3);
+        // 100 records acknowledged in 10 ms: the next chunk doubles, up to 10 000.
+        assert_eq!(next_chunk(100, Duration::from_millis(10), half_session), 200);
+        assert_eq!(next_chunk(8000, Duration::from_millis(10), half_session), 10_000);
+        // 1000 records took 3 s: the next takes a quarter of that.
+        assert_eq!(next_chunk(1000, Duration::from_secs(3), half_session), 250);
+        // A broker slower still: never under 10.
+        assert_eq!(next_chunk(100, Duration::from_secs(60), half_session), 10);
     }
 }
