@@ -3,11 +3,14 @@
 
 use super::{host_file, job_name};
 use anyhow::Context;
+#[cfg(feature = "kafka")]
 use serde::Serialize;
 use std::path::Path;
+#[cfg(feature = "kafka")]
 use weir_host::cluster::overview::overview;
 use weir_host::config::units::human_bytes;
 use weir_host::config::{self, LoadedJob};
+#[cfg(feature = "kafka")]
 use weir_host::control::Status;
 use weir_host::control::client::Client;
 use weir_host::control::{RescaleRequest, SavepointRequest, SwapRequest};
@@ -59,6 +62,7 @@ fn cluster_job(arg: &str) -> anyhow::Result<Option<LoadedJob>> {
 }
 
 /// One partition of a cluster job, as `host status --json` prints it.
+#[cfg(feature = "kafka")]
 #[derive(Serialize)]
 struct PartitionStatus {
     partition: i32,
@@ -83,6 +87,7 @@ struct PartitionStatus {
 }
 
 /// `host status <cluster job file>`.
+#[cfg(feature = "kafka")]
 fn cluster_status(job: &LoadedJob, json: bool) -> anyhow::Result<()> {
     let o = overview(job)?;
     let partitions: Vec<PartitionStatus> = o
@@ -141,6 +146,12 @@ fn cluster_status(job: &LoadedJob, json: bool) -> anyhow::Result<()> {
         );
     }
     Ok(())
+}
+
+/// `host status <cluster job file>` on a host without Kafka.
+#[cfg(not(feature = "kafka"))]
+fn cluster_status(job: &LoadedJob, _json: bool) -> anyhow::Result<()> {
+    anyhow::bail!("{}: [cluster] needs a host built with the kafka feature", job.path.display())
 }
 
 /// `host savepoint`.

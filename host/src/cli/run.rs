@@ -47,6 +47,7 @@ fn run_member(job: &config::LoadedJob, job_path: &Path, start: &StartFrom) -> an
     }
     #[cfg(not(feature = "kafka"))]
     {
+        let _ = job;
         anyhow::bail!("{}: [cluster] needs a host built with the kafka feature", job_path.display())
     }
 }
