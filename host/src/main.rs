@@ -102,6 +102,10 @@ enum Command {
     /// module fails to load, declares state of another kind, fails to
     /// migrate or traps in open, the old module keeps running and this
     /// exits non-zero with the reason. Prints the pause the swap caused.
+    ///
+    /// Given the job file of a cluster job (`[cluster]`), swaps every
+    /// partition's copy that runs on this machine, one after the other;
+    /// run it on each machine in turn for a rolling swap.
     Swap {
         /// The job's name, or its job file.
         job: String,

@@ -4,15 +4,18 @@
 //! partitions resume elsewhere from their checkpoints, a member that joins
 //! takes some over, and a member paused past its session commits and
 //! publishes nothing for the partitions it lost; the output stays
-//! exactly-once. Jobs cluster mode cannot partition are refused before
-//! anything runs.
+//! exactly-once. A rolling swap changes the module of every partition with
+//! its state carried over, and a partition that moves afterwards goes on
+//! with the new module. Jobs cluster mode cannot partition are refused
+//! before anything runs.
 
+use super::metrics::scrape;
 use super::support::{JobDir, final_counts};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
-use weir_tests::artifacts::{WORD_COUNT_COUNTER, WORD_COUNT_TOKENIZER};
+use weir_tests::artifacts::{WORD_COUNT_COUNTER, WORD_COUNT_COUNTER_V2, WORD_COUNT_TOKENIZER};
 use weir_tests::host_command;
 use weir_tests::kafka::{KafkaBroker, ONE_RECORD_BATCHES};
 
@@ -94,9 +97,14 @@ topic = "counts"
     );
 }
 
-/// The output so far as `word n` lines, partition by partition.
+/// The output so far as `word n` lines, partition by partition (version
+/// 2 of the counter writes `word=n`).
 fn output(broker: &KafkaBroker) -> String {
-    broker.consume_all("counts").iter().map(|r| format!("{}\n", String::from_utf8_lossy(&r.payload))).collect()
+    broker
+        .consume_all("counts")
+        .iter()
+        .map(|r| format!("{}\n", String::from_utf8_lossy(&r.payload).replace('=', " ")))
+        .collect()
 }
 
 /// The output records of the first word whose updates are not 1..=n,
@@ -104,7 +112,8 @@ fn output(broker: &KafkaBroker) -> String {
 fn repeated_word_records(broker: &KafkaBroker) -> String {
     let records = broker.consume_all("counts");
     let word = |r: &weir_tests::kafka::Consumed| {
-        String::from_utf8_lossy(&r.payload).rsplit_once(' ').map(|(w, n)| (w.to_string(), n.to_string()))
+        let text = String::from_utf8_lossy(&r.payload).replace('=', " ");
+        text.rsplit_once(' ').map(|(w, n)| (w.to_string(), n.to_string()))
     };
     let mut seen: BTreeMap<String, Vec<u64>> = BTreeMap::new();
     for (w, n) in records.iter().filter_map(word) {
@@ -134,9 +143,14 @@ fn repeated_word_records(broker: &KafkaBroker) -> String {
         .collect()
 }
 
-/// The latest count of each word in `text`, tolerating what is not there yet.
+/// The highest count of each word in `text` so far.
 fn latest(text: &str) -> BTreeMap<String, u64> {
-    text.lines().filter_map(|l| l.rsplit_once(' ')).map(|(w, n)| (w.to_string(), n.parse().unwrap_or(0))).collect()
+    let mut counts = BTreeMap::new();
+    for (w, n) in text.lines().filter_map(|l| l.rsplit_once(' ')) {
+        let n: u64 = n.parse().unwrap_or(0);
+        counts.entry(w.to_string()).and_modify(|m: &mut u64| *m = (*m).max(n)).or_insert(n);
+    }
+    counts
 }
 
 /// One `host run job.toml` process. Its log goes to a file, so that a
@@ -193,12 +207,16 @@ fn wait_complete(broker: &KafkaBroker, want: &BTreeMap<String, u64>, members: &m
                 panic!("a member exited before the output was complete: {log}");
             }
         }
-        let missing = want.iter().filter(|(w, n)| got.get(*w) != Some(n)).count();
+        let wrong: Vec<_> = want.iter().filter(|(w, n)| got.get(*w) != Some(n)).collect();
         if Instant::now() > until {
             let logs: Vec<String> = members.iter_mut().map(Member::kill).collect();
+            let some: Vec<String> =
+                wrong.iter().take(5).map(|(w, n)| format!("{w}: want {n}, got {:?}", got.get(*w))).collect();
             panic!(
-                "the output is still missing {missing} of {} words' final counts; members:\n{}",
+                "the output is still missing {} of {} words' final counts ({some:?}); the first repeated word:\n{}\nmembers:\n{}",
+                wrong.len(),
                 want.len(),
+                repeated_word_records(broker),
                 logs.join("\n----\n")
             );
         }
@@ -303,6 +321,113 @@ fn members_share_the_partitions_and_a_killed_members_partitions_resume_elsewhere
     let mut copies = checkpoints.clone();
     copies.sort();
     assert_eq!(copies, (0..6).map(|p| format!("wc-cluster-p{p}")).collect::<Vec<_>>());
+}
+
+#[test]
+fn a_keyed_operator_on_another_operators_output_reads_a_repartition_topic_exactly_once_across_a_kill() {
+    // Lines keyed by their number: one word's records are in every
+    // partition, so the counter must read them through a repartition topic.
+    let broker = KafkaBroker::start();
+    broker.create_topic("lines", 4);
+    broker.create_topic("counts", 2);
+    let vocabulary = words(12_000, 29);
+    let mut rest = vocabulary.as_slice();
+    let mut lines = Vec::new();
+    for i in 0.. {
+        let n = (1 + i % 5).min(rest.len());
+        if n == 0 {
+            break;
+        }
+        lines.push((format!("l{i}"), rest[..n].join(" ")));
+        rest = &rest[n..];
+    }
+    let records: Vec<(Option<&[u8]>, &[u8])> = lines.iter().map(|(k, l)| (Some(k.as_bytes()), l.as_bytes())).collect();
+    broker.produce("lines", &records);
+    let mut want = BTreeMap::new();
+    for w in &vocabulary {
+        *want.entry(w.clone()).or_insert(0u64) += 1;
+    }
+    let dir = JobDir::new();
+    let servers = broker.bootstrap();
+    let ck = format!("file://{}", dir.path().join("checkpoints").display());
+    // About 1000 lines a partition at 60 a second: some 17 s of input.
+    dir.write(
+        "job.toml",
+        format!(
+            r#"
+name = "wc-cluster"
+
+[cluster]
+kind = "kafka-group"
+session_timeout = "6s"
+
+[checkpointing]
+interval = "300ms"
+
+[state.checkpoints]
+dir = "{ck}"
+
+[[sources]]
+id = "lines"
+kind = "kafka"
+bootstrap_servers = "{servers}"
+topic = "lines"
+end = "latest"
+records_per_second = 60
+
+[[operators]]
+uid = "tokenizer"
+module = "{WORD_COUNT_TOKENIZER}"
+input = "lines"
+
+[[operators]]
+uid = "counter"
+module = "{WORD_COUNT_COUNTER}"
+input = "tokenizer"
+partition = "key"
+
+[[sinks]]
+id = "out"
+kind = "kafka"
+input = "counter"
+bootstrap_servers = "{servers}"
+topic = "counts"
+
+[sinks.properties]
+"batch.num.messages" = {ONE_RECORD_BATCHES}
+"#
+        ),
+    );
+    let mut members: Vec<Member> = (0..3).map(|_| Member::start(&dir)).collect();
+    let until = Instant::now() + Duration::from_secs(60);
+    while output(&broker).is_empty() {
+        assert!(
+            Instant::now() < until,
+            "no output within a minute:\n{:#?}",
+            members.iter_mut().map(Member::kill).collect::<Vec<_>>()
+        );
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    std::thread::sleep(Duration::from_secs(2));
+    let first = members.remove(0).kill();
+    assert!(first.contains("partitions assigned"), "the killed member ran partitions:\n{first}");
+    wait_complete(&broker, &want, &mut members);
+    let logs: Vec<String> = members.iter_mut().map(Member::kill).collect();
+    // Exactly once through the repartition topic (one record per word) and
+    // to the output (each word's updates 1..n).
+    let repartitioned = broker.consume_all("wc-cluster-counter-repartition");
+    assert_eq!(repartitioned.len(), vocabulary.len(), "records in the repartition topic\n{logs:#?}");
+    assert_eq!(final_counts(&output(&broker)), want);
+    // Both parts ran as copies per partition, each checkpointing on its own.
+    let mut copies: Vec<String> = std::fs::read_dir(dir.path().join("checkpoints"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    copies.sort();
+    let mut expected: Vec<String> = (0..4).map(|p| format!("wc-cluster-p{p}")).collect();
+    expected.extend((0..4).map(|p| format!("wc-cluster-counter-p{p}")));
+    expected.sort();
+    assert_eq!(copies, expected);
 }
 
 /// Sends `signal` (`-STOP`, `-CONT`) to `member`.
@@ -424,6 +549,134 @@ fn a_member_paused_past_its_session_commits_nothing_for_the_partitions_it_lost()
 }
 
 #[test]
+fn a_swap_through_the_job_file_changes_every_partitions_module_and_moved_partitions_keep_it() {
+    let (broker, want) = broker_with_words(4, 2, words(12000, 53));
+    let dir = JobDir::new();
+    // 3000 records a partition at 100 a second: about 30 s of input.
+    cluster_job(&dir, &broker, 100, "6s");
+    let mut members: Vec<Member> = (0..2).map(|_| Member::start(&dir)).collect();
+    // `host swap job.toml` swaps the copies that run on this machine; the
+    // group may be settling, so it is asked again until all four swapped.
+    let until = Instant::now() + Duration::from_secs(90);
+    let swapped_at = loop {
+        let out =
+            host_command(dir.path(), &["swap", "job.toml", "--operator", "counter", "--module", WORD_COUNT_COUNTER_V2])
+                .output()
+                .unwrap();
+        let said = String::from_utf8_lossy(&out.stderr).into_owned();
+        if out.status.success() && said.contains("in partitions [0, 1, 2, 3] of 'wc-cluster' on this machine") {
+            assert_eq!(said.matches("paused").count(), 4, "{said}");
+            break commit_logs(&dir);
+        }
+        if Instant::now() > until {
+            let logs: Vec<String> = members.iter_mut().map(Member::kill).collect();
+            panic!("no swap of all four partitions within 90 s; last: {said}\n{logs:#?}");
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    };
+    member_endpoint_shows_the_group(&dir);
+    // Every partition commits a checkpoint after the swap (which names the
+    // new module); then a third member joins and partitions move.
+    let until = Instant::now() + Duration::from_secs(60);
+    while !(0..4).all(|p| commit_logs(&dir)[&p].len() >= swapped_at[&p].len() + 2) {
+        assert!(Instant::now() < until, "no checkpoint after the swap: {:?}", commit_logs(&dir));
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    members.push(Member::start(&dir));
+    // Once it runs partitions, the first member is stopped with SIGTERM, as
+    // Kubernetes stops a pod: it hands its partitions over, leaves the
+    // group and exits 0, and the others take them on.
+    let until = Instant::now() + Duration::from_secs(60);
+    while !std::fs::read_to_string(&members[2].log).unwrap_or_default().contains("partitions assigned") {
+        assert!(Instant::now() < until, "the third member was never given partitions");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let mut stopped = members.remove(0);
+    signal(&stopped, "-TERM");
+    let until = Instant::now() + Duration::from_secs(30);
+    let first = loop {
+        if let Some(log) = stopped.exited() {
+            break log;
+        }
+        assert!(Instant::now() < until, "the member did not leave within 30 s of SIGTERM:\n{}", stopped.kill());
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert!(first.starts_with("(exit status: 0)"), "{first}");
+    assert!(first.contains("cancelled: handing the partitions over and leaving the group"), "{first}");
+    wait_complete(&broker, &want, &mut members);
+    let mut logs: Vec<String> = members.iter_mut().map(Member::kill).collect();
+    logs.insert(0, first);
+    assert!(logs[2].contains("partitions assigned"), "the third member took partitions:\n{}", logs[2]);
+    // The members that gave partitions up took a checkpoint to hand them over.
+    assert!(
+        logs.iter().any(|l| l.contains("handed over at a checkpoint taken now")),
+        "no hand-over checkpoint:\n{logs:#?}"
+    );
+    // Exactly-once across the swap and the moves, each word's updates in
+    // order, and no version-1 update of a word after a version-2 one.
+    assert_eq!(final_counts(&output(&broker)), want);
+    let mut switched = BTreeSet::new();
+    for r in broker.consume_all("counts") {
+        let line = String::from_utf8_lossy(&r.payload).into_owned();
+        match line.split_once('=') {
+            Some((w, _)) => {
+                switched.insert(w.to_string());
+            }
+            None => {
+                let w = line.split_once(' ').unwrap().0;
+                assert!(!switched.contains(w), "version 1 counted {w} after version 2 did: {line}");
+            }
+        }
+    }
+    // The input went on for seconds after the swap: every word's last update
+    // came from version 2, over the counts version 1 had kept.
+    assert_eq!(switched.len(), want.len(), "words that version 2 counted");
+}
+
+/// Checks the endpoint a member serves under the job's name (the member
+/// that started first has it) while the group is settled: `host status
+/// <job>` shows the whole group, each partition held by one member, and
+/// the partitions that member runs; its `/metrics` has one series per
+/// partition it runs, the partition as subtask index.
+fn member_endpoint_shows_the_group(dir: &JobDir) {
+    let out = host_command(dir.path(), &["status", "wc-cluster", "--json"]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let status: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let group = &status["cluster"];
+    assert_eq!(group["partitions"].as_array().map(Vec::len), Some(4), "{status:#}");
+    let members = group["members"].as_array().unwrap();
+    let mut held: Vec<i64> =
+        members.iter().flat_map(|m| m["partitions"].as_array().unwrap()).map(|p| p.as_i64().unwrap()).collect();
+    held.sort();
+    assert_eq!(held, [0, 1, 2, 3], "each partition is held by one member: {status:#}");
+    let me = format!("member {} on", status["pid"]);
+    let mine: BTreeSet<String> = members
+        .iter()
+        .filter(|m| m["member"].as_str().unwrap().starts_with(&me))
+        .flat_map(|m| m["partitions"].as_array().unwrap())
+        .map(|p| p.to_string())
+        .collect();
+    let here: BTreeSet<String> = group["partitions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| !p["here"].is_null())
+        .map(|p| p["partition"].to_string())
+        .collect();
+    assert!(!mine.is_empty() && mine.is_subset(&here), "the member runs its partitions: {status:#}");
+    let counter = status["nodes"].as_array().unwrap().iter().find(|n| n["id"] == "counter").unwrap();
+    assert_eq!(counter["parallelism"].as_u64(), Some(mine.len() as u64), "{status:#}");
+    let run: serde_json::Value = serde_json::from_str(&dir.read(".run/wc-cluster.json")).unwrap();
+    let samples = scrape(run["port"].as_u64().unwrap() as u16, run["token"].as_str().unwrap());
+    let series: BTreeSet<String> = samples
+        .iter()
+        .filter(|s| s.0 == "weir_task_numRecordsIn" && s.1["task_name"] == "counter")
+        .map(|s| s.1["subtask_index"].clone())
+        .collect();
+    assert_eq!(series, mine, "one series per partition the member runs");
+}
+
+#[test]
 fn a_job_cluster_mode_cannot_partition_is_refused_with_the_reason() {
     let dir = JobDir::new();
     let base = |extra: &str, operators: &str, sink: &str| {
@@ -452,17 +705,22 @@ topic = "lines"
         "[checkpointing]\ninterval = \"1s\"\n\n[state.checkpoints]\ndir = \"file://{}/ck\"",
         dir.path().display()
     );
-    let keyed_after_tokenizer = format!(
+    let across_a_cut = format!(
         r#"[[operators]]
 uid = "tokenizer"
 module = "{WORD_COUNT_TOKENIZER}"
 input = "lines"
 
 [[operators]]
-uid = "counter"
+uid = "keyed"
 module = "{WORD_COUNT_COUNTER}"
 input = "tokenizer"
-partition = "key""#
+partition = "key"
+
+[[operators]]
+uid = "counter"
+module = "{WORD_COUNT_COUNTER}"
+inputs = [{{ from = "keyed", partition = "rebalance" }}, {{ from = "lines", partition = "rebalance" }}]"#
     );
     let counter = format!(
         r#"[[operators]]
@@ -475,8 +733,8 @@ partition = "key""#
     let file_sink = "[[sinks]]\nid = \"out\"\nkind = \"file\"\ninput = \"counter\"\npath = \"out.txt\"";
     for (job, says) in [
         (
-            base(&checkpoints, &keyed_after_tokenizer, kafka_sink),
-            "operator 'counter' is keyed on the output of 'tokenizer', whose keys are not the Kafka keys of topic 'lines'",
+            base(&checkpoints, &across_a_cut, kafka_sink),
+            "operator 'counter' reads from both sides of a repartition topic",
         ),
         (base(&checkpoints, &counter, file_sink), "sink 'out' is a file sink"),
         (base("", &counter, kafka_sink), "it takes no checkpoints"),

@@ -55,7 +55,7 @@ fn status(dir: &JobDir) -> Option<serde_json::Value> {
 }
 
 /// The samples of one scrape: (metric name, labels, value).
-fn scrape(port: u16, token: &str) -> Vec<(String, std::collections::HashMap<String, String>, f64)> {
+pub fn scrape(port: u16, token: &str) -> Vec<(String, std::collections::HashMap<String, String>, f64)> {
     let (code, body) = request(port, "GET", "/metrics", Some(token));
     assert_eq!(code, 200, "{body}");
     let lines = body.lines().map(|l| Ok(l.to_string()));

@@ -3,15 +3,11 @@
 
 use super::{host_file, job_name};
 use anyhow::Context;
-#[cfg(feature = "kafka")]
-use serde::Serialize;
 use std::path::Path;
 #[cfg(feature = "kafka")]
-use weir_host::cluster::overview::overview;
+use weir_host::cluster::overview::{group_view, overview};
 use weir_host::config::units::human_bytes;
 use weir_host::config::{self, LoadedJob};
-#[cfg(feature = "kafka")]
-use weir_host::control::Status;
 use weir_host::control::client::Client;
 use weir_host::control::{RescaleRequest, SavepointRequest, SwapRequest};
 
@@ -48,6 +44,10 @@ pub fn status(job: &str, json: bool) -> anyhow::Result<()> {
     for n in &s.nodes {
         println!("  {:<10} {:<24} {:>4} {:>14} {:>14}", n.role, n.id, n.parallelism, n.records_in, n.records_out);
     }
+    // A cluster member's endpoint: its nodes' subtasks are its partitions.
+    if let Some(view) = &s.cluster {
+        print!("{}", view.table());
+    }
     Ok(())
 }
 
@@ -61,89 +61,14 @@ fn cluster_job(arg: &str) -> anyhow::Result<Option<LoadedJob>> {
     Ok(job.spec.cluster.is_some().then_some(job))
 }
 
-/// One partition of a cluster job, as `host status --json` prints it.
-#[cfg(feature = "kafka")]
-#[derive(Serialize)]
-struct PartitionStatus {
-    partition: i32,
-    /// Its copy's job name.
-    job: String,
-    /// Who wrote the last entry of its commit log.
-    owner: Option<String>,
-    /// Whether that entry is a claim (its run started, nothing committed since).
-    claimed: bool,
-    /// The latest committed checkpoint.
-    checkpoint: Option<u64>,
-    /// The input offset that checkpoint resumes at.
-    offset: Option<i64>,
-    /// The partition's end offset at the broker.
-    end: i64,
-    /// Records past the committed offset.
-    lag: Option<i64>,
-    /// The input ended before the latest committed checkpoint.
-    input_ended: bool,
-    /// The copy's status, when it runs on this machine.
-    here: Option<Status>,
-}
-
 /// `host status <cluster job file>`.
 #[cfg(feature = "kafka")]
 fn cluster_status(job: &LoadedJob, json: bool) -> anyhow::Result<()> {
-    let o = overview(job)?;
-    let partitions: Vec<PartitionStatus> = o
-        .partitions
-        .into_iter()
-        .map(|p| PartitionStatus {
-            lag: p.lag(),
-            partition: p.partition,
-            here: Client::find(&p.copy).and_then(|c| c.status()).ok(),
-            job: p.copy,
-            owner: p.last.as_ref().map(|l| l.owner.clone()),
-            claimed: p.last.as_ref().is_some_and(|l| l.claim),
-            offset: p.committed,
-            end: p.end,
-            input_ended: p.input_ended,
-            checkpoint: p.last.and_then(|l| l.checkpoint),
-        })
-        .collect();
+    let view = group_view(job, |copy| Client::find(copy).and_then(|c| c.status()).ok())?;
     if json {
-        let all =
-            serde_json::json!({ "job": job.spec.name, "group": o.group, "topic": o.topic, "partitions": partitions });
-        println!("{}", serde_json::to_string_pretty(&all)?);
-        return Ok(());
-    }
-    println!(
-        "cluster job '{}' (group '{}'): {} partitions of topic '{}'",
-        job.spec.name,
-        o.group,
-        partitions.len(),
-        o.topic
-    );
-    println!(
-        "  {:>9}  {:<16} {:<28} {:>14} {:>10} {:>8}  on this machine",
-        "partition", "job", "last written by", "checkpoint", "offset", "lag"
-    );
-    for p in &partitions {
-        let checkpoint = match (p.checkpoint, p.claimed) {
-            (Some(c), false) => c.to_string(),
-            (Some(c), true) => format!("{c} (claimed)"),
-            (None, _) => "-".into(),
-        };
-        let here = p.here.as_ref().map_or("-".to_string(), |s| {
-            format!("{}: {} records read, {} written", s.state, s.records_read, s.records_written)
-        });
-        let dash = |v: Option<i64>| v.map_or("-".to_string(), |v| v.to_string());
-        let (offset, lag) =
-            if p.input_ended { ("ended".to_string(), "-".to_string()) } else { (dash(p.offset), dash(p.lag)) };
-        println!(
-            "  {:>9}  {:<16} {:<28} {:>14} {:>10} {:>8}  {here}",
-            p.partition,
-            p.job,
-            p.owner.as_deref().unwrap_or("nobody yet"),
-            checkpoint,
-            offset,
-            lag
-        );
+        println!("{}", serde_json::to_string_pretty(&view)?);
+    } else {
+        print!("{}", view.table());
     }
     Ok(())
 }
@@ -173,10 +98,13 @@ pub fn savepoint(job: &str, request: SavepointRequest) -> anyhow::Result<()> {
 
 /// `host swap`.
 pub fn swap(job: &str, operator: String, module: &Path, dir: Option<String>) -> anyhow::Result<()> {
-    let client = Client::find(&job_name(job)?)?;
     // The host resolves paths from its own directory: send an absolute one.
     let module = std::fs::canonicalize(module).with_context(|| format!("cannot read {}", module.display()))?;
     let request = SwapRequest { operator, module: module.display().to_string(), dir };
+    if let Some(loaded) = cluster_job(job)? {
+        return cluster_swap(&loaded, &request);
+    }
+    let client = Client::find(&job_name(job)?)?;
     let done = client.swap(&request).context("module swap failed")?;
     println!("{}", done.savepoint.location);
     eprintln!(
@@ -187,6 +115,61 @@ pub fn swap(job: &str, operator: String, module: &Path, dir: Option<String>) -> 
         done.savepoint.location
     );
     Ok(())
+}
+
+/// `host swap <cluster job file>`: swaps the module in every partition's
+/// copy that runs on this machine, one after the other, and stops at the
+/// first that refuses (the copies before it keep the new module, that one
+/// and those after it the old). A partition that moves later resumes from
+/// its latest checkpoint, which names the module it ran.
+#[cfg(feature = "kafka")]
+fn cluster_swap(job: &LoadedJob, request: &SwapRequest) -> anyhow::Result<()> {
+    let o = overview(job)?;
+    let (mut swapped, mut elsewhere) = (Vec::new(), Vec::new());
+    // With repartition topics, the operator runs in one stage's copies.
+    let runs_it: Vec<_> = o.partitions.iter().filter(|p| p.operators.contains(&request.operator)).collect();
+    if runs_it.is_empty() {
+        anyhow::bail!("cluster job '{}' has no operator '{}'", job.spec.name, request.operator);
+    }
+    for p in runs_it {
+        let Ok(client) = Client::find(&p.copy) else {
+            elsewhere.push(p.partition);
+            continue;
+        };
+        let done = client.swap(request).with_context(|| {
+            format!(
+                "module swap failed for partition {} (job '{}'); swapped before it: {swapped:?}, not tried: the partitions after it",
+                p.partition, p.copy
+            )
+        })?;
+        println!("{}", done.savepoint.location);
+        eprintln!("partition {}: paused {:.1} ms", p.partition, done.pause_ms);
+        swapped.push(p.partition);
+    }
+    if swapped.is_empty() {
+        anyhow::bail!(
+            "no partition of cluster job '{}' runs on this machine: run this where its members run",
+            job.spec.name
+        );
+    }
+    eprintln!(
+        "operator '{}' now runs {} in partitions {swapped:?} of '{}' on this machine{}",
+        request.operator,
+        request.module,
+        job.spec.name,
+        if elsewhere.is_empty() {
+            String::new()
+        } else {
+            format!("; partitions {elsewhere:?} run elsewhere (or are moving): swap them there")
+        }
+    );
+    Ok(())
+}
+
+/// `host swap <cluster job file>` on a host without Kafka.
+#[cfg(not(feature = "kafka"))]
+fn cluster_swap(job: &LoadedJob, _request: &SwapRequest) -> anyhow::Result<()> {
+    anyhow::bail!("{}: [cluster] needs a host built with the kafka feature", job.path.display())
 }
 
 /// `host rescale`.

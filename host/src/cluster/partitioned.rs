@@ -5,7 +5,8 @@
 //!
 //! The rule: one Kafka source reading one topic; keyed operators read that
 //! source directly, so they key by the Kafka key and every record of a key
-//! is in one partition (the producer's partitioner put it there); sinks
+//! is in one partition (the producer's partitioner put it there), or read
+//! a repartition topic in front of them ([`stages`](super::stages)); sinks
 //! are Kafka sinks, whose exactly-once output is per copy; checkpoints go
 //! to a durable directory every member reaches.
 //!
@@ -14,7 +15,6 @@
 //! it wakes, that the output it still held expired instead of being sent
 //! after the partition's new owner published it.
 
-use crate::config::Partition;
 use crate::config::units::HumanDuration;
 use crate::config::{ClusterSpec, LoadedJob};
 use std::time::Duration;
@@ -100,16 +100,6 @@ pub fn check(job: &LoadedJob, cluster: &ClusterSpec) -> Result<SharedInput, NotP
             "[cluster] group {:?} is source '{}''s group too (where it commits offsets for monitoring); give them different names",
             cluster.group, source.id
         )));
-    }
-    for o in &spec.operators {
-        if let Some(input) = o.inputs.iter().find(|i| i.partition == Partition::Key && i.from != source.id) {
-            return Err(refuse(format!(
-                "operator '{}' is keyed on the output of '{}', whose keys are not the Kafka keys of topic '{topic}': \
-                 records of one key could be read by several members. Keyed operators must read source '{}' directly \
-                 (repartition topics are not built yet): produce the topic keyed by what '{}' keys on",
-                o.uid, input.from, source.id, o.uid
-            )));
-        }
     }
     if let Some(sink) = spec.sinks.iter().find(|s| s.connector.kind != "kafka") {
         return Err(refuse(format!(

@@ -129,6 +129,9 @@ pub struct Status {
     /// The run's restarts so far, oldest first, with their causes.
     #[serde(default)]
     pub restarts: Vec<Restart>,
+    /// On a cluster member's own endpoint: the whole group.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cluster: Option<super::group::GroupView>,
 }
 
 /// One restart of the job.

@@ -29,6 +29,7 @@
 pub mod api;
 pub mod client;
 pub mod dashboard;
+pub mod group;
 pub mod metrics;
 pub mod operations;
 pub mod server;
@@ -172,6 +173,10 @@ pub enum Request {
     Savepoint(SavepointRequest, crossbeam_channel::Sender<Result<SavepointDone, RequestError>>),
     /// `POST /v1/cancel`.
     Cancel(crossbeam_channel::Sender<()>),
+    /// A checkpoint now, whatever the interval, answered with its id once
+    /// it completed (one triggered after the request; one in flight does
+    /// not count). Cluster mode takes one before it hands a partition over.
+    Checkpoint(crossbeam_channel::Sender<Result<u64, RequestError>>),
     /// `POST /v1/swaps`.
     Swap(SwapRequest, crossbeam_channel::Sender<Result<SwapDone, RequestError>>),
     /// `POST /v1/rescales`.

@@ -16,6 +16,7 @@ use super::shadow::{ShadowReply, Shadows};
 use super::spawn::Started;
 use super::views::{checkpoint_config, graph, run_status};
 use crate::checkpoint::metadata::SinkState;
+use crate::checkpoint::protocol::CheckpointId;
 use crate::config::LoadedJob;
 use crate::control::{
     JobGraph, Metrics, ModuleInfo, Request, RequestError, Restart, ShadowRequest, Status, SwapRequest,
@@ -116,6 +117,8 @@ pub struct Controller<'a> {
     pub(super) rescaled: BTreeMap<String, u32>,
     /// A rescale under way.
     pub(super) rescale: Option<PendingRescale>,
+    /// Who asked for a checkpoint now, with the first id that answers them.
+    checkpoint_waiters: Vec<(CheckpointId, Sender<Result<CheckpointId, RequestError>>)>,
     /// Tasks whose next `Finished` is no end of the job's work: old
     /// subtasks of a rescale, new ones of an abandoned one.
     pub(super) quiet_ends: HashMap<TaskId, u32>,
@@ -166,6 +169,7 @@ impl<'a> Controller<'a> {
             modules: modules.clone(),
             rescaled: rescaled.clone(),
             rescale: None,
+            checkpoint_waiters: Vec::new(),
             quiet_ends: HashMap::new(),
             spawned: Vec::new(),
             work_ended: false,
@@ -386,6 +390,18 @@ impl<'a> Controller<'a> {
                     Ok(c) => c.request_savepoint(request, settings.savepoint_dir.as_deref(), &settings.storage, reply),
                 }
             }
+            Request::Checkpoint(reply) => match self.accepting() {
+                Err(e) => _ = reply.send(Err(e)),
+                Ok(c) if !c.cp.periodic() => {
+                    _ = reply.send(Err(RequestError::Refused("the job takes no checkpoints".into())))
+                }
+                Ok(c) => {
+                    // The next id is the first checkpoint triggered from now.
+                    let first = c.protocol.next_id();
+                    c.protocol.request_checkpoint();
+                    self.checkpoint_waiters.push((first, reply));
+                }
+            },
             Request::Swap(request, reply) => self.start_swap(request, reply, compiler),
             Request::Rescale(request, reply) => self.start_rescale(request, reply),
             Request::Shadow(request, reply) => match self.check_shadow(&request) {
@@ -537,6 +553,15 @@ impl<'a> Controller<'a> {
         let result = self.drive_checkpoints();
         if let Err(e) = result {
             self.fail(e.into());
+        }
+        if let Some(latest) = self.checkpoints.cp.stats.latest {
+            self.checkpoint_waiters.retain(|(first, reply)| {
+                let due = latest >= *first;
+                if due {
+                    let _ = reply.send(Ok(latest));
+                }
+                !due
+            });
         }
         self.follow_rescale();
         self.follow_shadow();

@@ -55,6 +55,9 @@ pub fn wait_to_restart(
             Ok(Request::Savepoint(_, reply)) => {
                 let _ = reply.send(Err(RequestError::Failing));
             }
+            Ok(Request::Checkpoint(reply)) => {
+                let _ = reply.send(Err(RequestError::Failing));
+            }
             Ok(Request::Swap(_, reply)) => {
                 let _ = reply.send(Err(RequestError::Failing));
             }

@@ -28,6 +28,7 @@ pub(super) fn run_status(job: &LoadedJob, run: &RunInfo, attempt: u32, state: Jo
         parallelism: plan.nodes.iter().map(|n| n.parallelism).max().unwrap_or(1),
         max_parallelism: job.spec.max_parallelism,
         restarts: run.restarts.clone(),
+        cluster: None,
     }
 }
 

@@ -1,6 +1,6 @@
 //! Word-count counter, version 2: the same count per word as
 //! `word-count/counter`, kept in a richer value (`Tally`, state version 2)
-//! and emitted as `word=count`. A savepoint or a swapped-out version 1
+//! and emitted as `word=count`, keyed by the word. A savepoint or a swapped-out version 1
 //! holds plain `u64` counts under the same state name; `migrate_value`
 //! turns each into a `Tally` before this module sees it.
 
@@ -26,11 +26,16 @@ impl Operator for Counter {
     }
 
     fn process(&mut self, ctx: &mut Context, input: Element<'_>) -> Result<()> {
-        let word = input.key_str();
+        let word = input.key.ok_or("counter needs a keyed input (partition = \"key\")")?;
         let mut t = self.tally.get()?.unwrap_or(Tally { count: 0, migrated: false });
         t.count += 1;
         self.tally.set(&t)?;
-        ctx.emit(format!("{word}={}", t.count));
+        // Keyed by the word, as version 1: a Kafka sink keeps a word's
+        // updates in one partition, in order, across the swap.
+        ctx.emit_with(Some(word), input.timestamp, |line| {
+            line.extend_from_slice(word);
+            line.extend_from_slice(format!("={}", t.count).as_bytes());
+        });
         Ok(())
     }
 

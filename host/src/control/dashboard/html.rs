@@ -560,6 +560,7 @@ pub(super) fn fixture() -> PageData {
                 cause: "operator 'parse' trapped: unreachable".into(),
                 restored_from: Some("file:///ck/chk-2".into()),
             }],
+            cluster: None,
         },
         graph: JobGraph {
             job: "orders".into(),
