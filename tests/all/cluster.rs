@@ -51,8 +51,18 @@ fn broker_with_words(partitions: i32, counts: i32, input: Vec<String>) -> (Kafka
 /// The cluster job: the counter keyed by the Kafka key, straight from the
 /// source, every `rate` records a second per partition.
 fn cluster_job(dir: &JobDir, broker: &KafkaBroker, rate: u32, session: &str) {
+    let counter =
+        format!("uid = \"counter\"\nmodule = \"{WORD_COUNT_COUNTER}\"\ninput = \"words\"\npartition = \"key\"");
+    cluster_job_with(dir, broker, rate, session, &[&counter]);
+}
+
+/// A cluster job reading topic `words` (every `rate` records a second per
+/// partition) through `operators` (each the body of an `[[operators]]`
+/// entry; the last is `counter`) into topic `counts`.
+fn cluster_job_with(dir: &JobDir, broker: &KafkaBroker, rate: u32, session: &str, operators: &[&str]) {
     let servers = broker.bootstrap();
     let ck = format!("file://{}", dir.path().join("checkpoints").display());
+    let operators: String = operators.iter().map(|o| format!("[[operators]]\n{o}\n\n")).collect();
     dir.write(
         "job.toml",
         format!(
@@ -77,12 +87,7 @@ topic = "words"
 end = "latest"
 records_per_second = {rate}
 
-[[operators]]
-uid = "counter"
-module = "{WORD_COUNT_COUNTER}"
-input = "words"
-partition = "key"
-
+{operators}
 [[sinks]]
 id = "out"
 kind = "kafka"
@@ -328,7 +333,7 @@ fn a_keyed_operator_on_another_operators_output_reads_a_repartition_topic_exactl
     // Lines keyed by their number: one word's records are in every
     // partition, so the counter must read them through a repartition topic.
     let broker = KafkaBroker::start();
-    broker.create_topic("lines", 4);
+    broker.create_topic("words", 4);
     broker.create_topic("counts", 2);
     let vocabulary = words(12_000, 29);
     let mut rest = vocabulary.as_slice();
@@ -342,62 +347,17 @@ fn a_keyed_operator_on_another_operators_output_reads_a_repartition_topic_exactl
         rest = &rest[n..];
     }
     let records: Vec<(Option<&[u8]>, &[u8])> = lines.iter().map(|(k, l)| (Some(k.as_bytes()), l.as_bytes())).collect();
-    broker.produce("lines", &records);
+    broker.produce("words", &records);
     let mut want = BTreeMap::new();
     for w in &vocabulary {
         *want.entry(w.clone()).or_insert(0u64) += 1;
     }
     let dir = JobDir::new();
-    let servers = broker.bootstrap();
-    let ck = format!("file://{}", dir.path().join("checkpoints").display());
     // About 1000 lines a partition at 60 a second: some 17 s of input.
-    dir.write(
-        "job.toml",
-        format!(
-            r#"
-name = "wc-cluster"
-
-[cluster]
-kind = "kafka-group"
-session_timeout = "6s"
-
-[checkpointing]
-interval = "300ms"
-
-[state.checkpoints]
-dir = "{ck}"
-
-[[sources]]
-id = "lines"
-kind = "kafka"
-bootstrap_servers = "{servers}"
-topic = "lines"
-end = "latest"
-records_per_second = 60
-
-[[operators]]
-uid = "tokenizer"
-module = "{WORD_COUNT_TOKENIZER}"
-input = "lines"
-
-[[operators]]
-uid = "counter"
-module = "{WORD_COUNT_COUNTER}"
-input = "tokenizer"
-partition = "key"
-
-[[sinks]]
-id = "out"
-kind = "kafka"
-input = "counter"
-bootstrap_servers = "{servers}"
-topic = "counts"
-
-[sinks.properties]
-"batch.num.messages" = {ONE_RECORD_BATCHES}
-"#
-        ),
-    );
+    let tokenizer = format!("uid = \"tokenizer\"\nmodule = \"{WORD_COUNT_TOKENIZER}\"\ninput = \"words\"");
+    let counter =
+        format!("uid = \"counter\"\nmodule = \"{WORD_COUNT_COUNTER}\"\ninput = \"tokenizer\"\npartition = \"key\"");
+    cluster_job_with(&dir, &broker, 60, "6s", &[&tokenizer, &counter]);
     let mut members: Vec<Member> = (0..3).map(|_| Member::start(&dir)).collect();
     let until = Instant::now() + Duration::from_secs(60);
     while output(&broker).is_empty() {
@@ -634,46 +594,56 @@ fn a_swap_through_the_job_file_changes_every_partitions_module_and_moved_partiti
 }
 
 /// Checks the endpoint a member serves under the job's name (the member
-/// that started first has it) while the group is settled: `host status
-/// <job>` shows the whole group, each partition held by one member, and
-/// the partitions that member runs; its `/metrics` has one series per
-/// partition it runs, the partition as subtask index.
+/// that started first has it) once the group has settled with partitions
+/// on that member: `host status <job>` shows the whole group, each
+/// partition held by one member, and the partitions that member runs; its
+/// `/metrics` has one series per partition it runs, the partition as
+/// subtask index.
 fn member_endpoint_shows_the_group(dir: &JobDir) {
-    let out = host_command(dir.path(), &["status", "wc-cluster", "--json"]).output().unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let status: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    let group = &status["cluster"];
-    assert_eq!(group["partitions"].as_array().map(Vec::len), Some(4), "{status:#}");
-    let members = group["members"].as_array().unwrap();
-    let mut held: Vec<i64> =
-        members.iter().flat_map(|m| m["partitions"].as_array().unwrap()).map(|p| p.as_i64().unwrap()).collect();
-    held.sort();
-    assert_eq!(held, [0, 1, 2, 3], "each partition is held by one member: {status:#}");
-    let me = format!("member {} on", status["pid"]);
-    let mine: BTreeSet<String> = members
-        .iter()
-        .filter(|m| m["member"].as_str().unwrap().starts_with(&me))
-        .flat_map(|m| m["partitions"].as_array().unwrap())
-        .map(|p| p.to_string())
-        .collect();
-    let here: BTreeSet<String> = group["partitions"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|p| !p["here"].is_null())
-        .map(|p| p["partition"].to_string())
-        .collect();
-    assert!(!mine.is_empty() && mine.is_subset(&here), "the member runs its partitions: {status:#}");
-    let counter = status["nodes"].as_array().unwrap().iter().find(|n| n["id"] == "counter").unwrap();
-    assert_eq!(counter["parallelism"].as_u64(), Some(mine.len() as u64), "{status:#}");
-    let run: serde_json::Value = serde_json::from_str(&dir.read(".run/wc-cluster.json")).unwrap();
-    let samples = scrape(run["port"].as_u64().unwrap() as u16, run["token"].as_str().unwrap());
-    let series: BTreeSet<String> = samples
-        .iter()
-        .filter(|s| s.0 == "weir_task_numRecordsIn" && s.1["task_name"] == "counter")
-        .map(|s| s.1["subtask_index"].clone())
-        .collect();
-    assert_eq!(series, mine, "one series per partition the member runs");
+    let until = Instant::now() + Duration::from_secs(60);
+    loop {
+        let out = host_command(dir.path(), &["status", "wc-cluster", "--json"]).output().unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let status: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let group = &status["cluster"];
+        assert_eq!(group["partitions"].as_array().map(Vec::len), Some(4), "{status:#}");
+        let members = group["members"].as_array().unwrap();
+        let mut held: Vec<i64> =
+            members.iter().flat_map(|m| m["partitions"].as_array().unwrap()).map(|p| p.as_i64().unwrap()).collect();
+        held.sort();
+        let me = format!("member {} on", status["pid"]);
+        let mine: BTreeSet<String> = members
+            .iter()
+            .filter(|m| m["member"].as_str().unwrap().starts_with(&me))
+            .flat_map(|m| m["partitions"].as_array().unwrap())
+            .map(|p| p.to_string())
+            .collect();
+        let here: BTreeSet<String> = group["partitions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|p| !p["here"].is_null())
+            .map(|p| p["partition"].to_string())
+            .collect();
+        let counter = status["nodes"].as_array().unwrap().iter().find(|n| n["id"] == "counter");
+        let parallelism = counter.and_then(|c| c["parallelism"].as_u64());
+        // Settled: each partition held by one member, this one running
+        // exactly the partitions it holds.
+        if held == [0, 1, 2, 3] && !mine.is_empty() && mine == here && parallelism == Some(mine.len() as u64) {
+            let run: serde_json::Value = serde_json::from_str(&dir.read(".run/wc-cluster.json")).unwrap();
+            let samples = scrape(run["port"].as_u64().unwrap() as u16, run["token"].as_str().unwrap());
+            let series: BTreeSet<String> = samples
+                .iter()
+                .filter(|s| s.0 == "weir_task_numRecordsIn" && s.1["task_name"] == "counter")
+                .map(|s| s.1["subtask_index"].clone())
+                .collect();
+            if series == mine {
+                return;
+            }
+        }
+        assert!(Instant::now() < until, "the member's endpoint never showed a settled group: {status:#}");
+        std::thread::sleep(Duration::from_millis(300));
+    }
 }
 
 #[test]

@@ -155,11 +155,9 @@ pub fn run_member(job: &LoadedJob) -> Result<(), ClusterError> {
         Served::Group(cause) => {
             ClusterError::Group { group: cluster.group.clone(), cause: ConnectorError::Refused(cause) }
         }
-        Served::Partition((stage, p), cause) => ClusterError::Partition {
-            partition: p,
-            copy: copy_name(&stages[stage].job.spec.name, p),
-            cause,
-        },
+        Served::Partition((stage, p), cause) => {
+            ClusterError::Partition { partition: p, copy: copy_name(&stages[stage].job.spec.name, p), cause }
+        }
     })
 }
 
