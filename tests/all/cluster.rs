@@ -87,6 +87,10 @@ topic = "words"
 end = "latest"
 records_per_second = {rate}
 
+# A repartition topic's producer takes the source's client properties.
+[sources.properties]
+"batch.num.messages" = {ONE_RECORD_BATCHES}
+
 {operators}
 [[sinks]]
 id = "out"
@@ -201,6 +205,16 @@ impl Member {
 
 /// Waits until the output holds every word's final count.
 fn wait_complete(broker: &KafkaBroker, want: &BTreeMap<String, u64>, members: &mut [Member]) {
+    wait_complete_or(broker, want, members, &String::new)
+}
+
+/// [`wait_complete`], with `explain` saying more when it fails.
+fn wait_complete_or(
+    broker: &KafkaBroker,
+    want: &BTreeMap<String, u64>,
+    members: &mut [Member],
+    explain: &dyn Fn() -> String,
+) {
     let until = Instant::now() + Duration::from_secs(240);
     loop {
         let got = latest(&output(broker));
@@ -218,10 +232,11 @@ fn wait_complete(broker: &KafkaBroker, want: &BTreeMap<String, u64>, members: &m
             let some: Vec<String> =
                 wrong.iter().take(5).map(|(w, n)| format!("{w}: want {n}, got {:?}", got.get(*w))).collect();
             panic!(
-                "the output is still missing {} of {} words' final counts ({some:?}); the first repeated word:\n{}\nmembers:\n{}",
+                "the output is still missing {} of {} words' final counts ({some:?}); the first repeated word:\n{}\n{}\nmembers:\n{}",
                 wrong.len(),
                 want.len(),
                 repeated_word_records(broker),
+                explain(),
                 logs.join("\n----\n")
             );
         }
@@ -329,7 +344,6 @@ fn members_share_the_partitions_and_a_killed_members_partitions_resume_elsewhere
 }
 
 #[test]
-#[ignore = "a kill can put a record in the repartition topic twice (seen once in CI: 4 words counted once too often); under investigation, issue 17"]
 fn a_keyed_operator_on_another_operators_output_reads_a_repartition_topic_exactly_once_across_a_kill() {
     // Lines keyed by their number: one word's records are in every
     // partition, so the counter must read them through a repartition topic.
@@ -372,12 +386,19 @@ fn a_keyed_operator_on_another_operators_output_reads_a_repartition_topic_exactl
     std::thread::sleep(Duration::from_secs(2));
     let first = members.remove(0).kill();
     assert!(first.contains("partitions assigned"), "the killed member ran partitions:\n{first}");
-    wait_complete(&broker, &want, &mut members);
+    // Each tokenizer copy writes one record per word of its partition's lines.
+    let mut per_copy: BTreeMap<String, usize> = BTreeMap::new();
+    for r in broker.consume_all("words") {
+        let copy = format!("wc-cluster-p{}/counter-repartition/0", r.partition);
+        *per_copy.entry(copy).or_default() += String::from_utf8_lossy(&r.payload).split(' ').count();
+    }
+    let report = || format!("{}\nthe killed member:\n{first}", repartition_report(&broker, &per_copy));
+    wait_complete_or(&broker, &want, &mut members, &report);
     let logs: Vec<String> = members.iter_mut().map(Member::kill).collect();
     // Exactly once through the repartition topic (one record per word) and
     // to the output (each word's updates 1..n).
     let repartitioned = broker.consume_all("wc-cluster-counter-repartition");
-    assert_eq!(repartitioned.len(), vocabulary.len(), "records in the repartition topic\n{logs:#?}");
+    assert_eq!(repartitioned.len(), vocabulary.len(), "records in the repartition topic\n{}\n{logs:#?}", report());
     assert_eq!(final_counts(&output(&broker)), want);
     // Both parts ran as copies per partition, each checkpointing on its own.
     let mut copies: Vec<String> = std::fs::read_dir(dir.path().join("checkpoints"))
@@ -389,6 +410,30 @@ fn a_keyed_operator_on_another_operators_output_reads_a_repartition_topic_exactl
     expected.extend((0..4).map(|p| format!("wc-cluster-counter-p{p}")));
     expected.sort();
     assert_eq!(copies, expected);
+}
+
+/// What the repartition topic holds against `per_copy` (records each
+/// tokenizer copy should have written): each copy's count, and every
+/// record that is there twice (same copy, batch and index).
+fn repartition_report(broker: &KafkaBroker, per_copy: &BTreeMap<String, usize>) -> String {
+    let header = |r: &weir_tests::kafka::Consumed, k: &str| {
+        r.headers.iter().find(|(h, _)| h == k).map(|(_, v)| v.clone()).unwrap_or_default()
+    };
+    let records = broker.consume_all("wc-cluster-counter-repartition");
+    let mut got: BTreeMap<String, usize> = BTreeMap::new();
+    // (copy, batch, index) to where each such record is.
+    type Place = (i32, i64);
+    let mut seen: BTreeMap<(String, Vec<u8>, Vec<u8>), Vec<Place>> = BTreeMap::new();
+    for r in &records {
+        let copy = String::from_utf8_lossy(&header(r, "weir-sink")).into_owned();
+        *got.entry(copy.clone()).or_default() += 1;
+        seen.entry((copy, header(r, "weir-batch"), header(r, "weir-seq"))).or_default().push((r.partition, r.offset));
+    }
+    let mut out = format!("repartition topic: {} records; per copy got {got:?}, want {per_copy:?}\n", records.len());
+    for ((copy, batch, seq), at) in seen.iter().filter(|(_, at)| at.len() > 1).take(10) {
+        out += &format!("twice: {copy} batch={batch:02x?} seq={seq:02x?} at {at:?}\n");
+    }
+    out
 }
 
 /// Sends `signal` (`-STOP`, `-CONT`) to `member`.

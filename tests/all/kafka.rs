@@ -409,3 +409,58 @@ fn a_topic_with_fewer_partitions_than_the_savepoint_is_refused() {
     assert!(!ok, "{err}");
     assert!(err.contains("topic 'words' has 2 partitions, but the checkpoint has an offset for partition"), "{err}");
 }
+
+#[test]
+fn a_restore_finds_held_output_in_a_batch_its_first_read_back_begins_inside() {
+    use rdkafka::message::{Header, OwnedHeaders};
+    use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
+    use weir_host::connectors::kafka::held::{BATCH_HEADER, Held, HeldRecord, SEQ_HEADER, SINK_HEADER, published};
+    // 2000 records of others, then 50 of this sink subtask's held batch
+    // in one batch of the log, then 1000 of others: the read back begins
+    // 1024 records before the end, inside the held batch, where a broker
+    // that indexes its log by batch (tansu) returns nothing of that batch.
+    let broker = KafkaBroker::start();
+    broker.create_topic("out", 1);
+    let others = |n: usize| (0..n).map(|i| format!("other {i}")).collect::<Vec<_>>();
+    let first = others(2000);
+    broker.produce("out", &first.iter().map(|v| (None, v.as_bytes())).collect::<Vec<_>>());
+    let (ident, nonce) = (b"job/out/0".as_slice(), 0x5eed_u64);
+    let mut held = Held { checkpoint: 7, nonce, ..Held::default() };
+    let batched: BaseProducer =
+        broker.config().set("linger.ms", "200").set("batch.num.messages", "1000").create().unwrap();
+    for seq in 0..50u64 {
+        let value = format!("held {seq}");
+        held.push(&HeldRecord { partition: 0, key: None, payload: value.as_bytes(), timestamp: None });
+        let (nonce, seq) = (nonce.to_be_bytes(), seq.to_be_bytes());
+        let headers = OwnedHeaders::new()
+            .insert(Header { key: SINK_HEADER, value: Some(ident) })
+            .insert(Header { key: BATCH_HEADER, value: Some(&nonce[..]) })
+            .insert(Header { key: SEQ_HEADER, value: Some(&seq[..]) });
+        batched
+            .send(BaseRecord::<[u8], [u8]>::to("out").partition(0).payload(value.as_bytes()).headers(headers))
+            .unwrap();
+    }
+    batched.flush(Duration::from_secs(10)).unwrap();
+    let last = others(1000);
+    broker.produce("out", &last.iter().map(|v| (None, v.as_bytes())).collect::<Vec<_>>());
+    let records = broker.consume_all("out");
+    let held_at: Vec<i64> = records.iter().filter(|r| r.payload.starts_with(b"held")).map(|r| r.offset).collect();
+    assert_eq!(held_at, (2000..2050).collect::<Vec<_>>(), "the held records' offsets");
+
+    let options = weir_host::connectors::kafka::ClusterOptions {
+        bootstrap_servers: broker.bootstrap(),
+        request_timeout: None,
+        create_topic: false,
+        partitions: None,
+        properties: Default::default(),
+    };
+    let consumer: weir_host::connectors::kafka::KafkaConsumer =
+        options.create(&[("enable.partition.eof", "true".into()), ("group.id", "readback".into())]).unwrap();
+    let arrived = published(&consumer, "out", std::slice::from_ref(&held), ident, Duration::from_secs(20)).unwrap();
+    let missing: Vec<u64> = (0..50).filter(|seq| !arrived.contains(0, nonce, *seq)).collect();
+    assert!(
+        missing.is_empty(),
+        "held records the read back did not find (a restore would send them twice): {missing:?}"
+    );
+    assert!(!arrived.contains(0, nonce + 1, 0) && !arrived.contains(1, nonce, 0));
+}

@@ -128,7 +128,8 @@ impl KafkaBroker {
         format!("127.0.0.1:{}", self.port)
     }
 
-    fn config(&self) -> ClientConfig {
+    /// A client configuration for this broker.
+    pub fn config(&self) -> ClientConfig {
         let mut c = ClientConfig::new();
         c.set("bootstrap.servers", self.bootstrap());
         c

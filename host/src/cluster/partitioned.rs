@@ -21,9 +21,10 @@ use std::time::Duration;
 use thiserror::Error;
 
 /// The longest a copy's sink may take to deliver a record: under the time
-/// a silent member's partitions take to move, which is at least two thirds
-/// of a session after its last record was handed to the producer (its last
-/// heartbeat may be a third of a session older than that).
+/// a silent member's partitions take to move, which is at least nine
+/// tenths of a session after its last record was handed to the producer
+/// (its last heartbeat may be a heartbeat interval, a tenth of a session,
+/// older than that).
 pub fn flush_timeout(cluster: &ClusterSpec) -> Duration {
     cluster.session_timeout / 2
 }

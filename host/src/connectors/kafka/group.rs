@@ -18,7 +18,7 @@ use rdkafka::config::RDKafkaLogLevel;
 use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext, Rebalance};
 use rdkafka::error::KafkaError;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -45,14 +45,18 @@ struct Membership {
     topic: String,
     events: Sender<GroupEvent>,
     /// Each revocation and assignment, for the member's own thread to
-    /// watch for a rebalance that moved nothing.
+    /// watch for a rebalance that moved nothing; it passes assignments on.
     rebalances: Sender<Rebalanced>,
+    /// Revocations so far: an assignment a later revocation took back
+    /// before the member's thread saw it is not passed on.
+    revocations: AtomicU64,
 }
 
 /// One side of a rebalance, as the member's thread hears of it.
 enum Rebalanced {
     Revoked(Vec<i32>),
-    Assigned(Vec<i32>),
+    /// The partitions, and the revocations before them.
+    Assigned(Vec<i32>, u64),
 }
 
 impl ClientContext for Membership {
@@ -82,6 +86,7 @@ impl ConsumerContext for Membership {
                 if partitions.is_empty() {
                     return;
                 }
+                self.revocations.fetch_add(1, Ordering::SeqCst);
                 let _ = self.rebalances.send(Rebalanced::Revoked(partitions.clone()));
                 let (released, wait) = bounded(1);
                 // Until the supervisor let the partitions go, the group
@@ -106,13 +111,20 @@ impl ConsumerContext for Membership {
             if let Err(e) = consumer.pause(list) {
                 tracing::warn!(error = %e, "cannot pause the membership consumer's partitions");
             }
-            let partitions = self.partitions(list);
-            let _ = self.rebalances.send(Rebalanced::Assigned(partitions.clone()));
-            if !partitions.is_empty() {
-                let _ = self.events.send(GroupEvent::Assigned(partitions));
-            }
+            // The member's thread passes the assignment on, unless it is
+            // one that moved nothing and the member joins again instead:
+            // starting the partitions' copies only to stop them at once
+            // would hold up the rebalance that follows.
+            let revocations = self.revocations.load(Ordering::SeqCst);
+            let _ = self.rebalances.send(Rebalanced::Assigned(self.partitions(list), revocations));
         }
     }
+}
+
+/// How often a member tells the group it is alive: a tenth of a session,
+/// at least 100 ms.
+pub fn heartbeat_interval(session_timeout: Duration) -> Duration {
+    (session_timeout / 10).max(Duration::from_millis(100))
 }
 
 /// What a member needs to join (and join again).
@@ -134,9 +146,17 @@ impl Joining {
     /// A new member consumer, subscribed.
     fn subscribe(&self) -> Result<Joined, ConnectorError> {
         let (rebalances, heard) = unbounded();
-        let context = Membership { topic: self.topic.clone(), events: self.events.clone(), rebalances };
+        let context = Membership {
+            topic: self.topic.clone(),
+            events: self.events.clone(),
+            rebalances,
+            revocations: AtomicU64::new(0),
+        };
         let session_ms = self.session_timeout.as_millis().to_string();
-        let heartbeat_ms = (self.session_timeout.as_millis() / 3).max(100).to_string();
+        // A member learns that a rebalance began at its next heartbeat, so
+        // the interval adds to every failover; a tenth of a session keeps
+        // that short at a load the coordinator does not notice.
+        let heartbeat_ms = heartbeat_interval(self.session_timeout).as_millis().to_string();
         let consumer: BaseConsumer<Membership> = self
             .cluster
             .client_config(&[
@@ -165,7 +185,11 @@ impl Joining {
             for heard in joined.rebalances.try_iter() {
                 match heard {
                     Rebalanced::Revoked(ps) => watch.revoked(&ps),
-                    Rebalanced::Assigned(ps) if watch.rejoin_after(&ps, Instant::now()) => {
+                    // A revocation came after it in the same poll: the
+                    // partitions are not this member's any more.
+                    Rebalanced::Assigned(_, before)
+                        if before != joined.consumer.context().revocations.load(Ordering::SeqCst) => {}
+                    Rebalanced::Assigned(ps, _) if watch.rejoin_after(&ps, Instant::now()) => {
                         tracing::warn!(
                             group = %self.group,
                             partitions = ?ps,
@@ -175,7 +199,10 @@ impl Joining {
                         );
                         return true;
                     }
-                    Rebalanced::Assigned(_) => {}
+                    Rebalanced::Assigned(ps, _) if ps.is_empty() => {}
+                    Rebalanced::Assigned(ps, _) => {
+                        let _ = self.events.send(GroupEvent::Assigned(ps));
+                    }
                 }
             }
         }

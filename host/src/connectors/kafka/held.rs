@@ -142,18 +142,20 @@ impl Arrived {
     }
 }
 
-/// Records read back per step when looking through a partition's tail;
-/// each step back reads four times as many.
+/// How far before a partition's end the first read back begins; each
+/// further read begins four times as far back.
 const TAIL_STEP: i64 = 1024;
 
 /// Which records of `held` (the batches being published, oldest first)
 /// `ident` already produced to `topic`: each partition they go to is read
-/// back from its end in growing steps until every held record for it
-/// turned up, a step holds a record of `ident` from an older batch
+/// back from ever further before its end until every held record for it
+/// turned up, a read holds a record of `ident` from an older batch
 /// (everything before it is older still: batches go out one after
-/// another), or the log begins. The first step reads to the end the
-/// consumer finds, not to the end offset the broker reports, which some
-/// brokers report low.
+/// another), or the log begins. Each read goes to the end the consumer
+/// finds, not to the end offset the broker reports, which some brokers
+/// report low; and each goes to that end rather than to where the last
+/// one began, because a broker that indexes its log by batch (tansu) skips
+/// the rest of the batch a read begins inside.
 pub fn published(
     consumer: &KafkaConsumer,
     topic: &str,
@@ -175,9 +177,9 @@ pub fn published(
             .map_err(|e| ConnectorError::Unavailable(format!("cannot read the offsets of {topic}/{p}: {e}")))?;
         let found = arrived.0.entry(p).or_default();
         let began = Instant::now();
-        let (mut start, mut end, mut step) = ((high - TAIL_STEP).max(low), None, TAIL_STEP);
+        let (mut start, mut step) = ((high - TAIL_STEP).max(low), TAIL_STEP);
         loop {
-            let older = read_range(consumer, topic, p, (start, end), ident, timeout, |nonce, seq| {
+            let older = read_from(consumer, topic, p, start, ident, timeout, |nonce, seq| {
                 let ours = nonces.contains(&nonce);
                 if ours {
                     found.insert((nonce, seq));
@@ -196,7 +198,6 @@ pub fn published(
                 );
                 break;
             }
-            end = Some(start);
             step = step.saturating_mul(4);
             start = (start - step).max(low);
         }
@@ -204,15 +205,14 @@ pub fn published(
     Ok(arrived)
 }
 
-/// Reads offsets `from..to` of `topic`/`p` (`to` `None`: to the
-/// partition's end), handing each record of `ident` (batch nonce, index)
-/// to `held`, which says whether it is of a held batch; true if one was
-/// not.
-fn read_range(
+/// Reads `topic`/`p` from offset `from` to its end, handing each record
+/// of `ident` (batch nonce, index) to `held`, which says whether it is of
+/// a held batch; true if one was not.
+fn read_from(
     consumer: &KafkaConsumer,
     topic: &str,
     p: i32,
-    (from, to): (i64, Option<i64>),
+    from: i64,
     ident: &[u8],
     timeout: Duration,
     mut held: impl FnMut(u64, u64) -> bool,
@@ -227,8 +227,8 @@ fn read_range(
         match consumer.poll(Duration::from_millis(100)) {
             Some(Ok(m)) => {
                 deadline = Instant::now() + timeout;
-                if to.is_some_and(|to| m.offset() >= to) {
-                    break;
+                if m.partition() != p || m.topic() != topic {
+                    continue;
                 }
                 if let Some(h) = m.headers() {
                     let get = |key: &str| h.iter().find(|x| x.key == key).and_then(|x| x.value);
@@ -239,11 +239,9 @@ fn read_range(
                         older |= !held(u64::from_be_bytes(b), u64::from_be_bytes(s));
                     }
                 }
-                if to.is_some_and(|to| m.offset() + 1 >= to) {
-                    break;
-                }
             }
-            Some(Err(rdkafka::error::KafkaError::PartitionEOF(_))) => break,
+            Some(Err(rdkafka::error::KafkaError::PartitionEOF(eof))) if eof == p => break,
+            Some(Err(rdkafka::error::KafkaError::PartitionEOF(_))) => {}
             Some(Err(e)) => {
                 return Err(ConnectorError::Unavailable(format!("cannot read {topic}/{p} back: {e}")));
             }
