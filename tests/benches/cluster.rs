@@ -235,6 +235,30 @@ fn main() {
         .filter(|i| *i != victim)
         .flat_map(|i| log(i).lines().filter(|l| l.contains("state restored")).map(str::to_string).collect::<Vec<_>>())
         .collect();
+    // What the survivors did after the kill, to tell where the time went.
+    let kill_time = wall_clock_now(killed.elapsed());
+    let steps = [
+        "partitions assigned",
+        "partitions revoked",
+        "handed over",
+        "handed this member back",
+        "claimed",
+        "state restored",
+        "checkpoint complete",
+        "published",
+    ];
+    let mut timeline: Vec<String> = (0..3)
+        .filter(|i| *i != victim)
+        .flat_map(|i| {
+            log(i)
+                .lines()
+                .filter(|l| l.get(..26).is_some_and(|t| t >= kill_time.as_str()))
+                .filter(|l| steps.iter().any(|s| l.contains(s)))
+                .map(|l| format!("member-{i} {}", l.chars().take(220).collect::<String>()))
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    timeline.sort_by(|a, b| a[9..].cmp(&b[9..]));
     for mut m in members {
         let _ = m.kill();
         let _ = m.wait();
@@ -265,4 +289,15 @@ fn main() {
     for r in restores.iter().rev().take(6) {
         println!("  {}", r.split_once("INFO ").map_or(r.as_str(), |(_, t)| t));
     }
+    println!("- the survivors after the kill:");
+    for line in timeline.iter().take(60) {
+        println!("  {line}");
+    }
+}
+
+/// The UTC time `ago` before now, as the members' log lines begin
+/// (`2026-12-02T13:49:38.430858Z`).
+fn wall_clock_now(ago: Duration) -> String {
+    let at = std::time::SystemTime::now() - ago;
+    humantime::format_rfc3339_micros(at).to_string()
 }

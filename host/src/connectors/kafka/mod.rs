@@ -146,10 +146,15 @@ pub fn log(level: RDKafkaLogLevel, facility: &str, message: &str) {
 }
 
 /// An error librdkafka reports outside any call. The end of a partition,
-/// which the source and the sink ask to be told, is not one; the rest are
+/// which the source and the sink ask to be told (it comes as a partition's
+/// or as a global error), is not one; the rest are
 /// what the client retries by itself (a broker away), so a warning.
 pub fn client_error(error: KafkaError, reason: &str) {
-    if !matches!(error, KafkaError::PartitionEOF(_)) {
+    let end = matches!(
+        error,
+        KafkaError::PartitionEOF(_) | KafkaError::Global(rdkafka::types::RDKafkaErrorCode::PartitionEOF)
+    );
+    if !end {
         tracing::warn!(%error, "Kafka client: {reason}");
     }
 }
