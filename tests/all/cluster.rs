@@ -615,7 +615,7 @@ fn a_swap_through_the_job_file_changes_every_partitions_module_and_moved_partiti
     assert!(logs[2].contains("partitions assigned"), "the third member took partitions:\n{}", logs[2]);
     // The members that gave partitions up took a checkpoint to hand them over.
     assert!(
-        logs.iter().any(|l| l.contains("handed over at a checkpoint taken now")),
+        logs.iter().any(|l| l.contains("handed over at a checkpoint just completed")),
         "no hand-over checkpoint:\n{logs:#?}"
     );
     // Exactly-once across the swap and the moves, each word's updates in

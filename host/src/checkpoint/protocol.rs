@@ -160,6 +160,15 @@ impl<H: Clone> Protocol<H> {
         self.in_flight.as_ref().is_some_and(|f| now.saturating_sub(f.triggered_at) >= self.config.timeout_ms)
     }
 
+    /// Makes the first periodic checkpoint wait one interval from `now`
+    /// instead of coming at once: a job restored from a checkpoint has all
+    /// of its state stored already, and a checkpoint of it before it read
+    /// anything would store it again and hold up the one that carries its
+    /// first output (published only once a checkpoint covers it).
+    pub fn first_after_interval(&mut self, now: u64) {
+        self.last_trigger = Some(now);
+    }
+
     /// Asks for a savepoint: the next trigger, as soon as no checkpoint is
     /// in flight.
     pub fn request_savepoint(&mut self) {
@@ -414,6 +423,20 @@ mod tests {
         let mut p: Protocol<u32> = Protocol::new(config(), ["a#0".to_string()], Some(41));
         assert_eq!(p.latest_completed(), Some(41));
         assert_eq!(p.tick(0), vec![Command::Trigger { id: 42, savepoint: false }]);
+    }
+
+    #[test]
+    fn a_restored_job_checkpoints_one_interval_after_it_started() {
+        let mut p: Protocol<u32> = Protocol::new(config(), ["a#0".to_string()], Some(41));
+        p.first_after_interval(0);
+        assert_eq!(p.tick(0), vec![], "its state is stored already");
+        assert_eq!(p.tick(999), vec![]);
+        assert_eq!(p.tick(1000), vec![Command::Trigger { id: 42, savepoint: false }]);
+        // What a rescale, a swap or a hand-over asks for does not wait.
+        let mut p: Protocol<u32> = Protocol::new(config(), ["a#0".to_string()], Some(41));
+        p.first_after_interval(0);
+        p.request_checkpoint();
+        assert_eq!(p.tick(5), vec![Command::Trigger { id: 42, savepoint: false }]);
     }
 
     #[test]

@@ -31,7 +31,7 @@ use crate::coordinator::checkpointing::CheckpointingError;
 use crate::coordinator::{JobError, StartFrom, run_job_with};
 use crate::fault::{Classify, Domain, RetryHint};
 use crate::runtime::error::{ConnectorError, TaskError};
-use crossbeam_channel::{Receiver, Sender, bounded, select, unbounded};
+use crossbeam_channel::{Receiver, RecvTimeoutError, Sender, bounded, select, unbounded};
 use partitioned::{NotPartitionable, SharedInput, copy_for, copy_name};
 use stages::Stage;
 use std::collections::BTreeMap;
@@ -364,11 +364,12 @@ fn hand_over_time(job: &LoadedJob) -> Duration {
     job.settings.checkpointing.map_or(Duration::ZERO, |c| c.interval).min(session)
 }
 
-/// Hands revoked partitions over: each copy takes a checkpoint now, so that
-/// the next owner resumes where this one stopped instead of reading a
-/// checkpoint interval's input again; then they are cancelled. A copy whose
-/// checkpoint does not complete `within` is cancelled all the same, and its
-/// next owner resumes from its latest periodic checkpoint.
+/// Hands revoked partitions over: each copy completes a checkpoint (the
+/// one in flight, or one taken now), so that the next owner resumes close
+/// to where this one stopped instead of reading a checkpoint interval's
+/// input again; then they are cancelled. A copy whose checkpoint does not
+/// complete `within` is cancelled all the same, and its next owner resumes
+/// from its latest periodic checkpoint.
 fn hand_over(copies: Vec<(i32, Copy)>, within: Duration) {
     let asked: Vec<(i32, Receiver<_>)> = copies
         .iter()
@@ -383,10 +384,16 @@ fn hand_over(copies: Vec<(i32, Copy)>, within: Duration) {
         let job = &copy.name;
         match answer.recv_deadline(deadline) {
             Ok(Ok(id)) => {
-                tracing::info!(partition = p, %job, checkpoint = id, "handed over at a checkpoint taken now")
+                tracing::info!(partition = p, %job, checkpoint = id, "handed over at a checkpoint just completed")
             }
             Ok(Err(why)) => tracing::info!(partition = p, %job, "handed over at its latest checkpoint ({why})"),
-            Err(_) => tracing::warn!(
+            // The copy ended first (another member claimed the partition,
+            // or it failed): what it committed last is where the next
+            // owner resumes.
+            Err(RecvTimeoutError::Disconnected) => {
+                tracing::info!(partition = p, %job, "the copy ended before a checkpoint; handed over at its latest one")
+            }
+            Err(RecvTimeoutError::Timeout) => tracing::warn!(
                 partition = p, %job,
                 "no checkpoint completed within {} ms; handed over at its latest one",
                 within.as_millis()

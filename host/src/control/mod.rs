@@ -174,8 +174,8 @@ pub enum Request {
     /// `POST /v1/cancel`.
     Cancel(crossbeam_channel::Sender<()>),
     /// A checkpoint now, whatever the interval, answered with its id once
-    /// it completed (one triggered after the request; one in flight does
-    /// not count). Cluster mode takes one before it hands a partition over.
+    /// it completed: the one in flight, or else one triggered at once.
+    /// Cluster mode takes one before it hands a partition over.
     Checkpoint(crossbeam_channel::Sender<Result<u64, RequestError>>),
     /// `POST /v1/swaps`.
     Swap(SwapRequest, crossbeam_channel::Sender<Result<SwapDone, RequestError>>),

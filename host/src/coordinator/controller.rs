@@ -395,12 +395,17 @@ impl<'a> Controller<'a> {
                 Ok(c) if !c.cp.periodic() => {
                     _ = reply.send(Err(RequestError::Refused("the job takes no checkpoints".into())))
                 }
-                Ok(c) => {
-                    // The next id is the first checkpoint triggered from now.
-                    let first = c.protocol.next_id();
-                    c.protocol.request_checkpoint();
-                    self.checkpoint_waiters.push((first, reply));
-                }
+                // One in flight serves: its barrier is at most a
+                // checkpoint's duration old, and waiting for one more
+                // would hold up the group's rebalance that long again.
+                Ok(c) => match c.protocol.in_flight() {
+                    Some(id) => self.checkpoint_waiters.push((id, reply)),
+                    None => {
+                        let first = c.protocol.next_id();
+                        c.protocol.request_checkpoint();
+                        self.checkpoint_waiters.push((first, reply));
+                    }
+                },
             },
             Request::Swap(request, reply) => self.start_swap(request, reply, compiler),
             Request::Rescale(request, reply) => self.start_rescale(request, reply),

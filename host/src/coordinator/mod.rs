@@ -260,7 +260,14 @@ pub fn run_job_with(
         });
         let startup = run_started.elapsed();
         tracing::info!(job = %spec.name, tasks = started.threads.len(), startup_ms = startup.as_millis() as u64, attempt, "job started");
-        let cp = checkpoints.attempt(started.tasks.clone(), started.sources.clone(), started.controls.clone());
+        let mut cp = checkpoints.attempt(started.tasks.clone(), started.sources.clone(), started.controls.clone());
+        // Its state is stored already, in this job's own checkpoints (a
+        // savepoint is elsewhere: the job checkpoints at once to have a
+        // place of its own to resume from).
+        if restore_from.as_ref().is_some_and(|r| !r.metadata.savepoint) {
+            let now = cp.now_ms();
+            cp.protocol.first_after_interval(now);
+        }
         let controller = Controller::new(job, &plan, &started, attempt, &run, cp, &modules, &rescaled);
         let (ended, outcome) =
             controller.run(&started.events, &requests, &loader.compiler(), &mut modules, &mut rescaled);
