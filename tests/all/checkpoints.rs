@@ -343,6 +343,37 @@ fn retention_keeps_the_runs_latest_and_never_deletes_a_checkpoint_it_restored_fr
     assert_eq!(final_counts(&committed(dir.path())), expected);
 }
 
+#[test]
+fn a_resumed_job_takes_its_first_checkpoint_an_interval_after_it_started() {
+    // Its state is stored already: a checkpoint before it read anything
+    // would store it again and hold up the one that publishes its output.
+    let dir = JobDir::new();
+    let ck = format!("file://{}/ck", dir.path().display());
+    let interval = Duration::from_millis(1500);
+    let job =
+        Job::new(format!("[checkpointing]\ninterval = \"1500ms\"\n\n[state.checkpoints]\ndir = \"{ck}\"\n"), 3000);
+    write_job(&dir, &job, 30_000, None);
+    let until_new = |child: &mut Child, known: usize, started: Instant| loop {
+        let ids = completed_ids(&dir);
+        if ids.len() > known {
+            return (ids, started.elapsed());
+        }
+        assert!(started.elapsed() < Duration::from_secs(60), "no checkpoint within 60 s: {ids:?}");
+        assert!(child.try_wait().unwrap().is_none(), "the job ended before a checkpoint");
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    let mut first = spawn(&dir, &[], &[]);
+    until_new(&mut first, 0, Instant::now());
+    kill_after(first, 0);
+    let ids = completed_ids(&dir);
+    let started = Instant::now();
+    let mut resumed = spawn(&dir, &["--resume"], &[]);
+    let (after, took) = until_new(&mut resumed, ids.len(), started);
+    kill_after(resumed, 0);
+    assert!(after.last() > ids.last(), "{ids:?} then {after:?}");
+    assert!(took >= interval, "the resumed run checkpointed {took:?} after it started, within its interval");
+}
+
 /// The mode test's job: the word-count lines (with `poison` at line
 /// `POISON`) paced at 1000 lines/s through the tokenizer and a `misbehave`
 /// operator that traps on `poison` on the first run only, and a generator
@@ -565,10 +596,11 @@ fn kill_after(mut child: Child, ms: u64) {
     child.wait().unwrap();
 }
 
-/// Ids of the job's checkpoints with a `_metadata`, in order.
+/// Ids of the job's checkpoints with a `_metadata`, in order (none before
+/// the job's checkpoint directory exists).
 fn completed_ids(dir: &JobDir) -> Vec<u64> {
-    let mut ids: Vec<u64> = std::fs::read_dir(dir.path().join("ck/eo"))
-        .unwrap()
+    let Ok(entries) = std::fs::read_dir(dir.path().join("ck/eo")) else { return Vec::new() };
+    let mut ids: Vec<u64> = entries
         .filter_map(|e| e.unwrap().file_name().into_string().unwrap().strip_prefix("chk-")?.parse().ok())
         .filter(|id| dir.path().join(format!("ck/eo/chk-{id}/_metadata")).is_file())
         .collect();
