@@ -151,7 +151,8 @@ const TAIL_STEP: i64 = 1024;
 /// back from ever further before its end until every held record for it
 /// turned up, a read holds a record of `ident` from an older batch
 /// (everything before it is older still: batches go out one after
-/// another), or the log begins. Each read goes to the end the consumer
+/// another), or the log begins. A read stops where the last held record
+/// turned up; otherwise it goes to the end the consumer
 /// finds, not to the end offset the broker reports, which some brokers
 /// report low; and each goes to that end rather than to where the last
 /// one began, because a broker that indexes its log by batch (tansu) skips
@@ -184,7 +185,10 @@ pub fn published(
                 if ours {
                     found.insert((nonce, seq));
                 }
-                ours
+                // Once every held record turned up there is nothing left to
+                // learn: stop, rather than chase an end that other writers
+                // of the topic keep moving.
+                (found.len() < want).then_some(ours)
             })?;
             if older || found.len() >= want || start <= low {
                 tracing::debug!(
@@ -207,7 +211,7 @@ pub fn published(
 
 /// Reads `topic`/`p` from offset `from` to its end, handing each record
 /// of `ident` (batch nonce, index) to `held`, which says whether it is of
-/// a held batch; true if one was not.
+/// a held batch, or `None` to stop reading here; true if one was not.
 fn read_from(
     consumer: &KafkaConsumer,
     topic: &str,
@@ -215,7 +219,7 @@ fn read_from(
     from: i64,
     ident: &[u8],
     timeout: Duration,
-    mut held: impl FnMut(u64, u64) -> bool,
+    mut held: impl FnMut(u64, u64) -> Option<bool>,
 ) -> Result<bool, ConnectorError> {
     let mut tpl = TopicPartitionList::new();
     tpl.add_partition_offset(topic, p, rdkafka::Offset::Offset(from))
@@ -236,7 +240,10 @@ fn read_from(
                         && let (Some(b), Some(s)) = (get(BATCH_HEADER), get(SEQ_HEADER))
                         && let (Ok(b), Ok(s)) = (<[u8; 8]>::try_from(b), <[u8; 8]>::try_from(s))
                     {
-                        older |= !held(u64::from_be_bytes(b), u64::from_be_bytes(s));
+                        match held(u64::from_be_bytes(b), u64::from_be_bytes(s)) {
+                            Some(ours) => older |= !ours,
+                            None => break,
+                        }
                     }
                 }
             }
