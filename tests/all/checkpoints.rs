@@ -238,6 +238,7 @@ pub fn crash_loop(dir: &JobDir, env: &[(&'static str, String)], seed: u64) -> Cr
             // The rest of the input, on a 2-core machine that runs the rest
             // of the suite beside it: a margin, not a measurement.
             let log = wait_for(&mut child, Duration::from_secs(300)).expect("the last run finishes");
+            dir.write(&format!("run-{kills}.log"), &log);
             logs.push(log);
             return CrashLoop { seed, kills, logs };
         }
@@ -252,6 +253,7 @@ pub fn crash_loop(dir: &JobDir, env: &[(&'static str, String)], seed: u64) -> Cr
             after *= 1 + kills;
         }
         if let Some(log) = wait_for(&mut child, after) {
+            dir.write(&format!("run-{kills}.log"), &log);
             logs.push(log);
             return CrashLoop { seed, kills, logs };
         }
@@ -260,6 +262,9 @@ pub fn crash_loop(dir: &JobDir, env: &[(&'static str, String)], seed: u64) -> Cr
         let mut log = String::new();
         use std::io::Read;
         child.stderr.take().unwrap().read_to_string(&mut log).unwrap();
+        // Each run's log stays beside the job, for a failed test's kept
+        // directory.
+        dir.write(&format!("run-{kills}.log"), &log);
         logs.push(log);
     }
     panic!("the job never finished (WEIR_TEST_SEED={seed})");
@@ -304,6 +309,46 @@ fn sigkill_crash_loop_on_file_storage_gives_exactly_once_output_on_rocksdb() {
 #[test]
 fn sigkill_crash_loop_on_file_storage_gives_exactly_once_output_on_incremental_rocksdb() {
     crash_loop_on_file_storage("rocksdb-incremental");
+}
+
+/// Incremental RocksDB, every run killed as soon as it logs its first
+/// completed checkpoint, so that each run restores the previous run's first
+/// checkpoint and stores its own first one. Each of those checkpoints holds
+/// the values written since the last as a layer file, and layer files are
+/// numbered anew in each process: a restored layer's name comes back in the
+/// next run with newer values (and, now and then, the same size), which
+/// must be stored, not taken for the restored file.
+#[test]
+fn runs_killed_after_their_first_checkpoint_resume_exactly_on_incremental_rocksdb() {
+    use std::io::{BufRead, BufReader};
+    let dir = JobDir::new();
+    let ck = format!("file://{}/ck", dir.path().display());
+    let mut job = Job::new(checkpointing(&ck, ""), 3000);
+    job.backend = "rocksdb-incremental";
+    let expected = write_job(&dir, &job, 9000, None);
+    for run in 0..6 {
+        let args: &[&str] = if run == 0 { &[] } else { &["--resume"] };
+        let mut child = spawn(&dir, args, &[]);
+        let (mut log, mut killed) = (String::new(), false);
+        for line in BufReader::new(child.stderr.take().unwrap()).lines() {
+            let line = line.unwrap();
+            log.push_str(&line);
+            log.push('\n');
+            if line.contains("checkpoint complete") {
+                child.kill().unwrap(); // SIGKILL
+                killed = true;
+                break;
+            }
+        }
+        child.wait().unwrap();
+        dir.write(&format!("run-{run}.log"), &log);
+        assert!(killed, "run {run} ended before its first checkpoint:\n{log}");
+        if run > 0 {
+            assert!(log.contains("restoring checkpoint="), "run {run} restored nothing:\n{log}");
+        }
+    }
+    dir.succeeds(&["--resume"]);
+    assert_eq!(final_counts(&committed(dir.path())), expected);
 }
 
 #[test]

@@ -300,8 +300,10 @@ fn sessions_savepoint_restores_across(from: &str, into: &str) {
     let dir = JobDir::new();
     write_paced_sessions_job(&dir, from, 2);
     let child = start(&dir, &[]);
+    // Sessions are open from the first records on: the savepoint follows
+    // the first output at once, since the whole input lasts 3 s and on a
+    // loaded machine each `host` command takes a good part of a second.
     wait_running(&dir);
-    std::thread::sleep(Duration::from_millis(1000));
     let out = host(&dir, &["savepoint", "sp", "--stop"]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let location = String::from_utf8_lossy(&out.stdout).trim().to_string();

@@ -9,6 +9,17 @@ pub struct JobDir {
     pub dir: tempfile::TempDir,
 }
 
+/// A failed test's directory stays (its path printed), for the job's
+/// files, checkpoints and output to be looked at.
+impl Drop for JobDir {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            self.dir.disable_cleanup(true);
+            eprintln!("kept the failed test's directory {}", self.path().display());
+        }
+    }
+}
+
 impl JobDir {
     pub fn new() -> Self {
         JobDir { dir: tempfile::tempdir().unwrap() }

@@ -119,9 +119,10 @@ impl Uploader {
 
     /// Stores backends that can (RocksDB) incrementally: files already
     /// stored are referenced again, not uploaded. `known` are the files of
-    /// the checkpoint the subtask was restored from (none after a rebuild:
-    /// a new database numbers its files afresh, so nothing it writes may
-    /// pass for a file stored before).
+    /// the checkpoint the subtask was restored from that its database keeps
+    /// under their names (none after a rebuild: a new database numbers its
+    /// files afresh, so nothing it writes may pass for a file stored
+    /// before).
     pub fn incremental(&mut self, known: &[DbFile]) {
         let by_name =
             known.iter().filter(|f| f.path.starts_with("shared/")).map(|f| ((f.name.clone(), f.size), f.clone()));

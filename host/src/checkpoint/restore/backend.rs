@@ -76,8 +76,8 @@ impl SubtaskRestore {
 pub struct Opened {
     /// The backend, with the TTL layer on top.
     pub backend: Box<dyn StateBackend>,
-    /// Stored files it took over as its database (an incremental uploader
-    /// need not store them again).
+    /// Stored files its database keeps under their stored names (an
+    /// incremental uploader need not store them again).
     pub adopted: Vec<DbFile>,
     /// What was restored into it.
     pub restored: Restore,
@@ -106,7 +106,6 @@ pub fn open_backend(
         None => Opened { backend: empty(spec, name, range)?, adopted: Vec::new(), restored: Restore::default() },
     };
     let Some(r) = restore else { return Ok(opened) };
-    opened.restored.bytes = opened.adopted.iter().map(|f| f.size).sum();
     for &(i, share) in &r.plan.read {
         let scratch = scratch_dir(spec)?;
         let source =
@@ -183,7 +182,13 @@ fn adopt_files(
         for d in descriptors {
             backend.register(d)?;
         }
-        Ok(Opened { backend: Box::new(backend), adopted: files.clone(), restored: Restore::default() })
+        // Only the files the database keeps under their names count as
+        // stored: a file of the same name written later is then the same
+        // file. Taking an ingested layer's name as stored would let a new
+        // layer of that name pass for it, and a checkpoint hold old values.
+        let adopted = files.iter().filter(|f| RocksDbBackend::keeps_name(&f.name)).cloned().collect();
+        let bytes = files.iter().map(|f| f.size).sum();
+        Ok(Opened { backend: Box::new(backend), adopted, restored: Restore { bytes, ..Restore::default() } })
     }
     #[cfg(not(feature = "rocksdb"))]
     {

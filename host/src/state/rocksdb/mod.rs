@@ -177,6 +177,15 @@ impl RocksDbBackend {
         Ok(b)
     }
 
+    /// Whether a file of a checkpoint that [`adopt`](Self::adopt) took
+    /// over stays in the database under its stored name. Layer files do
+    /// not: they are ingested under new file numbers, and their names are
+    /// unique only within a process, so a layer this database writes later
+    /// may carry a stored layer's name (and size) with other contents.
+    pub fn keeps_name(file: &str) -> bool {
+        !file.starts_with(layers::LAYER_PREFIX)
+    }
+
     /// The working directory.
     pub fn path(&self) -> &Path {
         &self.path

@@ -271,3 +271,54 @@ fn a_checkpoint_lists_the_written_values_as_a_layer_and_the_database_takes_them_
     assert!(second.native_checkpoint().unwrap().unwrap().layers.is_empty(), "nothing written since");
     assert_eq!(frozen_values(second.as_mut()).len(), 1_000);
 }
+
+/// What an incremental uploader may take as already stored after a restore:
+/// the files of the adopted checkpoint that `keeps_name` names are in the
+/// database under their names with their bytes (a later file of that name
+/// is the same file); the layer files are not (they were ingested under new
+/// numbers, and a later layer may reuse a name with other contents).
+#[test]
+fn an_adopted_checkpoint_keeps_its_database_files_under_their_names_and_not_its_layers() {
+    let dir = tempfile::tempdir().unwrap();
+    let range = KeyGroupRange { start: 0, end: 16 };
+    let mut b = RocksDbBackend::open(dir.path(), "t", range, RocksDbMemory::default()).unwrap();
+    let s = b.register(StateKind::Value.descriptor("n")).unwrap();
+    let l = b.register(StateKind::List.descriptor("l")).unwrap();
+    for k in 0..1_000 {
+        let key = format!("k{k}");
+        b.value_set(s, key_ref(key.as_bytes()), b"1").unwrap();
+        b.list_add(l, key_ref(key.as_bytes()), &[b"x"]).unwrap();
+    }
+    // The first layer goes into the database; the second stays a layer.
+    drop(b.freeze());
+    b.ingest_layers(Wait::All).unwrap();
+    for k in 0..1_000 {
+        b.value_set(s, key_ref(format!("k{k}").as_bytes()), b"2").unwrap();
+    }
+    let mut frozen = b.freeze();
+    let files = dir.path().join("stored");
+    assert!(copy_native(frozen.as_mut(), &files) > 0, "the checkpoint lists a layer");
+    let stored: BTreeMap<String, Vec<u8>> = std::fs::read_dir(&files)
+        .unwrap()
+        .map(|e| e.unwrap())
+        .map(|e| (e.file_name().into_string().unwrap(), std::fs::read(e.path()).unwrap()))
+        .collect();
+    let descriptors = frozen.descriptors().to_vec();
+    let adopted = RocksDbBackend::adopt(dir.path(), "a", range, RocksDbMemory::default(), &files, descriptors).unwrap();
+    let db = adopted.path().join("db");
+    let (mut kept, mut layers) = (0, 0);
+    for (name, bytes) in &stored {
+        let now = std::fs::read(db.join(name)).ok();
+        if !name.ends_with(".sst") {
+            continue;
+        }
+        if RocksDbBackend::keeps_name(name) {
+            assert_eq!(now.as_ref(), Some(bytes), "{name} is the database's under its name");
+            kept += 1;
+        } else {
+            assert_eq!(now, None, "{name} was ingested under another name");
+            layers += 1;
+        }
+    }
+    assert!(kept > 0 && layers > 0, "{kept} database files, {layers} layers");
+}
