@@ -840,3 +840,42 @@ fn a_sessionizer_savepoint_restores_from_rust_into_python_and_back() {
         assert_eq!(sorted_published(&dir), expected, "{first} into {second}");
     }
 }
+
+/// A job stopped with a savepoint on incremental RocksDB at parallelism 2,
+/// then started from it on the hashmap backend at parallelism 3. Such a run
+/// checkpoints at once, so that `--resume` never goes back past the
+/// savepoint; here it dies as that checkpoint commits (its `_metadata`
+/// written, nothing told). `--resume` restores that checkpoint and every
+/// count is exact, one line per record: the savepoint's output is neither
+/// published twice nor lost.
+#[test]
+fn a_run_from_a_savepoint_that_dies_at_its_first_checkpoint_resumes_exactly() {
+    let dir = JobDir::new();
+    write_job(&dir, 2, "rocksdb-incremental", 5_000);
+    let child = start(&dir, &[]);
+    wait_running(&dir);
+    wait_for_checkpoint_after(&dir, 1);
+    let out = host(&dir, &["savepoint", "sp", "--stop"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let location = text(&out.stdout).trim().to_string();
+    let (ok, err) = finish(child);
+    assert!(ok, "{err}");
+    let at_savepoint = published(&dir).lines().count() as u64;
+    assert!(at_savepoint > 0 && at_savepoint < RECORDS, "stopped part-way: {at_savepoint} lines");
+
+    write_job(&dir, 3, "hashmap", 5_000);
+    let out = host_command(dir.path(), &["run", "job.toml", "--from-savepoint", &location])
+        .env("WEIR_CRASH_AT", "checkpoint.metadata-written")
+        .output()
+        .unwrap();
+    let err = text(&out.stderr);
+    assert!(!out.status.success(), "the run was to die at its first checkpoint:\n{err}");
+    assert!(err.contains(&format!("restoring checkpoint={location}")), "{err}");
+    assert_eq!(published(&dir).lines().count() as u64, at_savepoint, "nothing published since the savepoint");
+
+    let err = dir.succeeds(&["--resume"]);
+    assert!(err.contains("restoring checkpoint="), "{err}");
+    let all = published(&dir);
+    assert_eq!(all.lines().count() as u64, RECORDS, "one output line per record, none lost or repeated");
+    assert_eq!(final_counts(&all), expected());
+}
