@@ -65,6 +65,12 @@ impl Layout {
         usize::from(self.range.end - self.range.start) * self.parts
     }
 
+    /// The indexes of key group `kg`'s tables; `None` outside the range.
+    pub(super) fn group(&self, kg: u16) -> Option<std::ops::Range<usize>> {
+        let group = usize::from(kg.checked_sub(self.range.start)?);
+        (kg < self.range.end).then(|| group * self.parts..(group + 1) * self.parts)
+    }
+
     /// The index of the table of `key` (encoded, `kg(2) key`) with hash
     /// `hash`; `None` outside the range.
     pub(super) fn index(&self, key: &[u8], hash: u64) -> Option<usize> {

@@ -1,18 +1,20 @@
 //! A frozen RocksDB state: a RocksDB checkpoint (hard links of the SST
 //! files) and the write-back cache's layers its database had not ingested,
-//! opened on the snapshot writer's thread (the layers ingested into it
-//! first) and read key group by key group in the canonical snapshot's
-//! terms; also how a downloaded incremental checkpoint is read
-//! ([`open_checkpoint`]).
+//! opened on the snapshot writer's thread and read key group by key group
+//! in the canonical snapshot's terms, each group's values with the layers'
+//! over them, read in memory, so a reader never waits for the layers'
+//! files; also how a downloaded incremental checkpoint is read
+//! ([`open_checkpoint`]), whose layers are files to ingest.
 
 use super::keys::{TIMERS, cf_name, decode_list, list_append, prefix_end, split_map_key, split_timer_key};
-use super::layers::{self, Written};
+use super::layers::{self, InMemory, Written};
 use super::storage_error;
 use crate::state::key_group::KeyGroupRange;
 use crate::state::{
     FrozenState, NativeCheckpoint, Shape, SnapshotEntry, StateDescriptor, StateError, StateId, TimeDomain,
 };
 use ::rocksdb::{ColumnFamilyDescriptor, DB, Direction, IteratorMode, Options, ReadOptions};
+use hashbrown::HashMap;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -30,8 +32,13 @@ pub(super) struct FrozenRocksDb {
     /// Why taking the checkpoint failed, if it did: reported on first read.
     pub(super) failed: Option<StateError>,
     pub(super) db: Option<DB>,
-    /// The cache's layers the checkpoint's database lacks, oldest first.
+    /// The cache's layers the checkpoint's database lacks, oldest first:
+    /// their files, for a native checkpoint to store, ...
     pub(super) layers: Vec<Arc<Written>>,
+    /// ... and their values in memory, which the canonical reads take
+    /// instead (a rescale's hand-off would otherwise wait hundreds of
+    /// milliseconds for the files started at its barrier).
+    pub(super) in_memory: Vec<InMemory>,
     pub(super) range: KeyGroupRange,
     pub(super) descriptors: Vec<StateDescriptor>,
     pub(super) timers_by_group: Option<BTreeMap<u16, Vec<GroupTimer>>>,
@@ -43,14 +50,6 @@ impl FrozenRocksDb {
             return Err(StateError::Storage(format!("taking a RocksDB checkpoint failed: {e}")));
         }
         if self.db.is_none() {
-            // The layers join the directory as a stored checkpoint's do,
-            // and are ingested the same way.
-            for written in &self.layers {
-                for (_, name, path) in &written.wait()?.files {
-                    let to = self.dir.join(name);
-                    std::fs::hard_link(path, &to).map_err(|e| StateError::Storage(format!("{}: {e}", to.display())))?;
-                }
-            }
             let mut names = vec![TIMERS.to_string()];
             names.extend((0..self.descriptors.len()).map(|i| cf_name(i as StateId)));
             let mut o = Options::default();
@@ -60,6 +59,9 @@ impl FrozenRocksDb {
                 c.set_merge_operator_associative("weir-list-append", list_append);
                 ColumnFamilyDescriptor::new(n, c)
             });
+            // A downloaded checkpoint's layers are files beside the
+            // database's, ingested in order; a frozen backend's are read
+            // from memory (see `in_memory`).
             let db = if layers::has_layers(&self.dir) {
                 let db = DB::open_cf_descriptors(&o, &self.dir, cfs).map_err(storage_error)?;
                 layers::ingest_dir(&db, &self.dir)?;
@@ -70,6 +72,34 @@ impl FrozenRocksDb {
             self.db = Some(db);
         }
         Ok(self.db.as_ref().expect("opened above"))
+    }
+}
+
+/// Visits the values of state `s` in key group `kg`: the database's
+/// `rows` with each layer's writes in that group over them, the newest
+/// layer's winning (as ingesting their files in order would). Nothing is
+/// copied: the layers' values are visited where they are, after the rows
+/// they leave as they were; the order within the group is not kept.
+fn visit_with_layers(
+    rows: &[FrozenRow],
+    layers: &[InMemory],
+    s: StateId,
+    kg: u16,
+    visit: &mut dyn FnMut(SnapshotEntry<'_>),
+) {
+    let mut written: HashMap<&[u8], Option<&[u8]>> = HashMap::new();
+    for layer in layers {
+        written.extend(layer.written_in_group(s, kg));
+    }
+    for (k, v) in rows {
+        if !written.contains_key(&k[..]) {
+            visit(SnapshotEntry::Value { state: s, key: &k[2..], value: v });
+        }
+    }
+    for (k, v) in written {
+        if let Some(value) = v {
+            visit(SnapshotEntry::Value { state: s, key: &k[2..], value });
+        }
     }
 }
 
@@ -108,15 +138,15 @@ impl FrozenState for FrozenRocksDb {
 
     fn key_group(&mut self, kg: u16, visit: &mut dyn FnMut(SnapshotEntry<'_>)) -> Result<(), StateError> {
         let shapes: Vec<Shape> = self.descriptors.iter().map(|d| d.kind.shape()).collect();
-        let db = self.open()?;
+        self.open()?;
+        let db = self.db.as_ref().expect("opened above");
         let prefix = kg.to_be_bytes();
         for (i, shape) in shapes.iter().enumerate() {
             let state = i as StateId;
             match shape {
                 Shape::Value => {
-                    for (k, v) in rows(db, &cf_name(state), &prefix)? {
-                        visit(SnapshotEntry::Value { state, key: &k[2..], value: &v });
-                    }
+                    let rows = rows(db, &cf_name(state), &prefix)?;
+                    visit_with_layers(&rows, &self.in_memory, state, kg, visit);
                 }
                 Shape::List => {
                     for (k, v) in rows(db, &cf_name(state), &prefix)? {
@@ -201,6 +231,7 @@ pub fn open_checkpoint(dir: &Path, descriptors: Vec<StateDescriptor>, max_parall
         failed: None,
         db: None,
         layers: Vec::new(),
+        in_memory: Vec::new(),
         range: KeyGroupRange { start: 0, end: max_parallelism as u16 },
         descriptors,
         timers_by_group: None,

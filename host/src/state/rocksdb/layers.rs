@@ -134,11 +134,38 @@ impl Layer {
         lookup(&self.tables, &self.layout, s, key, hash).map(|c| c.value())
     }
 
+    /// The layer's values as they are in memory, for a frozen state to
+    /// read without waiting for its files.
+    pub(super) fn in_memory(&self) -> InMemory {
+        InMemory { tables: self.tables.clone(), layout: self.layout, generation: self.generation }
+    }
+
     /// The values of state `s` written in this layer's generation.
     pub(super) fn written_values(&self, s: StateId) -> impl Iterator<Item = (&[u8], Option<&[u8]>)> {
         let generation = self.generation;
         self.tables
             .get(s as usize)
+            .into_iter()
+            .flatten()
+            .flat_map(move |t| t.iter().filter(move |(_, c)| c.written == generation).map(|(k, c)| (&k[..], c.value())))
+    }
+}
+
+/// A layer's values in memory (the same tables its files are written
+/// from): what a frozen state reads when it cannot wait for the files.
+pub(super) struct InMemory {
+    tables: Arc<Tables>,
+    layout: Layout,
+    generation: u64,
+}
+
+impl InMemory {
+    /// The values of state `s` in key group `kg` that the layer's
+    /// generation wrote (`None`: deleted), in no order.
+    pub(super) fn written_in_group(&self, s: StateId, kg: u16) -> impl Iterator<Item = (&[u8], Option<&[u8]>)> {
+        let generation = self.generation;
+        let tables = self.tables.get(s as usize).zip(self.layout.group(kg)).and_then(|(t, r)| t.get(r));
+        tables
             .into_iter()
             .flatten()
             .flat_map(move |t| t.iter().filter(move |(_, c)| c.written == generation).map(|(k, c)| (&k[..], c.value())))

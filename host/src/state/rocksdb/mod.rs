@@ -40,9 +40,10 @@
 //! snapshot owns and removes). The memtables hold only list, map and timer
 //! writes, so the pause does not grow with the values written. The frozen
 //! state is the checkpoint plus the layers not ingested yet; the background
-//! writer stores those files (incremental checkpoints) or ingests the layers
-//! into the checkpoint and writes the canonical snapshot format from it, key
-//! group by key group.
+//! writer stores those files (incremental checkpoints) or writes the
+//! canonical snapshot format from the checkpoint, key group by key group,
+//! with the layers' values taken from memory over it (so neither that
+//! writer nor a rescale's hand-off waits for the layers' files).
 
 mod cache;
 mod frozen;
@@ -572,6 +573,7 @@ impl StateBackend for RocksDbBackend {
             failed: taken.err(),
             db: None,
             layers: self.layers.iter().map(|l| l.written.clone()).collect(),
+            in_memory: self.layers.iter().map(|l| l.in_memory()).collect(),
             range: self.range,
             descriptors: self.descriptors.clone(),
             timers_by_group: None,
