@@ -286,6 +286,37 @@ fn a_savepoint_restores_into_more_source_subtasks_exactly() {
 }
 
 #[test]
+fn a_savepoint_the_job_goes_on_from_publishes_nothing_so_a_crash_after_it_repeats_nothing() {
+    // Checkpoints an hour apart: after the run's first, at its start, only
+    // the savepoint could publish, and after the kill `--resume` goes back
+    // to that first checkpoint.
+    let (broker, want) = broker_with_lines(2000, 61);
+    let dir = JobDir::new();
+    let ck = format!("file://{}", dir.path().join("checkpoints").display());
+    let settings = format!(
+        "[checkpointing]\ninterval = \"1h\"\n\n[state.checkpoints]\ndir = \"{ck}\"\n\n[state.savepoints]\ndir = \"{ck}\"\n"
+    );
+    // About 7 s of input. One source subtask: keyless lines need not reach
+    // every partition, and a subtask with none ends at once, after which
+    // the job takes no more savepoints.
+    kafka_job_with(&dir, &broker, 1, "records_per_second = 300", "", &settings);
+    let mut child = spawn(&dir, &[], &[]);
+    wait_for_output(&dir, "wc-kafka");
+    let out = host_command(dir.path(), &["savepoint", "wc-kafka"]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    // Publishing would have begun as the savepoint completed, before the
+    // command heard of it; a second is ample for a record to arrive.
+    std::thread::sleep(Duration::from_secs(1));
+    assert!(child.try_wait().unwrap().is_none(), "the job went on after the savepoint");
+    let early = broker.consume_all("counts");
+    assert!(early.is_empty(), "published at the savepoint: {}", as_lines(&early));
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let err = dir.succeeds(&["--resume"]);
+    assert_exact(&broker, &want, &err);
+}
+
+#[test]
 fn a_record_from_kafka_reaches_the_guest_with_its_key_and_timestamp() {
     let broker = KafkaBroker::start();
     broker.create_topic("words", 2);

@@ -10,6 +10,7 @@ use rdkafka::ClientConfig;
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
 use rdkafka::client::DefaultClientContext;
 use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::message::{Headers, Message};
 use rdkafka::producer::{BaseRecord, DefaultProducerContext, Producer, ThreadedProducer};
 use rdkafka::{Offset, TopicPartitionList};
@@ -224,9 +225,15 @@ impl KafkaBroker {
                         headers,
                     });
                 }
-                Some(Err(rdkafka::error::KafkaError::PartitionEOF(p))) => {
+                Some(Err(KafkaError::PartitionEOF(p))) => {
                     at_end.insert(p);
                 }
+                // A dropped connection (the broker busy on a loaded
+                // machine) is reported, then made again: only the deadline
+                // ends the read.
+                Some(Err(KafkaError::MessageConsumption(
+                    RDKafkaErrorCode::AllBrokersDown | RDKafkaErrorCode::BrokerTransportFailure,
+                ))) => {}
                 Some(Err(e)) => panic!("reading {topic}: {e}"),
                 None => {}
             }

@@ -573,12 +573,22 @@ impl Attempt<'_> {
                     self.triggered.retain(|&c, _| c > id);
                     // A savepoint is not one of the job's checkpoints:
                     // retention never deletes it.
-                    if let Some(shared) = self.shared_of.remove(&id) {
+                    let checkpoint = self.shared_of.remove(&id);
+                    let publishes = checkpoint.is_some() || self.stopped_with.as_ref().is_some_and(|s| s.id == id);
+                    if let Some(shared) = checkpoint {
                         self.cp.stats.completed += 1;
                         self.cp.stats.latest = Some(id);
                         self.cp.created.push_back((id, shared));
                     }
-                    self.send_all(Control::Complete(id));
+                    // Sinks publish at what a run restarts from: a
+                    // checkpoint, or the savepoint the job stops with.
+                    // A savepoint the job goes on from (or a swap's)
+                    // publishes nothing: recovery resumes from the
+                    // checkpoint before it, whose replay produces that
+                    // output again. It stays held into the next checkpoint.
+                    if publishes {
+                        self.send_all(Control::Complete(id));
+                    }
                     self.cp.retain();
                 }
                 Command::Abort { id, reason } if self.savepoint_of(id).is_some() => {
