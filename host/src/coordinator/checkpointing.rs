@@ -571,23 +571,17 @@ impl Attempt<'_> {
                 Command::NotifyComplete { id } => {
                     self.stored.retain(|&c, _| c > id);
                     self.triggered.retain(|&c, _| c > id);
-                    // A savepoint is not one of the job's checkpoints:
-                    // retention never deletes it.
+                    // A savepoint is not a checkpoint: retention never deletes it, and
+                    // sinks publish only at what a run restarts from (a checkpoint, or
+                    // the savepoint the job stops with), not at one the job goes on from.
                     let checkpoint = self.shared_of.remove(&id);
-                    let publishes = checkpoint.is_some() || self.stopped_with.as_ref().is_some_and(|s| s.id == id);
+                    if checkpoint.is_some() || self.stopped_with.as_ref().is_some_and(|s| s.id == id) {
+                        self.send_all(Control::Complete(id));
+                    }
                     if let Some(shared) = checkpoint {
                         self.cp.stats.completed += 1;
                         self.cp.stats.latest = Some(id);
                         self.cp.created.push_back((id, shared));
-                    }
-                    // Sinks publish at what a run restarts from: a
-                    // checkpoint, or the savepoint the job stops with.
-                    // A savepoint the job goes on from (or a swap's)
-                    // publishes nothing: recovery resumes from the
-                    // checkpoint before it, whose replay produces that
-                    // output again. It stays held into the next checkpoint.
-                    if publishes {
-                        self.send_all(Control::Complete(id));
                     }
                     self.cp.retain();
                 }
@@ -606,8 +600,7 @@ impl Attempt<'_> {
         Ok(())
     }
 
-    /// Deletes what this run stored for an abandoned checkpoint or
-    /// savepoint, failed for `reason`.
+    /// Deletes what this run stored for an abandoned checkpoint or savepoint.
     pub(super) fn discard(&mut self, id: CheckpointId, reason: &str) {
         self.cp.history.failed(id, reason);
         self.triggered.remove(&id);
