@@ -294,6 +294,52 @@ fn crash_loop_on_file_storage(backend: &'static str) {
     let run = crash_loop(&dir, &[], seed());
     run.assert_recovered(3);
     assert_eq!(final_counts(&committed(dir.path())), expected, "WEIR_TEST_SEED={}", run.seed);
+    // retained = 1: the last run's final checkpoint and the one it resumed
+    // from, whatever the kills before left.
+    let kept = nothing_left_behind(&dir);
+    assert!(kept.len() <= 2, "checkpoints {kept:?} kept (WEIR_TEST_SEED={})", run.seed);
+}
+
+/// What the job's checkpoint directory (`ck/eo`) holds after a run that
+/// ended: only complete checkpoints (`chk-<n>/` with `_metadata`) and
+/// `shared/` files some `_metadata` names (found as text, not read by the
+/// host's code), no half-written file (object_store's `<name>#<n>`).
+/// Returns the checkpoints' ids, in order.
+pub fn nothing_left_behind(dir: &JobDir) -> Vec<u64> {
+    let root = dir.path().join("ck/eo");
+    let mut ids = Vec::new();
+    let mut named = String::new();
+    let mut files = Vec::new();
+    let mut dirs = vec![root.clone()];
+    while let Some(d) = dirs.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let path = e.unwrap().path();
+            let relative = path.strip_prefix(&root).unwrap().to_string_lossy().into_owned();
+            if path.is_dir() {
+                dirs.push(path);
+            } else {
+                files.push(relative);
+            }
+        }
+    }
+    for f in &files {
+        assert!(!f.contains('#'), "{f}: a half-written file left");
+        if let Some(id) = f.strip_suffix("/_metadata").and_then(|d| d.strip_prefix("chk-")) {
+            ids.push(id.parse::<u64>().unwrap());
+            named.push_str(&std::fs::read_to_string(root.join(f)).unwrap());
+        }
+    }
+    for f in &files {
+        match f.split_once('/') {
+            Some(("shared", _)) => assert!(named.contains(&format!("\"{f}\"")), "{f}: no checkpoint uses it"),
+            Some((chk, _)) if chk.starts_with("chk-") => {
+                assert!(root.join(chk).join("_metadata").is_file(), "{f}: in a checkpoint never completed")
+            }
+            _ => panic!("{f}: not a checkpoint's file"),
+        }
+    }
+    ids.sort();
+    ids
 }
 
 #[test]
@@ -379,20 +425,33 @@ fn retention_keeps_the_runs_latest_and_never_deletes_a_checkpoint_it_restored_fr
     let ck = format!("file://{}/ck", dir.path().display());
     let job = Job::new(checkpointing(&ck, "retained = 1"), 3000);
     let expected = write_job(&dir, &job, 9000, None);
-    kill_after(spawn(&dir, &[], &[]), 1000);
+    // Each run dies just after its third checkpoint's `_metadata` is
+    // written, before retention deletes the one before: both are left.
+    let crash = [("WEIR_CRASH_AT", "checkpoint.metadata-written:3".to_string())];
+    let died = |args: &[&str]| {
+        let out = spawn(&dir, args, &crash).wait_with_output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(!out.status.success() && err.contains("crashing at checkpoint.metadata-written"), "{err}");
+    };
+    died(&[]);
     let first = completed_ids(&dir);
-    assert_eq!(first.len(), 1, "retained = 1: {first:?}");
-    kill_after(spawn(&dir, &["--resume"], &[]), 1000);
+    assert_eq!(first.len(), 2, "retained = 1, and the one the crash kept from retention: {first:?}");
+    // The resumed run keeps the checkpoint it restored from (no-claim) and
+    // deletes, as its own checkpoints complete, the one the crash left.
+    died(&["--resume"]);
     let second = completed_ids(&dir);
-    assert_eq!(second.len(), 2, "the restored-from checkpoint and the new run's latest: {second:?}");
-    assert_eq!(second[0], first[0], "the checkpoint restored from is kept (no-claim)");
-    assert!(second[1] > first[0], "ids continue after the restored one");
+    assert_eq!(second.len(), 3, "{first:?} then {second:?}");
+    assert_eq!(second[0], first[1], "the checkpoint restored from is kept (no-claim): {second:?}");
+    assert!(second[1] > first[1], "ids continue after the restored one, the older one is gone: {second:?}");
     // An explicit older checkpoint: later published output is withdrawn and
     // written again, so the result is still exactly-once.
-    let uri = format!("{ck}/eo/chk-{}", first[0]);
+    let uri = format!("{ck}/eo/chk-{}", second[0]);
     let err = dir.succeeds(&["--from-checkpoint", &uri]);
     assert!(err.contains(&format!("restored from {uri}")), "{err}");
     assert_eq!(final_counts(&committed(dir.path())), expected);
+    // Checkpoints newer than an explicit one are not this run's to delete.
+    let last = nothing_left_behind(&dir);
+    assert!(second.iter().all(|id| last.contains(id)), "{second:?} then {last:?}");
 }
 
 #[test]

@@ -296,6 +296,12 @@ impl CheckpointMetadata {
         self.operators.values().flat_map(|o| &o.subtasks).chain(self.held_batches()).flat_map(StateHandle::paths)
     }
 
+    /// The files under `shared/` it references (incremental RocksDB files,
+    /// which later checkpoints may reference too).
+    pub fn shared_files(&self) -> Vec<String> {
+        self.files().filter(|p| p.starts_with("shared/")).map(str::to_string).collect()
+    }
+
     /// The handles of the sinks' held batches.
     fn held_batches(&self) -> impl Iterator<Item = &StateHandle> {
         self.sinks

@@ -4,14 +4,16 @@
 //! I/O), a subtask's background upload ([`upload`]), savepoints
 //! ([`savepoint`]), reading a checkpoint or savepoint back and opening a
 //! subtask's state backend from it ([`restore`]), showing what one holds
-//! ([`inspect`]), listing a job's checkpoints ([`listing`]), and the
-//! operator input recorded beside them for replay ([`recording`]).
+//! ([`inspect`]), listing a job's checkpoints ([`listing`]), what earlier
+//! runs left in the job's directory ([`leftovers`]), and the operator input
+//! recorded beside them for replay ([`recording`]).
 //!
 //! This module knows state and storage, never tasks or guests: the
 //! coordinator and the tasks drive it. The format is specified in
 //! `docs/checkpoint-format.md` and `docs/savepoint-format.md`.
 
 pub mod inspect;
+pub mod leftovers;
 pub mod listing;
 pub mod metadata;
 pub mod protocol;

@@ -103,9 +103,8 @@ pub struct Checkpoints {
     max_parallelism: u32,
     /// Highest id used or seen in storage: the next trigger takes the one after.
     highest_id: CheckpointId,
-    /// Completed by this run, oldest first, with the shared files each
-    /// uses (retention deletes only these: a checkpoint restored from but
-    /// not created is never deleted).
+    /// Completed by this run, after those an earlier run left (`--resume`),
+    /// oldest first, with their shared files: all that retention deletes.
     created: VecDeque<(CheckpointId, Vec<String>)>,
     /// Shared files of the checkpoint the run started from: never deleted.
     pinned: HashSet<String>,
@@ -212,6 +211,12 @@ impl Checkpoints {
     ) -> Self {
         self.job_modules = job_modules;
         self.swapped = swapped.into_iter().map(|(uid, m)| (uid, (0, m))).collect();
+        self
+    }
+
+    /// Retention takes the checkpoints an earlier run left as its oldest.
+    pub fn inheriting(mut self, inherited: Vec<(CheckpointId, Vec<String>)>) -> Self {
+        self.created.extend(inherited);
         self
     }
 
@@ -550,7 +555,7 @@ impl Attempt<'_> {
                     match &result {
                         Ok(()) => {
                             crate::crash_point::crash_point("checkpoint.metadata-written");
-                            self.shared_of.insert(id, shared_files(&metadata));
+                            self.shared_of.insert(id, metadata.shared_files());
                             self.cp.stats.sizes.push(metadata.state_size());
                             self.cp.stats.durations.push(Duration::from_millis(metadata.duration_ms));
                             self.cp.history.completed(id, self.cp.storage.checkpoint_location(id));
@@ -692,9 +697,4 @@ impl Attempt<'_> {
         self.cp.retain();
         Ok(id)
     }
-}
-
-/// The shared files (incremental RocksDB state) `metadata` uses.
-pub fn shared_files(metadata: &CheckpointMetadata) -> Vec<String> {
-    metadata.files().filter(|p| p.starts_with("shared/")).map(str::to_string).collect()
 }

@@ -44,7 +44,7 @@ use crate::runtime::TaskError;
 use crate::runtime::sink::{OpenAt, SinkRestore};
 use crate::wasm::engine::{EpochTicker, new_engine};
 use crate::wasm::{FailureKind, ModuleLoader, OperatorModule, WasmError};
-use checkpointing::{CheckpointingError, Checkpoints, shared_files};
+use checkpointing::{CheckpointingError, Checkpoints};
 use controller::{Controller, RunInfo};
 use crossbeam_channel::unbounded;
 use spawn::Connectors;
@@ -186,7 +186,7 @@ pub fn run_job_with(
             Arc::new(CheckpointStorage::open(&memory, &spec.name)?)
         }
     };
-    let pinned = initial.as_ref().map(|r| shared_files(&r.metadata)).unwrap_or_default();
+    let pinned = initial.as_ref().map(|r| r.metadata.shared_files()).unwrap_or_default();
     let checkpoints = Checkpoints::new(
         settings.checkpointing,
         storage.clone(),
@@ -201,7 +201,9 @@ pub fn run_job_with(
     let mut loader =
         ModuleLoader::new(&engine, settings.cache_dir.clone()).map_err(|e| JobError::Engine(format!("{e:#}")))?;
     let run_modules = modules::load(spec, &mut loader, initial.as_deref())?;
-    let mut checkpoints = checkpoints.with_modules(run_modules.job_file.clone(), run_modules.swapped.clone());
+    let mut checkpoints = checkpoints
+        .with_modules(run_modules.job_file.clone(), run_modules.swapped.clone())
+        .inheriting(start_with.inherited.clone());
     checkpoints.recordings = spec.operators.iter().any(|o| o.record.is_some());
     if checkpoints.recordings && !(settings.checkpointing.is_some() && storage.is_durable()) {
         // Not an error: the job runs as it would without recording.

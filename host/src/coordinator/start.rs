@@ -5,6 +5,7 @@
 //! checkpoint is reported at once.
 
 use super::JobError;
+use crate::checkpoint::leftovers::{self, Inherited};
 use crate::checkpoint::restore::{self, Restored, Target};
 use crate::checkpoint::storage::{CLAIM_IDS, CheckpointStorage};
 use crate::config::LoadedJob;
@@ -115,6 +116,9 @@ pub struct Start {
     pub highest_id: u64,
     /// The checkpoint or savepoint to restore, checked.
     pub restored: Option<Arc<Restored>>,
+    /// On `--resume`, the job's complete checkpoints older than the one
+    /// restored, which this run's retention deletes as its own.
+    pub inherited: Vec<Inherited>,
 }
 
 /// Opens storage and reads what `start` names.
@@ -191,7 +195,17 @@ pub fn prepare(job: &LoadedJob, start: &StartFrom) -> Result<Start, JobError> {
     }
     let highest_id =
         existing.last().copied().unwrap_or(0).max(restored.as_ref().map_or(0, |r| r.metadata.id)).max(first_id);
-    Ok(Start { storage, highest_id, restored: restored.map(Arc::new) })
+    // What earlier runs of the job left: only on --resume, where the
+    // directory is the job's own and its latest state is what goes on. In
+    // cluster mode the partition's last owner may still be writing (it is
+    // fenced only when it commits): its unfinished files are left to it.
+    let inherited = match (&storage, start) {
+        (Some(s), StartFrom::Latest) if s.is_durable() => {
+            leftovers::take_over(s, restored.as_ref().map(|r| r.metadata.id), !s.is_fenced())?
+        }
+        _ => Vec::new(),
+    };
+    Ok(Start { storage, highest_id, restored: restored.map(Arc::new), inherited })
 }
 
 /// Refuses a checkpoint this job cannot take; says what a restore changes.

@@ -428,6 +428,45 @@ impl CheckpointStorage {
         }
     }
 
+    /// Deletes, in a local directory, the files writes cut short left:
+    /// object_store writes `<name>#<n>` and renames it into place, so a
+    /// kill in between leaves a file no listing shows. Only for a run that
+    /// is the job's only writer. Returns how many.
+    pub fn delete_staged(&self) -> Result<usize, StorageError> {
+        let Some(root) = &self.local else { return Ok(0) };
+        let io = |op, path: &std::path::Path, e: std::io::Error| StorageError::Io {
+            op,
+            location: path.display().to_string(),
+            cause: object_store::Error::Generic { store: "LocalFileSystem", source: Box::new(e) },
+        };
+        let staged = |name: &std::ffi::OsStr| {
+            name.to_str()
+                .and_then(|n| n.rsplit_once('#'))
+                .is_some_and(|(_, n)| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+        };
+        let mut deleted = 0;
+        let mut dirs = vec![root.clone()];
+        while let Some(dir) = dirs.pop() {
+            let entries = match std::fs::read_dir(&dir) {
+                Ok(entries) => entries,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+                Err(e) => return Err(io("listing", &dir, e)),
+            };
+            for entry in entries {
+                let entry = entry.map_err(|e| io("listing", &dir, e))?;
+                // The entry's own type: a symbolic link is not followed.
+                let kind = entry.file_type().map_err(|e| io("listing", &entry.path(), e))?;
+                if kind.is_dir() {
+                    dirs.push(entry.path());
+                } else if kind.is_file() && staged(&entry.file_name()) {
+                    std::fs::remove_file(entry.path()).map_err(|e| io("deleting", &entry.path(), e))?;
+                    deleted += 1;
+                }
+            }
+        }
+        Ok(deleted)
+    }
+
     /// Writes `_metadata` of checkpoint `id`, create-only: if it exists
     /// (another run committed this id), nothing is written. Returns once
     /// it is durable: the checkpoint is committed then.
@@ -515,10 +554,10 @@ impl CheckpointStorage {
         })
     }
 
-    /// The objects under `prefix` (relative to the job directory), as
-    /// paths relative to it, in no set order.
+    /// The objects under `prefix` (relative to the job directory; all of
+    /// them for ""), as paths relative to it, in no set order.
     pub fn list_under(&self, prefix: &str) -> Result<Vec<String>, StorageError> {
-        let under = self.path(prefix);
+        let under = if prefix.is_empty() { self.root.clone() } else { self.path(prefix) };
         let objects: Vec<_> = self
             .runtime
             .block_on(self.store.list(Some(&under)).try_collect::<Vec<_>>())

@@ -1,0 +1,157 @@
+//! What earlier runs of a job left in its checkpoint directory, looked at
+//! when a run resumes (`--resume`). A run deletes only what it created, so
+//! a run that dies leaves its retained checkpoints behind, one more when it
+//! died between completing a checkpoint and deleting the one before, the
+//! files of a checkpoint it had not finished, and shared files that only
+//! that checkpoint would have used. Without this, every crash of a job that
+//! a supervisor restarts with `--resume` would grow the directory for good.
+//!
+//! - Complete checkpoints older than the one resumed from are handed to the
+//!   new run's retention, oldest first: it deletes them as its own
+//!   checkpoints complete, as the dead run would have.
+//! - With `sweep` (a run that is the job's only writer), objects no
+//!   checkpoint can ever read are deleted at once: `chk-<n>/` directories
+//!   without `_metadata`, files under `shared/` that no complete
+//!   checkpoint references, and in a local directory the files a write cut
+//!   short left. A `_metadata` that cannot be read keeps every shared file:
+//!   what it references is unknown.
+//!
+//! Checkpoints newer than the one resumed from (unusable ones the restore
+//! skipped) and everything outside `chk-<n>/` and `shared/` are left as
+//! they are.
+
+use std::collections::{BTreeMap, BTreeSet, HashSet};
+
+use super::metadata::CheckpointMetadata;
+use super::storage::{CheckpointStorage, StorageError};
+
+/// A complete checkpoint an earlier run left, with the shared files it
+/// uses: retention deletes it like one of the run's own.
+pub type Inherited = (u64, Vec<String>);
+
+/// Looks at the job directory of `storage` for a run resuming from
+/// checkpoint `resumed` (none: the job had no checkpoint yet). Returns the
+/// older complete checkpoints, oldest first; with `sweep`, first deletes
+/// the unfinished checkpoints and unreferenced shared files.
+pub fn take_over(
+    storage: &CheckpointStorage,
+    resumed: Option<u64>,
+    sweep: bool,
+) -> Result<Vec<Inherited>, StorageError> {
+    let objects = storage.list_under("")?;
+    let complete: BTreeSet<u64> = objects.iter().filter_map(|o| metadata_of(o)).collect();
+    // The shared files each complete checkpoint uses; None: unreadable.
+    let shared: BTreeMap<u64, Option<Vec<String>>> = complete
+        .iter()
+        .map(|&id| {
+            let read = storage.read_metadata(id).map_err(|e| e.to_string()).and_then(|bytes| {
+                CheckpointMetadata::decode(&bytes).map_err(|e| format!("{} is corrupt: {e}", storage.checkpoint_location(id)))
+            });
+            match read {
+                Ok(m) => (id, Some(m.shared_files())),
+                Err(e) => {
+                    tracing::warn!(checkpoint = id, error = %e, "cannot read a checkpoint an earlier run left; keeping it and every shared file");
+                    (id, None)
+                }
+            }
+        })
+        .collect();
+    if sweep {
+        let staged = storage.delete_staged()?;
+        if staged > 0 {
+            tracing::info!(files = staged, "deleted files an earlier run's writes left half written");
+        }
+        let (unfinished, unused) = unreachable_objects(&objects, &shared);
+        if !unfinished.is_empty() || !unused.is_empty() {
+            let dirs: BTreeSet<&str> = unfinished.iter().filter_map(|o| o.split('/').next()).collect();
+            tracing::info!(
+                unfinished = ?dirs,
+                unused_shared_files = unused.len(),
+                "deleting what an earlier run left unfinished"
+            );
+        }
+        for object in unfinished.iter().chain(&unused) {
+            storage.delete_object(object)?;
+        }
+    }
+    let resumed = resumed.unwrap_or(0);
+    Ok(shared.into_iter().filter(|&(id, _)| id < resumed).filter_map(|(id, files)| Some((id, files?))).collect())
+}
+
+/// The checkpoint id of `object` when it is a `chk-<n>/_metadata`.
+fn metadata_of(object: &str) -> Option<u64> {
+    let (dir, file) = object.split_once('/')?;
+    if file != "_metadata" {
+        return None;
+    }
+    dir.strip_prefix("chk-")?.parse().ok()
+}
+
+/// The checkpoint id of `object` when it lies in a `chk-<n>/` directory.
+fn checkpoint_of(object: &str) -> Option<u64> {
+    object.split_once('/')?.0.strip_prefix("chk-")?.parse().ok()
+}
+
+/// Of `objects`, those in checkpoint directories without `_metadata`, and
+/// the shared files no complete checkpoint in `shared` uses (none when one
+/// of them could not be read).
+fn unreachable_objects(objects: &[String], shared: &BTreeMap<u64, Option<Vec<String>>>) -> (Vec<String>, Vec<String>) {
+    let unfinished =
+        objects.iter().filter(|o| checkpoint_of(o).is_some_and(|id| !shared.contains_key(&id))).cloned().collect();
+    let Some(used) = shared.values().try_fold(HashSet::new(), |mut used, files| {
+        used.extend(files.as_ref()?.iter().map(String::as_str));
+        Some(used)
+    }) else {
+        return (unfinished, Vec::new());
+    };
+    let unused = objects.iter().filter(|o| o.starts_with("shared/") && !used.contains(o.as_str())).cloned().collect();
+    (unfinished, unused)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn names(list: &[&str]) -> Vec<String> {
+        list.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn unfinished_checkpoints_and_unused_shared_files_are_found() {
+        let objects = names(&[
+            "chk-3/_metadata",
+            "chk-3/counter-0/MANIFEST",
+            "chk-4/counter-0/MANIFEST",
+            "chk-4/counter-0/WEIR-DESCRIPTORS",
+            "chk-12/x",
+            "shared/a/1.sst",
+            "shared/a/2.sst",
+            "shared/b/9.sst",
+            "recordings/counter/0/from-3.rec",
+            "_commits/1",
+        ]);
+        let shared = BTreeMap::from([(3, Some(names(&["shared/a/1.sst"])))]);
+        let (unfinished, unused) = unreachable_objects(&objects, &shared);
+        assert_eq!(unfinished, names(&["chk-4/counter-0/MANIFEST", "chk-4/counter-0/WEIR-DESCRIPTORS", "chk-12/x"]));
+        assert_eq!(unused, names(&["shared/a/2.sst", "shared/b/9.sst"]));
+    }
+
+    #[test]
+    fn an_unreadable_checkpoint_keeps_every_shared_file() {
+        let objects = names(&["chk-3/_metadata", "chk-5/_metadata", "chk-6/y", "shared/a/2.sst"]);
+        let shared = BTreeMap::from([(3, Some(Vec::new())), (5, None)]);
+        let (unfinished, unused) = unreachable_objects(&objects, &shared);
+        assert_eq!(unfinished, names(&["chk-6/y"]));
+        assert!(unused.is_empty());
+    }
+
+    #[test]
+    fn only_checkpoint_directories_name_checkpoints() {
+        assert_eq!(metadata_of("chk-17/_metadata"), Some(17));
+        assert_eq!(metadata_of("chk-17/op/_metadata"), None);
+        assert_eq!(metadata_of("chk-x/_metadata"), None);
+        assert_eq!(checkpoint_of("chk-9/a/b"), Some(9));
+        assert_eq!(checkpoint_of("chk-9"), None);
+        assert_eq!(checkpoint_of("savepoint-chk-9/a"), None);
+    }
+}
