@@ -56,26 +56,34 @@ pub fn take_over(
             }
         })
         .collect();
-    if sweep {
-        let staged = storage.delete_staged()?;
-        if staged > 0 {
-            tracing::info!(files = staged, "deleted files an earlier run's writes left half written");
-        }
-        let (unfinished, unused) = unreachable_objects(&objects, &shared);
-        if !unfinished.is_empty() || !unused.is_empty() {
-            let dirs: BTreeSet<&str> = unfinished.iter().filter_map(|o| o.split('/').next()).collect();
-            tracing::info!(
-                unfinished = ?dirs,
-                unused_shared_files = unused.len(),
-                "deleting what an earlier run left unfinished"
-            );
-        }
-        for object in unfinished.iter().chain(&unused) {
-            storage.delete_object(object)?;
-        }
+    // Cleaning up is not worth failing the run for: what cannot be deleted
+    // now is found again by the next resume.
+    if sweep && let Err(e) = sweep_unreachable(storage, &objects, &shared) {
+        tracing::warn!(error = %e, "cannot delete what an earlier run left unfinished; the job goes on");
     }
     let resumed = resumed.unwrap_or(0);
     Ok(shared.into_iter().filter(|&(id, _)| id < resumed).filter_map(|(id, files)| Some((id, files?))).collect())
+}
+
+/// Deletes the half-written files, then the objects no checkpoint reaches.
+fn sweep_unreachable(
+    storage: &CheckpointStorage,
+    objects: &[String],
+    shared: &BTreeMap<u64, Option<Vec<String>>>,
+) -> Result<(), StorageError> {
+    let staged = storage.delete_staged()?;
+    if staged > 0 {
+        tracing::info!(files = staged, "deleted files an earlier run's writes left half written");
+    }
+    let (unfinished, unused) = unreachable_objects(objects, shared);
+    if !unfinished.is_empty() || !unused.is_empty() {
+        let dirs: BTreeSet<&str> = unfinished.iter().filter_map(|o| o.split('/').next()).collect();
+        tracing::info!(unfinished = ?dirs, unused_shared_files = unused.len(), "deleting what an earlier run left unfinished");
+    }
+    for object in unfinished.iter().chain(&unused) {
+        storage.delete_object(object)?;
+    }
+    Ok(())
 }
 
 /// The checkpoint id of `object` when it is a `chk-<n>/_metadata`.
