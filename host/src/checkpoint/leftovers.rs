@@ -43,16 +43,11 @@ pub fn take_over(
     // The shared files each complete checkpoint uses; None: unreadable.
     let shared: BTreeMap<u64, Option<Vec<String>>> = complete
         .iter()
-        .map(|&id| {
-            let read = storage.read_metadata(id).map_err(|e| e.to_string()).and_then(|bytes| {
-                CheckpointMetadata::decode(&bytes).map_err(|e| format!("{} is corrupt: {e}", storage.checkpoint_location(id)))
-            });
-            match read {
-                Ok(m) => (id, Some(m.shared_files())),
-                Err(e) => {
-                    tracing::warn!(checkpoint = id, error = %e, "cannot read a checkpoint an earlier run left; keeping it and every shared file");
-                    (id, None)
-                }
+        .map(|&id| match shared_files_of(storage, id) {
+            Ok(files) => (id, Some(files)),
+            Err(e) => {
+                tracing::warn!(checkpoint = id, error = %e, "cannot read a checkpoint an earlier run left; keeping it and every shared file");
+                (id, None)
             }
         })
         .collect();
@@ -63,6 +58,15 @@ pub fn take_over(
     }
     let resumed = resumed.unwrap_or(0);
     Ok(shared.into_iter().filter(|&(id, _)| id < resumed).filter_map(|(id, files)| Some((id, files?))).collect())
+}
+
+/// The shared files checkpoint `id` uses, or why its `_metadata` cannot
+/// be read.
+fn shared_files_of(storage: &CheckpointStorage, id: u64) -> Result<Vec<String>, StorageError> {
+    let bytes = storage.read_metadata(id)?;
+    let metadata = CheckpointMetadata::decode(&bytes)
+        .map_err(|e| StorageError::Corrupt { location: storage.checkpoint_location(id), message: e.to_string() })?;
+    Ok(metadata.shared_files())
 }
 
 /// Deletes the half-written files, then the objects no checkpoint reaches.

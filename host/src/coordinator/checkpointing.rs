@@ -215,7 +215,7 @@ impl Checkpoints {
     }
 
     /// Retention takes the checkpoints an earlier run left as its oldest.
-    pub fn inheriting(mut self, inherited: Vec<(CheckpointId, Vec<String>)>) -> Self {
+    pub fn inheriting(mut self, inherited: Vec<crate::checkpoint::leftovers::Inherited>) -> Self {
         self.created.extend(inherited);
         self
     }
