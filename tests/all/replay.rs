@@ -8,6 +8,7 @@
 //! in the checkpoint (`host inspect`) and the input file, not against the
 //! replay's own bookkeeping.
 
+use super::checkpoints::spawn;
 use super::rescales::rescaled_at;
 use super::savepoints::{finish, host, start, text, wait_running_job};
 use super::session_windows::{expected_sessions, generated_clicks};
@@ -350,6 +351,33 @@ fn a_guest_reading_the_wall_clock_sees_the_recorded_time_in_replay() {
     assert_eq!(r["records_in"], after, "{r:#}");
     assert_eq!(r["records_out"], after, "{r:#}");
     assert_eq!(r["identical"], true, "{r:#}");
+}
+
+#[test]
+fn a_resumed_run_keeps_the_recorded_input_of_the_checkpoint_it_restored_from() {
+    let dir = JobDir::new();
+    write_clock_job(&dir, "", 1);
+    // The first run dies just after its third checkpoint's `_metadata` is
+    // written; the run resumed from that checkpoint keeps it (no-claim)
+    // while retention (1) deletes every checkpoint it completes but the
+    // last, and with them the recordings no kept checkpoint starts.
+    let crash = [("WEIR_CRASH_AT", "checkpoint.metadata-written:3".to_string())];
+    let out = spawn(&dir, &[], &crash).wait_with_output().unwrap();
+    let err = text(&out.stderr);
+    assert!(!out.status.success() && err.contains("crashing at checkpoint.metadata-written"), "{err}");
+    let restored = *checkpoints(&dir, "clock").last().unwrap();
+    dir.succeeds(&["--resume"]);
+    let ids = checkpoints(&dir, "clock");
+    assert_eq!((ids.len(), ids[0]), (2, restored), "kept: the restored checkpoint and the last one, {ids:?}");
+    // Replay from the restored checkpoint runs over every line after it,
+    // through the segments of the resumed run, byte for byte.
+    let (ok, report, err) = replay(&dir, "clock", restored, "clock", &["--check"]);
+    assert!(ok, "{err}");
+    let r = report.unwrap();
+    let after = lines_from(&dir, "lines.txt", source_position(&dir, "clock", restored));
+    assert!(after > 0 && after < 3000, "{after}");
+    assert_eq!((r["records_in"].as_u64(), r["records_out"].as_u64()), (Some(after), Some(after)), "{r:#}");
+    assert_eq!(r["reached"], serde_json::json!([null]), "{r:#}");
 }
 
 #[test]

@@ -2,8 +2,7 @@
 //! pure [`Protocol`], carries out its commands (barriers into the sources,
 //! `_metadata` writes, completion notices to every task), keeps completed
 //! checkpoints to `retained`, and writes the job's final checkpoint.
-//! Savepoints and module swaps ride on the same protocol
-//! ([`super::savepoints`]).
+//! Savepoints and module swaps ride on the same protocol ([`super::savepoints`]).
 //!
 //! [`Checkpoints`] lives for a whole `host run` (ids keep growing and
 //! retention keeps counting); each attempt gets an [`Attempt`] with a fresh
@@ -106,7 +105,8 @@ pub struct Checkpoints {
     /// Completed by this run, after those an earlier run left (`--resume`),
     /// oldest first, with their shared files: all that retention deletes.
     created: VecDeque<(CheckpointId, Vec<String>)>,
-    /// Shared files of the checkpoint the run started from: never deleted.
+    /// The checkpoint the run started from and its shared files: never deleted.
+    restored: Option<CheckpointId>,
     pinned: HashSet<String>,
     /// SHA-256 of each operator's module as the job file names it.
     job_modules: BTreeMap<String, String>,
@@ -163,15 +163,15 @@ pub struct Attempt<'a> {
 
 impl Checkpoints {
     /// Checkpointing for job `job` into `storage`, numbering after
-    /// `highest_id`; `pinned` shared files are never deleted. Without
-    /// `settings` (no `[checkpointing]`), only savepoints are taken.
+    /// `highest_id`; the checkpoint `restored` from (id, shared files) is
+    /// never deleted. Without `settings`, only savepoints are taken.
     pub fn new(
         settings: Option<CheckpointSettings>,
         storage: Arc<CheckpointStorage>,
         job: &str,
         max_parallelism: u32,
         highest_id: CheckpointId,
-        pinned: HashSet<String>,
+        (restored, pinned): (Option<CheckpointId>, HashSet<String>),
     ) -> Self {
         let periodic = settings.is_some();
         // A savepoint of a job without checkpointing gets the defaults'
@@ -192,6 +192,7 @@ impl Checkpoints {
             max_parallelism,
             highest_id,
             created: VecDeque::new(),
+            restored,
             pinned: pinned.clone(),
             job_modules: BTreeMap::new(),
             swapped: BTreeMap::new(),
@@ -319,11 +320,10 @@ impl Checkpoints {
                 crate::crash_point::crash_point("retention.shared-file-deleted");
             }
         }
-        // A replay starts from a kept checkpoint: recorded input from
-        // before the oldest is of no use any more.
+        // A replay starts from a kept checkpoint (the restored one too): older input is no use.
         if self.recordings
             && self.created.len() < created
-            && let Some(&(oldest, _)) = self.created.front()
+            && let Some(oldest) = self.created.front().map(|(id, _)| *id).into_iter().chain(self.restored).min()
             && let Err(e) = crate::checkpoint::recording::delete_before(&self.storage, oldest)
         {
             tracing::warn!(error = %e, "cannot delete recorded input older than the checkpoints kept");

@@ -193,7 +193,7 @@ pub fn run_job_with(
         &spec.name,
         spec.max_parallelism,
         start_with.highest_id,
-        pinned.into_iter().collect(),
+        (initial.as_ref().map(|r| r.metadata.id), pinned.into_iter().collect()),
     );
 
     let engine = new_engine().map_err(|e| JobError::Engine(format!("{e:#}")))?;
