@@ -4,9 +4,14 @@
 //! by nobody else (as ssh treats its keys), and it comes from the host
 //! settings only, never from a job file. Each artifact is written
 //! atomically beside a record of the component's SHA-256, the engine's
-//! compatibility hash and the artifact's own SHA-256; it is loaded only
-//! when all three match, from bytes read and checked in memory (so the file
-//! cannot change between the check and the load).
+//! compatibility hash and the artifact's CRC-32; it is loaded only when all
+//! three match, from bytes read and checked in memory (so the file cannot
+//! change between the check and the load). The CRC-32 catches a damaged or
+//! swapped file; it is no defence against a writer, who could rewrite the
+//! record as well (a cryptographic hash would not be either), which is why
+//! the directory is what is trusted. It is a checksum, not SHA-256, because
+//! artifacts are large (55 MB for a JavaScript operator) and hashing them
+//! was a third of a cached start.
 
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
@@ -30,7 +35,7 @@ pub struct ModuleCache {
 struct Record {
     component_sha256: String,
     engine_hash: String,
-    artifact_sha256: String,
+    artifact_crc32: u32,
 }
 
 impl ModuleCache {
@@ -61,7 +66,7 @@ impl ModuleCache {
         let expected = Record {
             component_sha256: component_sha256.to_string(),
             engine_hash: engine_hash(engine),
-            artifact_sha256: hex::encode(Sha256::digest(&bytes)),
+            artifact_crc32: crc32fast::hash(&bytes),
         };
         if record != expected {
             tracing::warn!(artifact = %artifact.display(), "ignoring a cached module that does not match its record");
@@ -69,7 +74,7 @@ impl ModuleCache {
         }
         // SAFETY: `deserialize` runs native code from these bytes. They were
         // read, whole, from a directory only this user can write (checked
-        // when the cache was opened), and match the SHA-256 recorded when
+        // when the cache was opened), and match the checksum recorded when
         // this host wrote them with `Component::serialize` for this
         // component and this engine's compatibility hash; wasmtime checks
         // the header and version again and fails rather than load an
@@ -91,7 +96,7 @@ impl ModuleCache {
             let record = Record {
                 component_sha256: component_sha256.to_string(),
                 engine_hash: engine_hash(engine),
-                artifact_sha256: hex::encode(Sha256::digest(&data)),
+                artifact_crc32: crc32fast::hash(&data),
             };
             write_atomically(&self.dir, &format!("{key}.cwasm"), &data)
                 .and_then(|()| {
@@ -145,7 +150,8 @@ fn engine_hash(engine: &Engine) -> String {
 fn read_capped(path: &Path) -> Option<Vec<u8>> {
     use std::io::Read;
     let file = std::fs::File::open(path).ok()?;
-    let mut bytes = Vec::new();
+    // Sized once: growing the buffer copies the artifact several times.
+    let mut bytes = Vec::with_capacity(file.metadata().ok()?.len().min(MAX_ARTIFACT + 1) as usize);
     file.take(MAX_ARTIFACT + 1).read_to_end(&mut bytes).ok()?;
     (bytes.len() as u64 <= MAX_ARTIFACT).then_some(bytes)
 }

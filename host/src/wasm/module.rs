@@ -158,7 +158,8 @@ impl ModuleCompiler {
         if !meta.is_file() {
             return Err(read_error(std::io::Error::other("not a regular file")));
         }
-        let mut bytes = Vec::new();
+        // Sized once: growing the buffer copies the module several times.
+        let mut bytes = Vec::with_capacity(meta.len().min(MAX_MODULE_BYTES + 1) as usize);
         std::fs::File::open(path)
             .and_then(|f| f.take(MAX_MODULE_BYTES + 1).read_to_end(&mut bytes))
             .map_err(read_error)?;
