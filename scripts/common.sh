@@ -202,14 +202,44 @@ ensure_typescript() {
 
 # Builds every JavaScript operator, guest-examples/<example>-js/<operator>/app.js,
 # with the JavaScript SDK (sdk/js, its weir-build command) into
-# target/wasm/<example>_<operator>.wasm.
+# target/wasm/<example>_<operator>.wasm. With WEIR_JS_AOT=1, compiled ahead
+# of time (weir-build --aot, with the weval ensure_weval installs), so
+# `WEIR_JS_AOT=1 scripts/test` runs every JavaScript test on AOT builds.
 build_js_guests() {
     ensure_componentize_js
+    local mode="interpreted"
+    if [ "${WEIR_JS_AOT:-0}" = 1 ]; then
+        ensure_weval
+        mode="aot"
+    fi
+    # A build of the other mode is not fresh, however new.
+    mkdir -p target/wasm
+    if [ "$(cat target/wasm/.js-mode 2>/dev/null || echo interpreted)" != "$mode" ]; then
+        rm -f target/wasm/*_js_*.wasm
+    fi
+    echo "$mode" > target/wasm/.js-mode
     build_script_guests js sdk/js componentize_js
 }
 
 componentize_js() { # app dir, output
-    node sdk/js/build.mjs "$1/app.js" "$2"
+    if [ "${WEIR_JS_AOT:-0}" = 1 ]; then
+        node sdk/js/build.mjs "$1/app.js" "$2" --aot
+    else
+        node sdk/js/build.mjs "$1/app.js" "$2"
+    fi
+}
+
+# weval, the partial evaluator componentize-js compiles JavaScript ahead of
+# time with (weir-build --aot), built from crates.io (about 10 minutes on 2
+# cores) into the cache once; componentize-js would otherwise download it
+# from GitHub. Exports WEIR_WEVAL, which weir-build reads.
+ensure_weval() {
+    local root="${XDG_CACHE_HOME:-$HOME/.cache}/weir/weval"
+    if [ "$("$root/bin/weval" --version 2>/dev/null)" != "weval 0.5.0" ]; then
+        echo "==> building weval 0.5.0 (JavaScript ahead of time) into $root" >&2
+        cargo install --quiet --locked --root "$root" weval@0.5.0
+    fi
+    export WEIR_WEVAL="$root/bin/weval"
 }
 
 # Builds each guest-examples/*-<ext>/<operator>/app.<ext> with command
