@@ -7,9 +7,9 @@
 //   (in the repository: node sdk/js/build.mjs <app.js> <out.wasm>)
 //
 // --aot compiles the operator's JavaScript ahead of time (componentize-js
-// with weval): about twice the throughput of the interpreter on the
+// with weval): 1.4 to 2 times the interpreter's throughput on the
 // word-count counter, for a larger component (about 20 MiB against 13) and
-// a build of about 45 s. weval is --weval, else WEIR_WEVAL, else the one
+// a build of 20 to 45 s. weval is --weval, else WEIR_WEVAL, else the one
 // componentize-js downloads from weval's GitHub releases.
 //
 // componentize-js is the pinned dependency of this package, or the one

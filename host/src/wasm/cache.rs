@@ -11,7 +11,7 @@
 //! record as well (a cryptographic hash would not be either), which is why
 //! the directory is what is trusted. It is a checksum, not SHA-256, because
 //! artifacts are large (55 MB for a JavaScript operator) and hashing them
-//! was a third of a cached start.
+//! was about a fifth of a cached start.
 
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};

@@ -9,6 +9,6 @@ command -v npm >/dev/null || { echo "error: npm (Node.js 20.6 or later) is neede
 # --install-links: a copy of the package with its dependencies (a plain
 # directory install would only link it).
 [ -x node_modules/.bin/weir-build ] || npm install --silent --no-audit --no-fund --install-links "$WEIR/sdk/js"
-# ./build.sh --aot compiles ahead of time (about twice as fast; weval,
+# ./build.sh --aot compiles ahead of time (1.4 to 2 times as fast; weval,
 # which componentize-js downloads, or the one WEIR_WEVAL names).
 npx --no-install weir-build app.js {{name}}.wasm "$@"
