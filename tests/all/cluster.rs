@@ -260,6 +260,23 @@ fn members_share_the_partitions_and_a_killed_members_partitions_resume_elsewhere
     }
     std::thread::sleep(Duration::from_secs(2));
     let killed = format!("member {} on", members[0].id());
+    // What a run killed mid-checkpoint leaves, planted in the partitions of
+    // the member about to die under an id of its claim: a checkpoint
+    // without `_metadata` and a shared file nothing references. The
+    // claims that take the partitions over must delete both.
+    let planted: Vec<PathBuf> = log_owners(&dir)
+        .into_iter()
+        .filter(|(_, owner)| owner.starts_with(&killed))
+        .flat_map(|(p, _)| {
+            let copy = dir.path().join(format!("checkpoints/wc-cluster-p{p}"));
+            [copy.join("chk-999999999/counter-0/state"), copy.join("shared/counter-0/unused.sst")]
+        })
+        .collect();
+    assert!(!planted.is_empty(), "the member to kill owns partitions: {:?}", log_owners(&dir));
+    for file in &planted {
+        std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+        std::fs::write(file, b"left by a run that died").unwrap();
+    }
     let first = members.remove(0).kill();
     let killed_at = Instant::now();
     assert!(first.contains("partitions assigned"), "the killed member ran partitions:\n{first}");
@@ -341,6 +358,26 @@ fn members_share_the_partitions_and_a_killed_members_partitions_resume_elsewhere
     let mut copies = checkpoints.clone();
     copies.sort();
     assert_eq!(copies, (0..6).map(|p| format!("wc-cluster-p{p}")).collect::<Vec<_>>());
+    // The claims after the kill deleted what the dead member's runs left:
+    // the planted files, and every unfinished checkpoint numbered in the
+    // range of one of its claims (nothing else writes there: it is dead).
+    let left: Vec<&PathBuf> = planted.iter().filter(|f| f.exists()).collect();
+    assert!(left.is_empty(), "left behind: {left:?}");
+    for (p, log) in commit_logs(&dir) {
+        let copy = dir.path().join(format!("checkpoints/wc-cluster-p{p}"));
+        let claims: Vec<u64> =
+            log.iter().filter(|(_, kind, owner)| kind == "claim" && owner.starts_with(&killed)).map(|e| e.0).collect();
+        for entry in std::fs::read_dir(&copy).unwrap().flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let Some(id) = name.strip_prefix("chk-").and_then(|n| n.parse::<u64>().ok()) else { continue };
+            let dead = claims.iter().any(|seq| id > seq * 1_000_000_000 && id <= (seq + 1) * 1_000_000_000);
+            assert!(
+                !dead || entry.path().join("_metadata").exists(),
+                "{} unfinished, of the dead member",
+                entry.path().display()
+            );
+        }
+    }
 }
 
 #[test]

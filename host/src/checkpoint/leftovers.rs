@@ -9,12 +9,16 @@
 //! - Complete checkpoints older than the one resumed from are handed to the
 //!   new run's retention, oldest first: it deletes them as its own
 //!   checkpoints complete, as the dead run would have.
-//! - With `sweep` (a run that is the job's only writer), objects no
-//!   checkpoint can ever read are deleted at once: `chk-<n>/` directories
-//!   without `_metadata`, files under `shared/` that no complete
-//!   checkpoint references, and in a local directory the files a write cut
-//!   short left. A `_metadata` that cannot be read keeps every shared file:
-//!   what it references is unknown.
+//! - With a sweep, objects no checkpoint can ever read are deleted at
+//!   once: `chk-<n>/` directories without `_metadata` whose `n` is below
+//!   the sweep's bound, files under `shared/` that no complete checkpoint
+//!   references, and in a local directory the files a write cut short
+//!   left. A `_metadata` that cannot be read keeps every shared file: what
+//!   it references is unknown. A run that is the job's only writer sweeps
+//!   every checkpoint id; in cluster mode the bound is the first id of the
+//!   run's claim, since the runs that claimed before it can no longer
+//!   commit anything (they are fenced), though one may still be writing
+//!   the files of a checkpoint it will never complete.
 //!
 //! Checkpoints newer than the one resumed from (unusable ones the restore
 //! skipped) and everything outside `chk-<n>/` and `shared/` are left as
@@ -31,12 +35,13 @@ pub type Inherited = (u64, Vec<String>);
 
 /// Looks at the job directory of `storage` for a run resuming from
 /// checkpoint `resumed` (none: the job had no checkpoint yet). Returns the
-/// older complete checkpoints, oldest first; with `sweep`, first deletes
-/// the unfinished checkpoints and unreferenced shared files.
+/// older complete checkpoints, oldest first; with `sweep_below`, first
+/// deletes the unfinished checkpoints with lower ids and the unreferenced
+/// shared files.
 pub fn take_over(
     storage: &CheckpointStorage,
     resumed: Option<u64>,
-    sweep: bool,
+    sweep_below: Option<u64>,
 ) -> Result<Vec<Inherited>, StorageError> {
     let objects = storage.list_under("")?;
     let complete: BTreeSet<u64> = objects.iter().filter_map(|o| metadata_of(o)).collect();
@@ -53,7 +58,9 @@ pub fn take_over(
         .collect();
     // Cleaning up is not worth failing the run for: what cannot be deleted
     // now is found again by the next resume.
-    if sweep && let Err(e) = sweep_unreachable(storage, &objects, &shared) {
+    if let Some(below) = sweep_below
+        && let Err(e) = sweep_unreachable(storage, &objects, &shared, below)
+    {
         tracing::warn!(error = %e, "cannot delete what an earlier run left unfinished; the job goes on");
     }
     let resumed = resumed.unwrap_or(0);
@@ -74,12 +81,13 @@ fn sweep_unreachable(
     storage: &CheckpointStorage,
     objects: &[String],
     shared: &BTreeMap<u64, Option<Vec<String>>>,
+    below: u64,
 ) -> Result<(), StorageError> {
     let staged = storage.delete_staged()?;
     if staged > 0 {
         tracing::info!(files = staged, "deleted files an earlier run's writes left half written");
     }
-    let (unfinished, unused) = unreachable_objects(objects, shared);
+    let (unfinished, unused) = unreachable_objects(objects, shared, below);
     if !unfinished.is_empty() || !unused.is_empty() {
         let dirs: BTreeSet<&str> = unfinished.iter().filter_map(|o| o.split('/').next()).collect();
         tracing::info!(unfinished = ?dirs, unused_shared_files = unused.len(), "deleting what an earlier run left unfinished");
@@ -104,12 +112,19 @@ fn checkpoint_of(object: &str) -> Option<u64> {
     object.split_once('/')?.0.strip_prefix("chk-")?.parse().ok()
 }
 
-/// Of `objects`, those in checkpoint directories without `_metadata`, and
-/// the shared files no complete checkpoint in `shared` uses (none when one
-/// of them could not be read).
-fn unreachable_objects(objects: &[String], shared: &BTreeMap<u64, Option<Vec<String>>>) -> (Vec<String>, Vec<String>) {
-    let unfinished =
-        objects.iter().filter(|o| checkpoint_of(o).is_some_and(|id| !shared.contains_key(&id))).cloned().collect();
+/// Of `objects`, those in directories of checkpoints below `below` without
+/// `_metadata`, and the shared files no complete checkpoint in `shared`
+/// uses (none when one of them could not be read).
+fn unreachable_objects(
+    objects: &[String],
+    shared: &BTreeMap<u64, Option<Vec<String>>>,
+    below: u64,
+) -> (Vec<String>, Vec<String>) {
+    let unfinished = objects
+        .iter()
+        .filter(|o| checkpoint_of(o).is_some_and(|id| id < below && !shared.contains_key(&id)))
+        .cloned()
+        .collect();
     let Some(used) = shared.values().try_fold(HashSet::new(), |mut used, files| {
         used.extend(files.as_ref()?.iter().map(String::as_str));
         Some(used)
@@ -143,16 +158,21 @@ mod tests {
             "_commits/1",
         ]);
         let shared = BTreeMap::from([(3, Some(names(&["shared/a/1.sst"])))]);
-        let (unfinished, unused) = unreachable_objects(&objects, &shared);
+        let (unfinished, unused) = unreachable_objects(&objects, &shared, u64::MAX);
         assert_eq!(unfinished, names(&["chk-4/counter-0/MANIFEST", "chk-4/counter-0/WEIR-DESCRIPTORS", "chk-12/x"]));
         assert_eq!(unused, names(&["shared/a/2.sst", "shared/b/9.sst"]));
+        // Below a cluster claim's first id: the claim's own are left.
+        assert_eq!(
+            unreachable_objects(&objects, &shared, 12).0,
+            names(&["chk-4/counter-0/MANIFEST", "chk-4/counter-0/WEIR-DESCRIPTORS"])
+        );
     }
 
     #[test]
     fn an_unreadable_checkpoint_keeps_every_shared_file() {
         let objects = names(&["chk-3/_metadata", "chk-5/_metadata", "chk-6/y", "shared/a/2.sst"]);
         let shared = BTreeMap::from([(3, Some(Vec::new())), (5, None)]);
-        let (unfinished, unused) = unreachable_objects(&objects, &shared);
+        let (unfinished, unused) = unreachable_objects(&objects, &shared, u64::MAX);
         assert_eq!(unfinished, names(&["chk-6/y"]));
         assert!(unused.is_empty());
     }

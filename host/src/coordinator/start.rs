@@ -197,11 +197,12 @@ pub fn prepare(job: &LoadedJob, start: &StartFrom) -> Result<Start, JobError> {
         existing.last().copied().unwrap_or(0).max(restored.as_ref().map_or(0, |r| r.metadata.id)).max(first_id);
     // What earlier runs of the job left: only on --resume, where the
     // directory is the job's own and its latest state is what goes on. In
-    // cluster mode the partition's last owner may still be writing (it is
-    // fenced only when it commits): its unfinished files are left to it.
+    // cluster mode only the checkpoints of earlier claims, which can no
+    // longer complete (this run's claim fenced them).
     let inherited = match (&storage, start) {
         (Some(s), StartFrom::Latest) if s.is_durable() => {
-            leftovers::take_over(s, restored.as_ref().map(|r| r.metadata.id), !s.is_fenced())?
+            let sweep_below = if s.is_fenced() { first_id + 1 } else { u64::MAX };
+            leftovers::take_over(s, restored.as_ref().map(|r| r.metadata.id), Some(sweep_below))?
         }
         _ => Vec::new(),
     };
