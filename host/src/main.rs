@@ -41,7 +41,9 @@ enum Command {
         parallelism: Option<u32>,
         /// Continue from the job's latest usable checkpoint in
         /// state.checkpoints.dir (falling back past damaged ones); start from
-        /// the beginning if it has none.
+        /// the beginning if it has none. If the last run was started with
+        /// --from-savepoint or --from-checkpoint and completed no checkpoint
+        /// since, continue from what it started from.
         #[arg(long, conflicts_with = "from_checkpoint")]
         resume: bool,
         /// Start from this checkpoint: <dir>/<job>/chk-<n>, such as

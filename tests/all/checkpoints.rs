@@ -303,7 +303,8 @@ fn crash_loop_on_file_storage(backend: &'static str) {
 /// What the job's checkpoint directory (`ck/eo`) holds after a run that
 /// ended: only complete checkpoints (`chk-<n>/` with `_metadata`) and
 /// `shared/` files some `_metadata` names (found as text, not read by the
-/// host's code), no half-written file (object_store's `<name>#<n>`).
+/// host's code), no half-written file (object_store's `<name>#<n>`); and
+/// `_restored-from` when a run started from a savepoint or checkpoint.
 /// Returns the checkpoints' ids, in order.
 pub fn nothing_left_behind(dir: &JobDir) -> Vec<u64> {
     let root = dir.path().join("ck/eo");
@@ -335,6 +336,8 @@ pub fn nothing_left_behind(dir: &JobDir) -> Vec<u64> {
             Some((chk, _)) if chk.starts_with("chk-") => {
                 assert!(root.join(chk).join("_metadata").is_file(), "{f}: in a checkpoint never completed")
             }
+            // What the last run started from, for --resume.
+            None if f == "_restored-from" => {}
             _ => panic!("{f}: not a checkpoint's file"),
         }
     }

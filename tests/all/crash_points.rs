@@ -5,6 +5,9 @@
 //! publish renames, retention, a swap between prepare and commit and in its
 //! rollback. After each: every checkpoint left is whole (`host inspect`
 //! reads every file it names) and `--resume` ends with exactly-once output.
+//! And a run that started from a savepoint or an older checkpoint and died
+//! before its first checkpoint: `--resume` goes on from where it started,
+//! withdrawing none of the output it published.
 
 use crate::checkpoints::{
     Job, checkpointing, committed, files_of_incremental_checkpoints, nothing_left_behind, spawn, write_job,
@@ -237,4 +240,163 @@ fn a_crash_during_a_swaps_rollback_loses_nothing() {
         assert!(every_checkpoint_is_whole(&dir, &[]) >= 1);
         resume_exactly_once(&dir, &expected, &[]);
     }
+}
+
+/// The job's complete checkpoints, by id.
+fn complete_checkpoints(dir: &JobDir) -> Vec<u64> {
+    let Ok(entries) = std::fs::read_dir(dir.path().join("ck/eo")) else { return Vec::new() };
+    let mut ids: Vec<u64> = entries
+        .filter_map(|e| e.unwrap().file_name().into_string().unwrap().strip_prefix("chk-")?.parse().ok())
+        .filter(|id| dir.path().join(format!("ck/eo/chk-{id}/_metadata")).is_file())
+        .collect();
+    ids.sort();
+    ids
+}
+
+/// The published part files, by name.
+fn published_files(dir: &JobDir) -> BTreeMap<String, String> {
+    let Ok(entries) = std::fs::read_dir(dir.path().join("out")) else { return BTreeMap::new() };
+    entries
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.file_name().unwrap().to_str().unwrap().starts_with("part-"))
+        .map(|p| (p.file_name().unwrap().to_str().unwrap().to_string(), std::fs::read_to_string(&p).unwrap()))
+        .collect()
+}
+
+/// Waits until the job has completed a checkpoint and written output.
+fn wait_for_checkpoint_and_output(dir: &JobDir) {
+    let until = Instant::now() + Duration::from_secs(30);
+    while complete_checkpoints(dir).is_empty() || published_files(dir).is_empty() {
+        assert!(Instant::now() < until, "the job never completed a checkpoint");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// `--resume` after `seen` was published: it succeeds, withdraws nothing,
+/// leaves every file of `seen` as it was, and the output is exactly once.
+fn resume_keeps_what_was_published(dir: &JobDir, expected: &BTreeMap<String, u64>, seen: &BTreeMap<String, String>) {
+    let listed = host_command(dir.path(), &["checkpoints", "job.toml"]).output().unwrap();
+    let note = String::from_utf8_lossy(&listed.stderr);
+    assert!(listed.status.success() && note.contains("completed no checkpoint since"), "{note}");
+    let out = host_command(dir.path(), &["run", "job.toml", "--resume"]).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "the resumed run failed:\n{err}");
+    assert!(!err.contains("withdrawing"), "published output was withdrawn:\n{err}");
+    assert!(err.contains("completed no checkpoint since; continuing from it"), "{err}");
+    let now = published_files(dir);
+    for (name, text) in seen {
+        assert_eq!(now.get(name), Some(text), "{name}, published before the resume, changed:\n{err}");
+    }
+    assert_eq!(&final_counts(&committed(dir.path())), expected, "{err}");
+    nothing_left_behind(dir);
+}
+
+#[test]
+fn a_run_from_a_savepoint_that_dies_after_publishing_its_pending_output_resumes_from_it() {
+    let dir = JobDir::new();
+    let expected = job(&dir, "hashmap", None, "");
+    // Run 0 checkpoints, then dies stopping with a savepoint, after the
+    // savepoint committed but before the sink published what it covers.
+    let child = spawn(&dir, &[], &[("WEIR_CRASH_AT", "savepoint.committed".to_string())]);
+    wait_for_checkpoint_and_output(&dir);
+    let _ = host_command(dir.path(), &["savepoint", "eo", "--stop"]).output().unwrap();
+    let out = child.wait_with_output().unwrap();
+    crashed_at("savepoint.committed", out.status.success(), &String::from_utf8_lossy(&out.stderr));
+    let savepoint = only_savepoint(&dir);
+    let before = complete_checkpoints(&dir);
+    // Run 1 publishes, as it restores, what the savepoint had pending, and
+    // dies right after, before a checkpoint of its own.
+    let out = host_command(dir.path(), &["run", "job.toml", "--from-savepoint", &savepoint])
+        .env("WEIR_CRASH_AT", "sink.published:1")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    crashed_at("sink.published:1", out.status.success(), &err);
+    assert_eq!(complete_checkpoints(&dir), before, "run 1 completed a checkpoint:\n{err}");
+    let seen = published_files(&dir);
+    resume_keeps_what_was_published(&dir, &expected, &seen);
+}
+
+/// The savepoint in `sp/`, as a URI.
+fn only_savepoint(dir: &JobDir) -> String {
+    let savepoints: Vec<_> = std::fs::read_dir(dir.path().join("sp")).unwrap().map(|e| e.unwrap().path()).collect();
+    assert_eq!(savepoints.len(), 1, "{savepoints:?}");
+    format!("file://{}", savepoints[0].display())
+}
+
+/// Runs the job with `args` and no checkpoint due within the run (as after
+/// a restore of one of its checkpoints), and kills it once it has written
+/// output. Returns its log.
+fn kill_before_its_first_checkpoint(dir: &JobDir, args: &[&str]) -> String {
+    let job_file = dir.read("job.toml");
+    dir.write("job.toml", job_file.replace("interval = \"100ms\"", "interval = \"1h\""));
+    let before = complete_checkpoints(dir);
+    let mut child = spawn(dir, args, &[]);
+    let until = Instant::now() + Duration::from_secs(30);
+    loop {
+        let status = host_command(dir.path(), &["status", "eo", "--json"]).output().unwrap();
+        let written = serde_json::from_slice::<serde_json::Value>(&status.stdout)
+            .ok()
+            .and_then(|v| v["records_written"].as_u64())
+            .unwrap_or(0);
+        if status.status.success() && written > 0 {
+            break;
+        }
+        assert!(Instant::now() < until, "the restored run never showed progress");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.kill().unwrap();
+    let err = String::from_utf8_lossy(&child.wait_with_output().unwrap().stderr).into_owned();
+    assert_eq!(complete_checkpoints(dir), before, "the run completed a checkpoint:\n{err}");
+    dir.write("job.toml", job_file);
+    err
+}
+
+#[test]
+fn a_run_from_a_savepoint_that_dies_in_its_first_checkpoint_resumes_from_it() {
+    let dir = JobDir::new();
+    let expected = job(&dir, "hashmap", None, "");
+    // Run 0 checkpoints, then stops with a savepoint, publishing what the
+    // savepoint covers; its checkpoints stay, older than the savepoint.
+    let child = spawn(&dir, &[], &[]);
+    wait_for_checkpoint_and_output(&dir);
+    let out = host_command(dir.path(), &["savepoint", "eo", "--stop"]).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let ran = child.wait_with_output().unwrap();
+    assert!(ran.status.success(), "{}", String::from_utf8_lossy(&ran.stderr));
+    let savepoint = only_savepoint(&dir);
+    let before = complete_checkpoints(&dir);
+    // Run 1 checkpoints at once (its state is in a savepoint, not in its
+    // checkpoint directory) and dies storing the first snapshot of that
+    // checkpoint (the first object written is the record of where it
+    // started).
+    let out = host_command(dir.path(), &["run", "job.toml", "--from-savepoint", &savepoint])
+        .env("WEIR_CRASH_AT", "storage.object-written:2")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    crashed_at("storage.object-written:2", out.status.success(), &err);
+    assert_eq!(complete_checkpoints(&dir), before, "run 1 completed a checkpoint:\n{err}");
+    let seen = published_files(&dir);
+    resume_keeps_what_was_published(&dir, &expected, &seen);
+}
+
+#[test]
+fn a_run_from_an_older_checkpoint_killed_before_its_first_checkpoint_resumes_from_it() {
+    let dir = JobDir::new();
+    let expected = job(&dir, "hashmap", None, "retained = 10");
+    let out = host_command(dir.path(), &["run", "job.toml"])
+        .env("WEIR_CRASH_AT", "checkpoint.metadata-written:5")
+        .output()
+        .unwrap();
+    crashed_at("checkpoint.metadata-written:5", out.status.success(), &String::from_utf8_lossy(&out.stderr));
+    let before = complete_checkpoints(&dir);
+    assert!(before.len() >= 4, "{before:?}");
+    // Run 1 goes back to the second checkpoint, which withdraws the output
+    // of the later ones.
+    let uri = format!("file://{}/ck/eo/chk-{}", dir.path().display(), before[1]);
+    let err = kill_before_its_first_checkpoint(&dir, &["--from-checkpoint", &uri]);
+    assert!(err.contains("withdrawing output published after checkpoint"), "going back withdraws:\n{err}");
+    let seen = published_files(&dir);
+    resume_keeps_what_was_published(&dir, &expected, &seen);
 }

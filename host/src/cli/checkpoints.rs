@@ -4,6 +4,7 @@ use super::{host_file, host_settings, utc};
 use anyhow::Context;
 use std::path::Path;
 use weir_host::checkpoint::listing;
+use weir_host::checkpoint::restore::origin;
 use weir_host::checkpoint::storage::CheckpointStorage;
 use weir_host::config::units::human_bytes;
 use weir_host::config::{self, StorageSettings};
@@ -35,6 +36,15 @@ pub fn list(target: &str, config_flag: Option<&Path>) -> anyhow::Result<()> {
     };
     let storage = CheckpointStorage::open(&storage_settings, &job_name)?;
     let checkpoints = listing::list(&storage)?;
+    // What --resume would take instead of the latest checkpoint listed.
+    if let Some(o) = origin::read(&storage)?
+        && !checkpoints.iter().any(|c| c.id > o.after && c.metadata.is_ok())
+    {
+        eprintln!(
+            "the job's last run started from {} and completed no checkpoint since: --resume continues from there",
+            o.uri
+        );
+    }
     if checkpoints.is_empty() {
         println!("no checkpoints in {}", storage.display());
         return Ok(());

@@ -6,6 +6,7 @@
 
 use super::JobError;
 use crate::checkpoint::leftovers::{self, Inherited};
+use crate::checkpoint::restore::origin::{self, Origin};
 use crate::checkpoint::restore::{self, Restored, Target};
 use crate::checkpoint::storage::{CLAIM_IDS, CheckpointStorage};
 use crate::config::LoadedJob;
@@ -140,6 +141,9 @@ pub fn prepare(job: &LoadedJob, start: &StartFrom) -> Result<Start, JobError> {
     };
     // The lowest id this run's checkpoints may take, past the restored one.
     let mut first_id = 0;
+    // On --resume, what the last run started from, if not a checkpoint of
+    // its own.
+    let mut resumed_origin = None;
     let restored = match start {
         StartFrom::Beginning => {
             if let (Some(&latest), Some(s)) = (existing.last(), &storage) {
@@ -163,7 +167,8 @@ pub fn prepare(job: &LoadedJob, start: &StartFrom) -> Result<Start, JobError> {
         }
         StartFrom::Latest => {
             let s = storage.as_ref().expect("opened for a restore");
-            let latest = restore::load_latest(s)?;
+            resumed_origin = origin::read(s)?;
+            let latest = restore::load_latest(s, resumed_origin.as_ref(), &settings.storage)?;
             if latest.is_none() {
                 tracing::warn!(dir = %s.display(), "--resume: no checkpoint yet; starting from the beginning");
             }
@@ -195,6 +200,9 @@ pub fn prepare(job: &LoadedJob, start: &StartFrom) -> Result<Start, JobError> {
     }
     let highest_id =
         existing.last().copied().unwrap_or(0).max(restored.as_ref().map_or(0, |r| r.metadata.id)).max(first_id);
+    if let Some(s) = storage.as_ref().filter(|s| s.is_durable() && !s.is_fenced()) {
+        record_origin(s, start, highest_id)?;
+    }
     // What earlier runs of the job left: only on --resume, where the
     // directory is the job's own and its latest state is what goes on. In
     // cluster mode only the checkpoints of earlier claims, which can no
@@ -202,11 +210,34 @@ pub fn prepare(job: &LoadedJob, start: &StartFrom) -> Result<Start, JobError> {
     let inherited = match (&storage, start) {
         (Some(s), StartFrom::Latest) if s.is_durable() => {
             let sweep_below = if s.is_fenced() { first_id + 1 } else { u64::MAX };
-            leftovers::take_over(s, restored.as_ref().map(|r| r.metadata.id), Some(sweep_below))?
+            // Resumed from the origin (a savepoint, or a checkpoint kept
+            // elsewhere): the job's checkpoints all predate it.
+            let resumed = match (&restored, &resumed_origin) {
+                (Some(r), Some(o)) if r.location != s.checkpoint_location(r.metadata.id) => {
+                    Some(o.after.saturating_add(1))
+                }
+                (r, _) => r.as_ref().map(|r| r.metadata.id),
+            };
+            leftovers::take_over(s, resumed, Some(sweep_below))?
         }
         _ => Vec::new(),
     };
     Ok(Start { storage, highest_id, restored: restored.map(Arc::new), inherited })
+}
+
+/// Writes down what a run starts from, for a later `--resume` (see
+/// [`origin`]): a savepoint or given checkpoint is recorded, a fresh start
+/// deletes the record, a resume leaves it as it is. `highest_id`: the
+/// highest checkpoint id before this run's.
+fn record_origin(storage: &CheckpointStorage, start: &StartFrom, highest_id: u64) -> Result<(), JobError> {
+    match start {
+        StartFrom::Beginning => origin::clear(storage)?,
+        StartFrom::Latest => {}
+        StartFrom::Checkpoint { uri, .. } | StartFrom::Savepoint { uri, .. } => {
+            origin::record(storage, &Origin { uri: uri.clone(), after: highest_id })?
+        }
+    }
+    Ok(())
 }
 
 /// Refuses a checkpoint this job cannot take; says what a restore changes.

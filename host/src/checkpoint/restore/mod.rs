@@ -1,5 +1,6 @@
 //! Restoring: finding and reading a checkpoint or savepoint ([`load`],
-//! [`load_latest`], [`load_savepoint`], [`Target`]), deciding what each
+//! [`load_latest`], [`load_savepoint`], [`Target`]), remembering what a
+//! run started from for the next `--resume` ([`origin`]), deciding what each
 //! operator subtask takes from it ([`plan`]), and opening a subtask's state
 //! backend with that state ([`backend::open_backend`]): the one restore
 //! path, for a fresh start, a restart, `--resume`, `--from-checkpoint`,
@@ -10,6 +11,7 @@
 //! reported instead of failing tasks half-way.
 
 pub mod backend;
+pub mod origin;
 pub mod plan;
 
 use super::metadata::{CheckpointMetadata, DbFile, MetadataError, StateHandle};
@@ -54,6 +56,19 @@ pub enum RestoreError {
         dir: String,
         /// One line per checkpoint.
         reasons: Vec<String>,
+    },
+    /// The last run started from a savepoint or checkpoint, completed no
+    /// checkpoint of its own, and what it started from cannot be read.
+    #[error(
+        "{record}: the job's last run started from {uri} and completed no checkpoint of its own, so --resume continues from there, but it cannot be read: {cause}; bring it back, or choose where to start with --from-savepoint or --from-checkpoint"
+    )]
+    OriginGone {
+        /// The record naming it.
+        record: String,
+        /// What it names.
+        uri: String,
+        /// Why it cannot be read.
+        cause: Box<RestoreError>,
     },
     /// The URI does not name a checkpoint.
     #[error(
@@ -102,6 +117,7 @@ impl Classify for RestoreError {
             RestoreError::Storage(e) => e.domain(),
             RestoreError::Local { .. } => Domain::External,
             RestoreError::Backend(e) => e.domain(),
+            RestoreError::OriginGone { cause, .. } => cause.domain(),
             _ => Domain::User,
         }
     }
@@ -111,6 +127,7 @@ impl Classify for RestoreError {
             RestoreError::Storage(e) => e.retry(),
             RestoreError::Local { .. } => RetryHint::Restart,
             RestoreError::Backend(e) => e.retry(),
+            RestoreError::OriginGone { cause, .. } => cause.retry(),
             // Damaged or foreign files stay damaged.
             _ => RetryHint::NoRetry,
         }
@@ -209,12 +226,22 @@ pub fn load_savepoint(uri: &str, settings: &StorageSettings) -> Result<Restored,
     Ok(restored)
 }
 
-/// The latest usable checkpoint of the job in `storage`, falling back past
-/// damaged ones (each with a warning). `Ok(None)` when there is none at all.
-pub fn load_latest(storage: &Arc<CheckpointStorage>) -> Result<Option<Restored>, RestoreError> {
+/// What `--resume` continues from: the latest usable checkpoint of the
+/// job in `storage`, falling back past damaged ones (each with a warning);
+/// but when the last run started from `origin` and completed no usable
+/// checkpoint since, that origin, read with the S3 options of `settings`.
+/// `Ok(None)` when there is nothing at all.
+pub fn load_latest(
+    storage: &Arc<CheckpointStorage>,
+    origin: Option<&origin::Origin>,
+    settings: &StorageSettings,
+) -> Result<Option<Restored>, RestoreError> {
     let ids = storage.list_checkpoints()?;
     let mut reasons = Vec::new();
-    for &id in ids.iter().rev() {
+    // Checkpoints at or below `after` predate the origin: resuming from one
+    // would undo what the run that started from the origin published.
+    let after = origin.map_or(0, |o| o.after);
+    for &id in ids.iter().rev().filter(|&&id| origin.is_none() || id > after) {
         match load(storage, id) {
             Ok(r) => return Ok(Some(r)),
             Err(e) => {
@@ -222,6 +249,18 @@ pub fn load_latest(storage: &Arc<CheckpointStorage>) -> Result<Option<Restored>,
                 reasons.push(format!("  chk-{id}: {e}"));
             }
         }
+    }
+    if let Some(o) = origin {
+        tracing::info!(
+            origin = %o.uri,
+            "--resume: the last run started from this and completed no checkpoint since; continuing from it"
+        );
+        let gone = |cause| RestoreError::OriginGone {
+            record: format!("{}/{}", storage.display(), origin::FILE),
+            uri: o.uri.clone(),
+            cause: Box::new(cause),
+        };
+        return Target::parse(&o.uri).load(settings).map(Some).map_err(gone);
     }
     if ids.is_empty() {
         Ok(None)
