@@ -82,15 +82,42 @@ ensure_moto() {
 
 # tansu (crates.io, pinned), a Kafka-protocol broker the Kafka tests start
 # on loopback, each on its own port with its log in memory or in moto. Built once
-# (about 20 minutes on 2 cores) into ~/.cache/weir/tansu, outside the
+# (about 10 minutes on 2 cores) into ~/.cache/weir/tansu, outside the
 # workspace's target directory so `cargo clean` does not take it.
 ensure_tansu() {
     local root="${XDG_CACHE_HOME:-$HOME/.cache}/weir/tansu"
     if [ ! -x "$root/bin/tansu" ]; then
-        echo "==> building tansu 0.6.0 (Kafka-protocol test broker) into $root; about 20 min once" >&2
+        echo "==> building tansu 0.6.0 (Kafka-protocol test broker) into $root; about 10 min, once" >&2
         env -u CARGO_TARGET_DIR cargo install --quiet --locked tansu --version 0.6.0 --features dynostore --root "$root"
     fi
     export WEIR_TANSU="$root/bin/tansu"
+}
+
+# ensure_tansu in the background, at the lowest priority, when tansu is
+# missing: its build then takes the cores the other steps leave idle
+# (downloads, installs, the tests' waits) instead of running alone for ten
+# minutes. wait_for_tansu waits for it (showing its output if it failed)
+# and sets WEIR_TANSU. The build is stopped if the script exits first.
+start_tansu_build() {
+    local root="${XDG_CACHE_HOME:-$HOME/.cache}/weir/tansu"
+    [ -x "$root/bin/tansu" ] && return 0
+    TANSU_LOG=$(mktemp)
+    nice -n 19 bash -c "source '$REPO/scripts/common.sh' && ensure_tansu" >"$TANSU_LOG" 2>&1 &
+    TANSU_PID=$!
+    trap 'kill "$TANSU_PID" 2>/dev/null || true' EXIT
+    echo "==> building tansu in the background (log: $TANSU_LOG)" >&2
+}
+
+wait_for_tansu() {
+    if [ -n "${TANSU_PID:-}" ]; then
+        if ! wait "$TANSU_PID"; then
+            cat "$TANSU_LOG" >&2
+            echo "building tansu failed (log above)" >&2
+            return 1
+        fi
+        TANSU_PID=
+    fi
+    ensure_tansu
 }
 
 # pytest (PyPI, pinned), which runs the Python SDK's unit tests, in the
