@@ -261,22 +261,39 @@ fn members_share_the_partitions_and_a_killed_members_partitions_resume_elsewhere
     std::thread::sleep(Duration::from_secs(2));
     let killed = format!("member {} on", members[0].id());
     // What a run killed mid-checkpoint leaves, planted in the partitions of
-    // the member about to die under an id of its claim: a checkpoint
-    // without `_metadata` and a shared file nothing references. The
-    // claims that take the partitions over must delete both.
-    let planted: Vec<PathBuf> = log_owners(&dir)
-        .into_iter()
-        .filter(|(_, owner)| owner.starts_with(&killed))
-        .flat_map(|(p, _)| {
-            let copy = dir.path().join(format!("checkpoints/wc-cluster-p{p}"));
-            [copy.join("chk-999999999/counter-0/state"), copy.join("shared/counter-0/unused.sst")]
-        })
-        .collect();
-    assert!(!planted.is_empty(), "the member to kill owns partitions: {:?}", log_owners(&dir));
-    for file in &planted {
-        std::fs::create_dir_all(file.parent().unwrap()).unwrap();
-        std::fs::write(file, b"left by a run that died").unwrap();
+    // the member about to die under ids of its claims: a checkpoint
+    // without `_metadata`, a shared file nothing references, and a
+    // complete checkpoint above anything its claim commits (as one whose
+    // commit was refused, the owner dying before deleting it: a copy of
+    // the partition's latest `_metadata`). The claims that take the
+    // partitions over must delete all three.
+    let mut planted: Vec<PathBuf> = Vec::new();
+    for (p, log) in commit_logs(&dir) {
+        let Some((seq, _, owner)) = log.iter().rev().find(|(_, kind, _)| kind == "claim") else { continue };
+        if !owner.starts_with(&killed) || !log.last().is_some_and(|e| e.2.starts_with(&killed)) {
+            continue;
+        }
+        let copy = dir.path().join(format!("checkpoints/wc-cluster-p{p}"));
+        for file in [copy.join("chk-999999999/counter-0/state"), copy.join("shared/counter-0/unused.sst")] {
+            std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+            std::fs::write(&file, b"left by a run that died").unwrap();
+            planted.push(file);
+        }
+        let latest = std::fs::read_dir(&copy)
+            .unwrap()
+            .flatten()
+            .filter_map(|e| e.file_name().to_str()?.strip_prefix("chk-")?.parse::<u64>().ok())
+            .filter(|id| copy.join(format!("chk-{id}/_metadata")).is_file())
+            .max();
+        if let Some(id) = latest {
+            let refused = copy.join(format!("chk-{}/_metadata", (seq + 1) * 1_000_000_000 - 1));
+            std::fs::create_dir_all(refused.parent().unwrap()).unwrap();
+            std::fs::copy(copy.join(format!("chk-{id}/_metadata")), &refused).unwrap();
+            planted.push(refused);
+        }
     }
+    assert!(!planted.is_empty(), "the member to kill owns partitions: {:?}", log_owners(&dir));
+    assert!(planted.iter().any(|f| f.ends_with("_metadata")), "no complete checkpoint to copy: {planted:?}");
     let first = members.remove(0).kill();
     let killed_at = Instant::now();
     assert!(first.contains("partitions assigned"), "the killed member ran partitions:\n{first}");

@@ -9,16 +9,18 @@
 //! - Complete checkpoints older than the one resumed from are handed to the
 //!   new run's retention, oldest first: it deletes them as its own
 //!   checkpoints complete, as the dead run would have.
-//! - With a sweep, objects no checkpoint can ever read are deleted at
-//!   once: `chk-<n>/` directories without `_metadata` whose `n` is below
-//!   the sweep's bound, files under `shared/` that no complete checkpoint
-//!   references, and in a local directory the files a write cut short
-//!   left. A `_metadata` that cannot be read keeps every shared file: what
-//!   it references is unknown. A run that is the job's only writer sweeps
-//!   every checkpoint id; in cluster mode the bound is the first id of the
-//!   run's claim, since the runs that claimed before it can no longer
-//!   commit anything (they are fenced), though one may still be writing
-//!   the files of a checkpoint it will never complete.
+//! - Objects no checkpoint can ever read are deleted at once: `chk-<n>/`
+//!   directories without `_metadata` whose `n` is below the sweep's bound,
+//!   files under `shared/` that no complete checkpoint references, and in
+//!   a local directory the files a write cut short left. A `_metadata`
+//!   that cannot be read keeps every shared file: what it references is
+//!   unknown. A run that is the job's only writer sweeps every checkpoint
+//!   id; in cluster mode the bound is the first id of the run's claim,
+//!   since the runs that claimed before it can no longer commit anything
+//!   (they are fenced), though one may still be writing the files of a
+//!   checkpoint it will never complete. There, complete checkpoints above
+//!   the committed one are deleted too: an owner wrote them whose commit
+//!   was refused.
 //!
 //! Checkpoints newer than the one resumed from (unusable ones the restore
 //! skipped) and everything outside `chk-<n>/` and `shared/` are left as
@@ -33,21 +35,40 @@ use super::storage::{CheckpointStorage, StorageError};
 /// uses: retention deletes it like one of the run's own.
 pub type Inherited = (u64, Vec<String>);
 
+/// What a resuming run deletes at once, besides handing older complete
+/// checkpoints to its retention.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Sweep {
+    /// The run is the job's only writer: every unfinished checkpoint.
+    OnlyWriter,
+    /// Cluster mode, the run's claim numbering its checkpoints from
+    /// `below`: what earlier claims wrote, which the claim's fence keeps
+    /// from ever being committed. Their unfinished checkpoints, and their
+    /// complete ones newer than the committed one (an owner fenced off
+    /// deletes the checkpoint whose commit was refused, unless it dies
+    /// first).
+    EarlierClaims {
+        /// The first id of the run's own claim.
+        below: u64,
+    },
+}
+
 /// Looks at the job directory of `storage` for a run resuming from
-/// checkpoint `resumed` (none: the job had no checkpoint yet). Returns the
-/// older complete checkpoints, oldest first; with `sweep_below`, first
-/// deletes the unfinished checkpoints with lower ids and the unreferenced
-/// shared files.
+/// checkpoint `resumed` (none: the job had no checkpoint yet). First
+/// deletes what `sweep` says and the shared files no remaining checkpoint
+/// uses; returns the complete checkpoints older than `resumed`, oldest
+/// first.
 pub fn take_over(
     storage: &CheckpointStorage,
     resumed: Option<u64>,
-    sweep_below: Option<u64>,
+    sweep: Sweep,
 ) -> Result<Vec<Inherited>, StorageError> {
     let objects = storage.list_under("")?;
     let complete: BTreeSet<u64> = objects.iter().filter_map(|o| metadata_of(o)).collect();
+    let uncommitted = uncommitted(&complete, resumed, sweep);
     // The shared files each complete checkpoint uses; None: unreadable.
     let shared: BTreeMap<u64, Option<Vec<String>>> = complete
-        .iter()
+        .difference(&uncommitted)
         .map(|&id| match shared_files_of(storage, id) {
             Ok(files) => (id, Some(files)),
             Err(e) => {
@@ -56,15 +77,30 @@ pub fn take_over(
             }
         })
         .collect();
+    let below = match sweep {
+        Sweep::OnlyWriter => u64::MAX,
+        Sweep::EarlierClaims { below } => below,
+    };
     // Cleaning up is not worth failing the run for: what cannot be deleted
     // now is found again by the next resume.
-    if let Some(below) = sweep_below
-        && let Err(e) = sweep_unreachable(storage, &objects, &shared, below)
-    {
+    if let Err(e) = sweep_unreachable(storage, &objects, &shared, below) {
         tracing::warn!(error = %e, "cannot delete what an earlier run left unfinished; the job goes on");
     }
     let resumed = resumed.unwrap_or(0);
     Ok(shared.into_iter().filter(|&(id, _)| id < resumed).filter_map(|(id, files)| Some((id, files?))).collect())
+}
+
+/// Of the `complete` checkpoints, those earlier claims wrote but never
+/// committed: above the committed one (`resumed`), below the run's claim.
+/// None without a committed checkpoint: the directory may then hold
+/// checkpoints of runs from before cluster mode, which no claim wrote.
+fn uncommitted(complete: &BTreeSet<u64>, resumed: Option<u64>, sweep: Sweep) -> BTreeSet<u64> {
+    match (sweep, resumed) {
+        (Sweep::EarlierClaims { below }, Some(committed)) => {
+            complete.iter().copied().filter(|&id| id > committed && id < below).collect()
+        }
+        _ => BTreeSet::new(),
+    }
 }
 
 /// The shared files checkpoint `id` uses, or why its `_metadata` cannot
@@ -87,11 +123,15 @@ fn sweep_unreachable(
     if staged > 0 {
         tracing::info!(files = staged, "deleted files an earlier run's writes left half written");
     }
-    let (unfinished, unused) = unreachable_objects(objects, shared, below);
+    let (mut unfinished, unused) = unreachable_objects(objects, shared, below);
     if !unfinished.is_empty() || !unused.is_empty() {
         let dirs: BTreeSet<&str> = unfinished.iter().filter_map(|o| o.split('/').next()).collect();
         tracing::info!(unfinished = ?dirs, unused_shared_files = unused.len(), "deleting what an earlier run left unfinished");
     }
+    // A complete checkpoint that was never committed loses its `_metadata`
+    // first, so a deletion cut short never leaves one that looks complete
+    // with files missing.
+    unfinished.sort_by_key(|o| !o.ends_with("/_metadata"));
     for object in unfinished.iter().chain(&unused) {
         storage.delete_object(object)?;
     }
@@ -175,6 +215,18 @@ mod tests {
         let (unfinished, unused) = unreachable_objects(&objects, &shared, u64::MAX);
         assert_eq!(unfinished, names(&["chk-6/y"]));
         assert!(unused.is_empty());
+    }
+
+    #[test]
+    fn only_earlier_claims_checkpoints_above_the_committed_one_are_uncommitted() {
+        let complete = BTreeSet::from([4, 7, 1_000_000_003, 1_000_000_005, 2_000_000_001]);
+        let claim = Sweep::EarlierClaims { below: 2_000_000_001 };
+        assert_eq!(uncommitted(&complete, Some(1_000_000_003), claim), BTreeSet::from([1_000_000_005]));
+        // Nothing committed yet: checkpoints from before cluster mode stay.
+        assert!(uncommitted(&complete, None, claim).is_empty());
+        // The job's only writer keeps checkpoints newer than the one it
+        // resumed from (damaged ones the restore skipped).
+        assert!(uncommitted(&complete, Some(4), Sweep::OnlyWriter).is_empty());
     }
 
     #[test]

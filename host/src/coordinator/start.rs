@@ -5,7 +5,7 @@
 //! checkpoint is reported at once.
 
 use super::JobError;
-use crate::checkpoint::leftovers::{self, Inherited};
+use crate::checkpoint::leftovers::{self, Inherited, Sweep};
 use crate::checkpoint::restore::origin::{self, Origin};
 use crate::checkpoint::restore::{self, Restored, Target};
 use crate::checkpoint::storage::{CLAIM_IDS, CheckpointStorage};
@@ -209,7 +209,7 @@ pub fn prepare(job: &LoadedJob, start: &StartFrom) -> Result<Start, JobError> {
     // longer complete (this run's claim fenced them).
     let inherited = match (&storage, start) {
         (Some(s), StartFrom::Latest) if s.is_durable() => {
-            let sweep_below = if s.is_fenced() { first_id + 1 } else { u64::MAX };
+            let sweep = if s.is_fenced() { Sweep::EarlierClaims { below: first_id + 1 } } else { Sweep::OnlyWriter };
             // Resumed from the origin (a savepoint, or a checkpoint kept
             // elsewhere): the job's checkpoints all predate it.
             let resumed = match (&restored, &resumed_origin) {
@@ -218,7 +218,7 @@ pub fn prepare(job: &LoadedJob, start: &StartFrom) -> Result<Start, JobError> {
                 }
                 (r, _) => r.as_ref().map(|r| r.metadata.id),
             };
-            leftovers::take_over(s, resumed, Some(sweep_below))?
+            leftovers::take_over(s, resumed, sweep)?
         }
         _ => Vec::new(),
     };
