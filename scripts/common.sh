@@ -102,9 +102,10 @@ start_tansu_build() {
     local root="${XDG_CACHE_HOME:-$HOME/.cache}/weir/tansu"
     [ -x "$root/bin/tansu" ] && return 0
     TANSU_LOG=$(mktemp)
-    nice -n 19 bash -c "source '$REPO/scripts/common.sh' && ensure_tansu" >"$TANSU_LOG" 2>&1 &
+    # A session of its own, so that an early exit stops cargo too.
+    setsid nice -n 19 bash -c "source '$REPO/scripts/common.sh' && ensure_tansu" >"$TANSU_LOG" 2>&1 &
     TANSU_PID=$!
-    trap 'kill "$TANSU_PID" 2>/dev/null || true' EXIT
+    trap 'kill -- -"$TANSU_PID" 2>/dev/null || true' EXIT
     echo "==> building tansu in the background (log: $TANSU_LOG)" >&2
 }
 
