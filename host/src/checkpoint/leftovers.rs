@@ -92,7 +92,7 @@ pub fn take_over(
 
 /// Of the `complete` checkpoints, those earlier claims wrote but never
 /// committed: above the committed one (`resumed`), below the run's claim.
-/// None without a committed checkpoint: the directory may then hold
+/// Empty when nothing was committed yet: the directory may then hold
 /// checkpoints of runs from before cluster mode, which no claim wrote.
 fn uncommitted(complete: &BTreeSet<u64>, resumed: Option<u64>, sweep: Sweep) -> BTreeSet<u64> {
     match (sweep, resumed) {
