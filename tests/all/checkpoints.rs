@@ -712,7 +712,7 @@ fn kill_after(mut child: Child, ms: u64) {
 
 /// Ids of the job's checkpoints with a `_metadata`, in order (none before
 /// the job's checkpoint directory exists).
-fn completed_ids(dir: &JobDir) -> Vec<u64> {
+pub fn completed_ids(dir: &JobDir) -> Vec<u64> {
     let Ok(entries) = std::fs::read_dir(dir.path().join("ck/eo")) else { return Vec::new() };
     let mut ids: Vec<u64> = entries
         .filter_map(|e| e.unwrap().file_name().into_string().unwrap().strip_prefix("chk-")?.parse().ok())

@@ -10,7 +10,8 @@
 //! withdrawing none of the output it published.
 
 use crate::checkpoints::{
-    Job, checkpointing, committed, files_of_incremental_checkpoints, nothing_left_behind, spawn, write_job,
+    Job, checkpointing, committed, completed_ids, files_of_incremental_checkpoints, nothing_left_behind, spawn,
+    write_job,
 };
 use crate::support::{JobDir, final_counts};
 use std::collections::BTreeMap;
@@ -160,25 +161,29 @@ fn a_crash_during_the_final_checkpoint_loses_nothing() {
     }
 }
 
+/// Waits until the running job `eo` reports written records.
+fn wait_for_records_written(dir: &JobDir) {
+    let until = Instant::now() + Duration::from_secs(30);
+    loop {
+        let status = host_command(dir.path(), &["status", "eo", "--json"]).output().unwrap();
+        let written = serde_json::from_slice::<serde_json::Value>(&status.stdout)
+            .ok()
+            .and_then(|v| v["records_written"].as_u64())
+            .unwrap_or(0);
+        if status.status.success() && written > 0 {
+            return;
+        }
+        assert!(Instant::now() < until, "the job never showed progress");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 /// Starts the job with a crash armed at `point`, waits until it has
 /// written output, and runs the control command `args` against it, which
 /// should crash the job there.
 fn crash_on_command(dir: &JobDir, point: &str, args: &[&str]) {
     let child = spawn(dir, &[], &[("WEIR_CRASH_AT", point.to_string())]);
-    let until = Instant::now() + Duration::from_secs(30);
-    loop {
-        let status = host_command(dir.path(), &["status", "eo", "--json"]).output().unwrap();
-        if status.status.success()
-            && serde_json::from_slice::<serde_json::Value>(&status.stdout).unwrap()["records_written"]
-                .as_u64()
-                .unwrap_or(0)
-                > 0
-        {
-            break;
-        }
-        assert!(Instant::now() < until, "the job never showed progress");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_for_records_written(dir);
     // The command's own answer is lost with the job.
     let _ = host_command(dir.path(), args).output().unwrap();
     // Both pipes drained while waiting: a full stderr pipe cannot stall it.
@@ -242,17 +247,6 @@ fn a_crash_during_a_swaps_rollback_loses_nothing() {
     }
 }
 
-/// The job's complete checkpoints, by id.
-fn complete_checkpoints(dir: &JobDir) -> Vec<u64> {
-    let Ok(entries) = std::fs::read_dir(dir.path().join("ck/eo")) else { return Vec::new() };
-    let mut ids: Vec<u64> = entries
-        .filter_map(|e| e.unwrap().file_name().into_string().unwrap().strip_prefix("chk-")?.parse().ok())
-        .filter(|id| dir.path().join(format!("ck/eo/chk-{id}/_metadata")).is_file())
-        .collect();
-    ids.sort();
-    ids
-}
-
 /// The published part files, by name.
 fn published_files(dir: &JobDir) -> BTreeMap<String, String> {
     let Ok(entries) = std::fs::read_dir(dir.path().join("out")) else { return BTreeMap::new() };
@@ -266,7 +260,7 @@ fn published_files(dir: &JobDir) -> BTreeMap<String, String> {
 /// Waits until the job has completed a checkpoint and written output.
 fn wait_for_checkpoint_and_output(dir: &JobDir) {
     let until = Instant::now() + Duration::from_secs(30);
-    while complete_checkpoints(dir).is_empty() || published_files(dir).is_empty() {
+    while completed_ids(dir).is_empty() || published_files(dir).is_empty() {
         assert!(Instant::now() < until, "the job never completed a checkpoint");
         std::thread::sleep(Duration::from_millis(20));
     }
@@ -303,7 +297,7 @@ fn a_run_from_a_savepoint_that_dies_after_publishing_its_pending_output_resumes_
     let out = child.wait_with_output().unwrap();
     crashed_at("savepoint.committed", out.status.success(), &String::from_utf8_lossy(&out.stderr));
     let savepoint = only_savepoint(&dir);
-    let before = complete_checkpoints(&dir);
+    let before = completed_ids(&dir);
     // Run 1 publishes, as it restores, what the savepoint had pending, and
     // dies right after, before a checkpoint of its own.
     let out = host_command(dir.path(), &["run", "job.toml", "--from-savepoint", &savepoint])
@@ -312,7 +306,7 @@ fn a_run_from_a_savepoint_that_dies_after_publishing_its_pending_output_resumes_
         .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     crashed_at("sink.published:1", out.status.success(), &err);
-    assert_eq!(complete_checkpoints(&dir), before, "run 1 completed a checkpoint:\n{err}");
+    assert_eq!(completed_ids(&dir), before, "run 1 completed a checkpoint:\n{err}");
     let seen = published_files(&dir);
     resume_keeps_what_was_published(&dir, &expected, &seen);
 }
@@ -330,24 +324,12 @@ fn only_savepoint(dir: &JobDir) -> String {
 fn kill_before_its_first_checkpoint(dir: &JobDir, args: &[&str]) -> String {
     let job_file = dir.read("job.toml");
     dir.write("job.toml", job_file.replace("interval = \"100ms\"", "interval = \"1h\""));
-    let before = complete_checkpoints(dir);
+    let before = completed_ids(dir);
     let mut child = spawn(dir, args, &[]);
-    let until = Instant::now() + Duration::from_secs(30);
-    loop {
-        let status = host_command(dir.path(), &["status", "eo", "--json"]).output().unwrap();
-        let written = serde_json::from_slice::<serde_json::Value>(&status.stdout)
-            .ok()
-            .and_then(|v| v["records_written"].as_u64())
-            .unwrap_or(0);
-        if status.status.success() && written > 0 {
-            break;
-        }
-        assert!(Instant::now() < until, "the restored run never showed progress");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_for_records_written(dir);
     child.kill().unwrap();
     let err = String::from_utf8_lossy(&child.wait_with_output().unwrap().stderr).into_owned();
-    assert_eq!(complete_checkpoints(dir), before, "the run completed a checkpoint:\n{err}");
+    assert_eq!(completed_ids(dir), before, "the run completed a checkpoint:\n{err}");
     dir.write("job.toml", job_file);
     err
 }
@@ -365,7 +347,7 @@ fn a_run_from_a_savepoint_that_dies_in_its_first_checkpoint_resumes_from_it() {
     let ran = child.wait_with_output().unwrap();
     assert!(ran.status.success(), "{}", String::from_utf8_lossy(&ran.stderr));
     let savepoint = only_savepoint(&dir);
-    let before = complete_checkpoints(&dir);
+    let before = completed_ids(&dir);
     // Run 1 checkpoints at once (its state is in a savepoint, not in its
     // checkpoint directory) and dies storing the first snapshot of that
     // checkpoint (the first object written is the record of where it
@@ -376,7 +358,7 @@ fn a_run_from_a_savepoint_that_dies_in_its_first_checkpoint_resumes_from_it() {
         .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     crashed_at("storage.object-written:2", out.status.success(), &err);
-    assert_eq!(complete_checkpoints(&dir), before, "run 1 completed a checkpoint:\n{err}");
+    assert_eq!(completed_ids(&dir), before, "run 1 completed a checkpoint:\n{err}");
     let seen = published_files(&dir);
     resume_keeps_what_was_published(&dir, &expected, &seen);
 }
@@ -390,7 +372,7 @@ fn a_run_from_an_older_checkpoint_killed_before_its_first_checkpoint_resumes_fro
         .output()
         .unwrap();
     crashed_at("checkpoint.metadata-written:5", out.status.success(), &String::from_utf8_lossy(&out.stderr));
-    let before = complete_checkpoints(&dir);
+    let before = completed_ids(&dir);
     assert!(before.len() >= 4, "{before:?}");
     // Run 1 goes back to the second checkpoint, which withdraws the output
     // of the later ones.
