@@ -296,19 +296,26 @@ fn a_run_from_a_savepoint_that_dies_after_publishing_its_pending_output_resumes_
     let _ = host_command(dir.path(), &["savepoint", "eo", "--stop"]).output().unwrap();
     let out = child.wait_with_output().unwrap();
     crashed_at("savepoint.committed", out.status.success(), &String::from_utf8_lossy(&out.stderr));
-    let savepoint = only_savepoint(&dir);
-    let before = completed_ids(&dir);
     // Run 1 publishes, as it restores, what the savepoint had pending, and
     // dies right after, before a checkpoint of its own.
+    from_savepoint_crash_then_resume(&dir, &expected, "sink.published:1");
+}
+
+/// Runs the job from its one savepoint to a crash at `point`, before a
+/// checkpoint of its own, then checks that `--resume` keeps what was
+/// published and ends exactly once.
+fn from_savepoint_crash_then_resume(dir: &JobDir, expected: &BTreeMap<String, u64>, point: &str) {
+    let savepoint = only_savepoint(dir);
+    let before = completed_ids(dir);
     let out = host_command(dir.path(), &["run", "job.toml", "--from-savepoint", &savepoint])
-        .env("WEIR_CRASH_AT", "sink.published:1")
+        .env("WEIR_CRASH_AT", point)
         .output()
         .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
-    crashed_at("sink.published:1", out.status.success(), &err);
-    assert_eq!(completed_ids(&dir), before, "run 1 completed a checkpoint:\n{err}");
-    let seen = published_files(&dir);
-    resume_keeps_what_was_published(&dir, &expected, &seen);
+    crashed_at(point, out.status.success(), &err);
+    assert_eq!(completed_ids(dir), before, "the run from the savepoint completed a checkpoint:\n{err}");
+    let seen = published_files(dir);
+    resume_keeps_what_was_published(dir, expected, &seen);
 }
 
 /// The savepoint in `sp/`, as a URI.
@@ -346,21 +353,11 @@ fn a_run_from_a_savepoint_that_dies_in_its_first_checkpoint_resumes_from_it() {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let ran = child.wait_with_output().unwrap();
     assert!(ran.status.success(), "{}", String::from_utf8_lossy(&ran.stderr));
-    let savepoint = only_savepoint(&dir);
-    let before = completed_ids(&dir);
     // Run 1 checkpoints at once (its state is in a savepoint, not in its
     // checkpoint directory) and dies storing the first snapshot of that
     // checkpoint (the first object written is the record of where it
     // started).
-    let out = host_command(dir.path(), &["run", "job.toml", "--from-savepoint", &savepoint])
-        .env("WEIR_CRASH_AT", "storage.object-written:2")
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    crashed_at("storage.object-written:2", out.status.success(), &err);
-    assert_eq!(completed_ids(&dir), before, "run 1 completed a checkpoint:\n{err}");
-    let seen = published_files(&dir);
-    resume_keeps_what_was_published(&dir, &expected, &seen);
+    from_savepoint_crash_then_resume(&dir, &expected, "storage.object-written:2");
 }
 
 #[test]
