@@ -285,7 +285,11 @@ enum { UNWRITTEN, WRITTEN, CLEARED };
 
 struct weir_value_state {
     char *name;
+    /* A value state's resource, or an accumulator state's (reducing or
+     * aggregating): the same five calls on another resource type. */
+    bool accumulator;
     weir_operator_keyed_state_borrow_value_state_t handle;
+    weir_operator_keyed_state_borrow_accumulator_state_t acc;
     /* The last single (non-batch) read, owned. */
     operator_option_list_u8_t single;
     /* The batch cache: the values of every key slot as the host had them
@@ -307,16 +311,73 @@ struct weir_value_state {
 
 static weir_value_state *queued;
 
+static weir_value_state *new_value_state(const char *name) {
+    weir_value_state *s = calloc(1, sizeof *s);
+    if (!s) abort();
+    s->name = copy_string((const uint8_t *)name, strlen(name));
+    return s;
+}
+
 weir_value_state *weir_register_value(const char *name, const weir_state_options *options) {
     weir_operator_types_state_descriptor_t d = descriptor(name, options);
     weir_operator_keyed_state_own_value_state_t own;
     weir_operator_types_error_code_t err;
     if (!weir_operator_keyed_state_register_value(&d, &own, &err)) return host_error(state_label(name), &err), NULL;
-    weir_value_state *s = calloc(1, sizeof *s);
-    if (!s) abort();
-    s->name = copy_string((const uint8_t *)name, strlen(name));
+    weir_value_state *s = new_value_state(name);
     s->handle = weir_operator_keyed_state_borrow_value_state(own);
     return s;
+}
+
+/* Registers an accumulator state with `reg` (register-reducing or
+ * register-aggregating). */
+static weir_value_state *register_accumulator(const char *name, const weir_state_options *options,
+                                              bool (*reg)(weir_operator_keyed_state_state_descriptor_t *,
+                                                          weir_operator_keyed_state_own_accumulator_state_t *,
+                                                          weir_operator_keyed_state_error_code_t *)) {
+    weir_operator_types_state_descriptor_t d = descriptor(name, options);
+    weir_operator_keyed_state_own_accumulator_state_t own;
+    weir_operator_types_error_code_t err;
+    if (!reg(&d, &own, &err)) return host_error(state_label(name), &err), NULL;
+    weir_value_state *s = new_value_state(name);
+    s->accumulator = true;
+    s->acc = weir_operator_keyed_state_borrow_accumulator_state(own);
+    return s;
+}
+
+weir_value_state *weir_register_reducing(const char *name, const weir_state_options *options) {
+    return register_accumulator(name, options, weir_operator_keyed_state_register_reducing);
+}
+
+weir_value_state *weir_register_aggregating(const char *name, const weir_state_options *options) {
+    return register_accumulator(name, options, weir_operator_keyed_state_register_aggregating);
+}
+
+/* The host calls of a value-shaped state, on whichever resource it is. */
+static bool host_get(weir_value_state *s, operator_option_list_u8_t *ret, weir_operator_types_error_code_t *err) {
+    return s->accumulator ? weir_operator_keyed_state_method_accumulator_state_get(s->acc, ret, err)
+                          : weir_operator_keyed_state_method_value_state_get(s->handle, ret, err);
+}
+
+static bool host_set(weir_value_state *s, operator_list_u8_t *v, weir_operator_types_error_code_t *err) {
+    return s->accumulator ? weir_operator_keyed_state_method_accumulator_state_set(s->acc, v, err)
+                          : weir_operator_keyed_state_method_value_state_set(s->handle, v, err);
+}
+
+static bool host_clear(weir_value_state *s, weir_operator_types_error_code_t *err) {
+    return s->accumulator ? weir_operator_keyed_state_method_accumulator_state_clear(s->acc, err)
+                          : weir_operator_keyed_state_method_value_state_clear(s->handle, err);
+}
+
+static bool host_get_batch(weir_value_state *s, weir_operator_keyed_state_value_batch_t *ret,
+                           weir_operator_types_error_code_t *err) {
+    return s->accumulator ? weir_operator_keyed_state_method_accumulator_state_get_batch(s->acc, ret, err)
+                          : weir_operator_keyed_state_method_value_state_get_batch(s->handle, ret, err);
+}
+
+static bool host_set_batch(weir_value_state *s, weir_operator_keyed_state_value_batch_t *values,
+                           weir_operator_types_error_code_t *err) {
+    return s->accumulator ? weir_operator_keyed_state_method_accumulator_state_set_batch(s->acc, values, err)
+                          : weir_operator_keyed_state_method_value_state_set_batch(s->handle, values, err);
 }
 
 /* Loads the batch's values on the state's first use in this batch. */
@@ -330,7 +391,7 @@ static bool prepare(weir_value_state *s) {
     if (s->loaded) return true;
     weir_operator_keyed_state_value_batch_free(&s->host);
     weir_operator_types_error_code_t err;
-    if (!weir_operator_keyed_state_method_value_state_get_batch(s->handle, &s->host, &err)) {
+    if (!host_get_batch(s, &s->host, &err)) {
         s->host = (weir_operator_keyed_state_value_batch_t){0};
         s->slots = 0;
         return host_error(state_label(s->name), &err);
@@ -349,7 +410,7 @@ bool weir_value_get(weir_value_state *s, weir_bytes *value, bool *present) {
     if (!position.active) {
         weir_operator_types_error_code_t err;
         operator_option_list_u8_free(&s->single);
-        if (!weir_operator_keyed_state_method_value_state_get(s->handle, &s->single, &err)) {
+        if (!host_get(s, &s->single, &err)) {
             s->single = (operator_option_list_u8_t){0};
             return host_error(state_label(s->name), &err);
         }
@@ -401,14 +462,14 @@ bool weir_value_set(weir_value_state *s, const void *value, size_t len) {
     if (position.active) return put_cached(s, value, len, true);
     operator_list_u8_t v = {(uint8_t *)value, len};
     weir_operator_types_error_code_t err;
-    if (!weir_operator_keyed_state_method_value_state_set(s->handle, &v, &err)) return host_error(state_label(s->name), &err);
+    if (!host_set(s, &v, &err)) return host_error(state_label(s->name), &err);
     return true;
 }
 
 bool weir_value_clear(weir_value_state *s) {
     if (position.active) return put_cached(s, NULL, 0, false);
     weir_operator_types_error_code_t err;
-    if (!weir_operator_keyed_state_method_value_state_clear(s->handle, &err)) return host_error(state_label(s->name), &err);
+    if (!host_clear(s, &err)) return host_error(state_label(s->name), &err);
     return true;
 }
 
@@ -426,7 +487,7 @@ static bool flush_value(weir_value_state *s) {
         .index = {s->entries.ptr, s->entries.len},
     };
     weir_operator_types_error_code_t err;
-    bool ok = weir_operator_keyed_state_method_value_state_set_batch(s->handle, &values, &err);
+    bool ok = host_set_batch(s, &values, &err);
     s->dirty_len = 0;
     s->arena.len = 0;
     s->loaded = false;
@@ -463,20 +524,73 @@ bool weir_value_set_i64(weir_value_state *s, int64_t value) {
     return weir_value_set(s, buf, weir_encode_i64(buf, value));
 }
 
+/* ---- Pages of values and entries ------------------------------------------ */
+
+/* The last page of values a read returned, owned until the next read, and
+ * its weir_bytes view. */
+typedef struct values_page {
+    operator_list_list_u8_t list;
+    weir_bytes *view;
+    size_t view_cap;
+} values_page;
+
+/* Makes `fresh` the page (freeing the one before) and views it. */
+static void take_values(values_page *page, operator_list_list_u8_t fresh, const weir_bytes **values, size_t *count) {
+    operator_list_list_u8_free(&page->list);
+    page->list = fresh;
+    reserve((void **)&page->view, &page->view_cap, fresh.len, sizeof *page->view);
+    for (size_t i = 0; i < fresh.len; i++) page->view[i] = bytes_of(fresh.ptr[i]);
+    *values = page->view;
+    *count = fresh.len;
+}
+
+/* The same for map entries. */
+typedef struct entries_page {
+    operator_list_tuple2_list_u8_list_u8_t list;
+    weir_entry *view;
+    size_t view_cap;
+} entries_page;
+
+static void take_entries(entries_page *page, operator_list_tuple2_list_u8_list_u8_t fresh, const weir_entry **entries,
+                         size_t *count) {
+    operator_list_tuple2_list_u8_list_u8_free(&page->list);
+    page->list = fresh;
+    reserve((void **)&page->view, &page->view_cap, fresh.len, sizeof *page->view);
+    for (size_t i = 0; i < fresh.len; i++) page->view[i] = (weir_entry){bytes_of(fresh.ptr[i].f0), bytes_of(fresh.ptr[i].f1)};
+    *entries = page->view;
+    *count = fresh.len;
+}
+
+/* `after` as the bindings take it: a borrowed list, or NULL for none. The
+ * host copies it during the call, so it may point into the page the call
+ * replaces (which is freed only after). */
+static operator_list_u8_t *after_key(const weir_bytes *after, operator_list_u8_t *storage) {
+    if (!after) return NULL;
+    *storage = (operator_list_u8_t){(uint8_t *)after->ptr, after->len};
+    return storage;
+}
+
+/* The bindings' list of borrowed byte lists for `count` values. */
+static operator_list_list_u8_t list_of(const weir_bytes *values, size_t count) {
+    operator_list_list_u8_t l = {count ? malloc(count * sizeof *l.ptr) : NULL, count};
+    if (count && !l.ptr) abort();
+    for (size_t i = 0; i < count; i++) l.ptr[i] = (operator_list_u8_t){(uint8_t *)values[i].ptr, values[i].len};
+    return l;
+}
+
 /* ---- List and map state --------------------------------------------------- */
 
 struct weir_list_state {
     char *name;
     weir_operator_keyed_state_borrow_list_state_t handle;
-    operator_list_list_u8_t page;
-    weir_bytes *values;
-    size_t values_cap;
+    values_page page;
 };
 
 struct weir_map_state {
     char *name;
     weir_operator_keyed_state_borrow_map_state_t handle;
     operator_option_list_u8_t value;
+    entries_page page;
 };
 
 weir_list_state *weir_register_list(const char *name, const weir_state_options *options) {
@@ -525,13 +639,9 @@ bool weir_list_len(weir_list_state *s, uint32_t *len) {
 }
 
 bool weir_list_read(weir_list_state *s, uint32_t start, uint32_t max, const weir_bytes **values, size_t *count) {
-    operator_list_list_u8_free(&s->page);
-    s->page = (operator_list_list_u8_t){0};
-    KEYED_CALL(state_label(s->name), weir_operator_keyed_state_method_list_state_read(s->handle, start, max, &s->page, &err));
-    reserve((void **)&s->values, &s->values_cap, s->page.len, sizeof *s->values);
-    for (size_t i = 0; i < s->page.len; i++) s->values[i] = bytes_of(s->page.ptr[i]);
-    *values = s->values;
-    *count = s->page.len;
+    operator_list_list_u8_t fresh = {0};
+    KEYED_CALL(state_label(s->name), weir_operator_keyed_state_method_list_state_read(s->handle, start, max, &fresh, &err));
+    take_values(&s->page, fresh, values, count);
     return true;
 }
 
@@ -542,11 +652,13 @@ bool weir_list_clear(weir_list_state *s) {
 
 bool weir_map_get(weir_map_state *s, const void *user_key, size_t key_len, weir_bytes *value, bool *present) {
     operator_list_u8_t k = {(uint8_t *)user_key, key_len};
+    operator_option_list_u8_t fresh = {0};
+    /* The key may point into the value this call replaces: free it after. */
+    KEYED_CALL(state_label(s->name), weir_operator_keyed_state_method_map_state_get(s->handle, &k, &fresh, &err));
     operator_option_list_u8_free(&s->value);
-    s->value = (operator_option_list_u8_t){0};
-    KEYED_CALL(state_label(s->name), weir_operator_keyed_state_method_map_state_get(s->handle, &k, &s->value, &err));
-    if (present) *present = s->value.is_some;
-    *value = s->value.is_some ? bytes_of(s->value.val) : (weir_bytes){0};
+    s->value = fresh;
+    if (present) *present = fresh.is_some;
+    *value = fresh.is_some ? bytes_of(fresh.val) : (weir_bytes){0};
     return true;
 }
 
@@ -570,6 +682,145 @@ bool weir_map_contains(weir_map_state *s, const void *user_key, size_t key_len, 
 
 bool weir_map_clear(weir_map_state *s) {
     KEYED_CALL(state_label(s->name), weir_operator_keyed_state_method_map_state_clear(s->handle, &err));
+    return true;
+}
+
+bool weir_map_entries(weir_map_state *s, const weir_bytes *after, uint32_t max, const weir_entry **entries, size_t *count) {
+    operator_list_u8_t storage;
+    operator_list_tuple2_list_u8_list_u8_t fresh = {0};
+    KEYED_CALL(state_label(s->name), weir_operator_keyed_state_method_map_state_entries(
+                                         s->handle, after_key(after, &storage), max, &fresh, &err));
+    take_entries(&s->page, fresh, entries, count);
+    return true;
+}
+
+/* ---- Operator list state -------------------------------------------------- */
+
+struct weir_operator_list_state {
+    char *name;
+    weir_operator_operator_state_borrow_operator_list_state_t handle;
+    values_page page;
+};
+
+weir_operator_list_state *weir_register_operator_list(const char *name, weir_redistribution mode,
+                                                      const weir_state_options *options) {
+    weir_operator_types_state_descriptor_t d = descriptor(name, options);
+    weir_operator_operator_state_own_operator_list_state_t own;
+    weir_operator_types_error_code_t err;
+    weir_operator_types_redistribution_t m =
+        mode == WEIR_UNION ? WEIR_OPERATOR_TYPES_REDISTRIBUTION_UNION : WEIR_OPERATOR_TYPES_REDISTRIBUTION_EVEN_SPLIT;
+    if (!weir_operator_operator_state_register_list(&d, m, &own, &err)) return host_error(state_label(name), &err), NULL;
+    weir_operator_list_state *s = calloc(1, sizeof *s);
+    if (!s) abort();
+    s->name = copy_string((const uint8_t *)name, strlen(name));
+    s->handle = weir_operator_operator_state_borrow_operator_list_state(own);
+    return s;
+}
+
+/* Runs host call `call` (which sets `err` on failure) on state `s`; needs
+ * no current element. */
+#define STATE_CALL(s, call)                                                   \
+    do {                                                                      \
+        weir_operator_types_error_code_t err;                                 \
+        if (!(call)) return host_error(state_label((s)->name), &err);         \
+    } while (0)
+
+bool weir_operator_list_add(weir_operator_list_state *s, const void *value, size_t len) {
+    operator_list_u8_t v = {(uint8_t *)value, len};
+    STATE_CALL(s, weir_operator_operator_state_method_operator_list_state_add(s->handle, &v, &err));
+    return true;
+}
+
+bool weir_operator_list_update(weir_operator_list_state *s, const weir_bytes *values, size_t count) {
+    operator_list_list_u8_t l = list_of(values, count);
+    weir_operator_types_error_code_t err;
+    bool ok = weir_operator_operator_state_method_operator_list_state_update(s->handle, &l, &err);
+    free(l.ptr);
+    return ok || host_error(state_label(s->name), &err);
+}
+
+bool weir_operator_list_len(weir_operator_list_state *s, uint32_t *len) {
+    STATE_CALL(s, weir_operator_operator_state_method_operator_list_state_len(s->handle, len, &err));
+    return true;
+}
+
+bool weir_operator_list_read(weir_operator_list_state *s, uint32_t start, uint32_t max, const weir_bytes **values,
+                             size_t *count) {
+    operator_list_list_u8_t fresh = {0};
+    STATE_CALL(s, weir_operator_operator_state_method_operator_list_state_read(s->handle, start, max, &fresh, &err));
+    take_values(&s->page, fresh, values, count);
+    return true;
+}
+
+bool weir_operator_list_clear(weir_operator_list_state *s) {
+    STATE_CALL(s, weir_operator_operator_state_method_operator_list_state_clear(s->handle, &err));
+    return true;
+}
+
+/* ---- Broadcast map state -------------------------------------------------- */
+
+struct weir_broadcast_map_state {
+    char *name;
+    weir_operator_broadcast_state_borrow_broadcast_map_state_t handle;
+    operator_option_list_u8_t value;
+    entries_page page;
+};
+
+weir_broadcast_map_state *weir_register_broadcast_map(const char *name, const weir_state_options *options) {
+    weir_operator_types_state_descriptor_t d = descriptor(name, options);
+    weir_operator_broadcast_state_own_broadcast_map_state_t own;
+    weir_operator_types_error_code_t err;
+    if (!weir_operator_broadcast_state_register_map(&d, &own, &err)) return host_error(state_label(name), &err), NULL;
+    weir_broadcast_map_state *s = calloc(1, sizeof *s);
+    if (!s) abort();
+    s->name = copy_string((const uint8_t *)name, strlen(name));
+    s->handle = weir_operator_broadcast_state_borrow_broadcast_map_state(own);
+    return s;
+}
+
+bool weir_broadcast_get(weir_broadcast_map_state *s, const void *user_key, size_t key_len, weir_bytes *value,
+                        bool *present) {
+    operator_list_u8_t k = {(uint8_t *)user_key, key_len};
+    operator_option_list_u8_t fresh = {0};
+    STATE_CALL(s, weir_operator_broadcast_state_method_broadcast_map_state_get(s->handle, &k, &fresh, &err));
+    operator_option_list_u8_free(&s->value);
+    s->value = fresh;
+    if (present) *present = fresh.is_some;
+    *value = fresh.is_some ? bytes_of(fresh.val) : (weir_bytes){0};
+    return true;
+}
+
+bool weir_broadcast_put(weir_broadcast_map_state *s, const void *user_key, size_t key_len, const void *value,
+                        size_t len) {
+    operator_list_u8_t k = {(uint8_t *)user_key, key_len}, v = {(uint8_t *)value, len};
+    STATE_CALL(s, weir_operator_broadcast_state_method_broadcast_map_state_put(s->handle, &k, &v, &err));
+    return true;
+}
+
+bool weir_broadcast_remove(weir_broadcast_map_state *s, const void *user_key, size_t key_len) {
+    operator_list_u8_t k = {(uint8_t *)user_key, key_len};
+    STATE_CALL(s, weir_operator_broadcast_state_method_broadcast_map_state_remove(s->handle, &k, &err));
+    return true;
+}
+
+bool weir_broadcast_contains(weir_broadcast_map_state *s, const void *user_key, size_t key_len, bool *contains) {
+    operator_list_u8_t k = {(uint8_t *)user_key, key_len};
+    STATE_CALL(s, weir_operator_broadcast_state_method_broadcast_map_state_contains(s->handle, &k, contains, &err));
+    return true;
+}
+
+bool weir_broadcast_entries(weir_broadcast_map_state *s, const weir_bytes *after, uint32_t max,
+                            const weir_entry **entries, size_t *count) {
+    operator_list_u8_t storage;
+    operator_list_tuple2_list_u8_list_u8_t fresh = {0};
+    STATE_CALL(s, weir_operator_broadcast_state_method_broadcast_map_state_entries(s->handle, after_key(after, &storage),
+                                                                                   max, &fresh, &err));
+    take_entries(&s->page, fresh, entries, count);
+    return true;
+}
+
+bool weir_broadcast_clear(weir_broadcast_map_state *s) {
+    STATE_CALL(s, weir_operator_broadcast_state_method_broadcast_map_state_clear(s->handle, &err));
     return true;
 }
 
@@ -623,6 +874,36 @@ bool weir_decode_i64(weir_bytes b, int64_t *value) {
     uint64_t z;
     if (!weir_decode_u64(b, &z)) return false;
     *value = (int64_t)(z >> 1) ^ -(int64_t)(z & 1);
+    return true;
+}
+
+bool weir_take_u64(weir_bytes *b, uint64_t *value) {
+    /* The varint ends at the first byte without the high bit. */
+    for (size_t i = 0; i < b->len && i < WEIR_VARINT_MAX; i++) {
+        if (!(b->ptr[i] & 0x80)) {
+            if (!weir_decode_u64((weir_bytes){b->ptr, i + 1}, value)) return false;
+            b->ptr += i + 1;
+            b->len -= i + 1;
+            return true;
+        }
+    }
+    return false;
+}
+
+bool weir_take_i64(weir_bytes *b, int64_t *value) {
+    uint64_t z;
+    if (!weir_take_u64(b, &z)) return false;
+    *value = (int64_t)(z >> 1) ^ -(int64_t)(z & 1);
+    return true;
+}
+
+bool weir_take_bytes(weir_bytes *b, weir_bytes *value) {
+    weir_bytes rest = *b;
+    uint64_t n;
+    if (!weir_take_u64(&rest, &n) || n > rest.len) return false;
+    *value = (weir_bytes){rest.ptr, (size_t)n};
+    b->ptr = rest.ptr + n;
+    b->len = rest.len - (size_t)n;
     return true;
 }
 

@@ -31,10 +31,12 @@
  *    being processed, or of the timer that fired.
  *  - Running out of memory traps the instance (the task fails).
  *
- * Value, list and map state, timers, output, params and time are here. For
- * reducing, aggregating, operator list and broadcast state, call the
- * generated bindings (bindings/operator.h) directly; they follow the WIT
- * one to one.
+ * Every state kind of the contract is here: keyed value, list and map
+ * state, reducing and aggregating state (accumulators the operator
+ * combines itself), operator list state (even-split or union) and
+ * broadcast map state; and timers, output, params and time. The generated
+ * bindings (bindings/operator.h) follow the WIT one to one, for what this
+ * header leaves out.
  */
 #ifndef WEIR_H
 #define WEIR_H
@@ -183,13 +185,45 @@ typedef struct weir_state_options {
 typedef struct weir_value_state weir_value_state;
 typedef struct weir_list_state weir_list_state;
 typedef struct weir_map_state weir_map_state;
+typedef struct weir_operator_list_state weir_operator_list_state;
+typedef struct weir_broadcast_map_state weir_broadcast_map_state;
 
-/* Registers keyed state `name` (in weir_open() only) with the default
- * options, or with `options` (NULL for the defaults). NULL on failure, with
- * the reason in weir_error(). Handles live as long as the instance. */
+/* How an operator list is dealt out when the operator's parallelism
+ * changes on a restore or rescale. */
+typedef enum weir_redistribution {
+    /* Item j of old subtask i goes to new subtask (i + j) mod parallelism. */
+    WEIR_EVEN_SPLIT = 0,
+    /* Every subtask gets the items of all subtasks. */
+    WEIR_UNION = 1,
+} weir_redistribution;
+
+/* Registers state `name` (in weir_open() only) with the default options, or
+ * with `options` (NULL for the defaults). NULL on failure, with the reason
+ * in weir_error(). Handles live as long as the instance. */
 weir_value_state *weir_register_value(const char *name, const weir_state_options *options);
 weir_list_state *weir_register_list(const char *name, const weir_state_options *options);
 weir_map_state *weir_register_map(const char *name, const weir_state_options *options);
+
+/* Reducing and aggregating state: one accumulator per key. The host stores
+ * the accumulator and never runs the function: read it with
+ * weir_value_get() (absent before the key's first input), combine the
+ * input with it in C, and write it back with weir_value_set(), all on the
+ * batch path like a value. Registered as reducing or aggregating state, so
+ * a savepoint restores into the same kind of state of another SDK (Rust's
+ * ReducingState<T> stores a postcard T, AggregatingState the postcard of
+ * its accumulator type). */
+weir_value_state *weir_register_reducing(const char *name, const weir_state_options *options);
+weir_value_state *weir_register_aggregating(const char *name, const weir_state_options *options);
+
+/* Operator list state: one list per subtask, not per key, redistributed by
+ * `mode` on a change of parallelism. `options` may not set a TTL. */
+weir_operator_list_state *weir_register_operator_list(const char *name, weir_redistribution mode,
+                                                      const weir_state_options *options);
+
+/* Broadcast map state: user key to value, the same on every subtask;
+ * written only in weir_process_broadcast(), read anywhere. `options` may
+ * not set a TTL. */
+weir_broadcast_map_state *weir_register_broadcast_map(const char *name, const weir_state_options *options);
 
 /* ---- Value state: one value per key ------------------------------------- */
 
@@ -228,6 +262,44 @@ bool weir_map_remove(weir_map_state *state, const void *user_key, size_t key_len
 bool weir_map_contains(weir_map_state *state, const void *user_key, size_t key_len, bool *contains);
 bool weir_map_clear(weir_map_state *state);
 
+/* A map entry. */
+typedef struct weir_entry {
+    weir_bytes key;
+    weir_bytes value;
+} weir_entry;
+
+/* Up to `max` entries of the current key's map, in the order of their user
+ * keys' bytes, starting after user key *after (from the first entry when
+ * `after` is NULL): *count of them in *entries (fewer than `max` means the
+ * map ends). To page, pass the last entry's key as `after`; it may point
+ * into the previous page. */
+bool weir_map_entries(weir_map_state *state, const weir_bytes *after, uint32_t max, const weir_entry **entries,
+                      size_t *count);
+
+/* ---- Operator list state: a list per subtask ---------------------------- */
+
+bool weir_operator_list_add(weir_operator_list_state *state, const void *value, size_t len);
+/* Replaces the list with `count` values (none clears it). */
+bool weir_operator_list_update(weir_operator_list_state *state, const weir_bytes *values, size_t count);
+bool weir_operator_list_len(weir_operator_list_state *state, uint32_t *len);
+/* As weir_list_read(). */
+bool weir_operator_list_read(weir_operator_list_state *state, uint32_t start, uint32_t max, const weir_bytes **values,
+                             size_t *count);
+bool weir_operator_list_clear(weir_operator_list_state *state);
+
+/* ---- Broadcast map state: user key to value, on every subtask ------------ */
+
+bool weir_broadcast_get(weir_broadcast_map_state *state, const void *user_key, size_t key_len, weir_bytes *value,
+                        bool *present);
+bool weir_broadcast_put(weir_broadcast_map_state *state, const void *user_key, size_t key_len, const void *value,
+                        size_t len);
+bool weir_broadcast_remove(weir_broadcast_map_state *state, const void *user_key, size_t key_len);
+bool weir_broadcast_contains(weir_broadcast_map_state *state, const void *user_key, size_t key_len, bool *contains);
+/* As weir_map_entries(). */
+bool weir_broadcast_entries(weir_broadcast_map_state *state, const weir_bytes *after, uint32_t max,
+                            const weir_entry **entries, size_t *count);
+bool weir_broadcast_clear(weir_broadcast_map_state *state);
+
 /* ---- Timers, on the current key ----------------------------------------- */
 
 bool weir_register_timer(weir_time_domain domain, int64_t time);
@@ -244,6 +316,15 @@ size_t weir_encode_i64(uint8_t out[WEIR_VARINT_MAX], int64_t value);
 /* Reads a postcard varint that spans all of `bytes`; false if it does not. */
 bool weir_decode_u64(weir_bytes bytes, uint64_t *value);
 bool weir_decode_i64(weir_bytes bytes, int64_t *value);
+
+/* Postcard sequences (a tuple or struct is its fields one after another):
+ * these read one field from the front of *bytes and move *bytes past it;
+ * false if *bytes does not start with one. weir_take_bytes() reads a
+ * length-prefixed field (a string, bytes, a Vec<u8>); *value points into
+ * the input. */
+bool weir_take_u64(weir_bytes *bytes, uint64_t *value);
+bool weir_take_i64(weir_bytes *bytes, int64_t *value);
+bool weir_take_bytes(weir_bytes *bytes, weir_bytes *value);
 
 #ifdef __cplusplus
 }

@@ -16,9 +16,10 @@
 //! must hold, derived from the source positions the checkpoint or
 //! savepoint recorded and the documented redistribution rules.
 //!
-//! The operator's JavaScript twin (`test-operators-js/every-state`) is held
-//! to the same model, and a checkpoint or savepoint of either twin restores
-//! into the other: the JavaScript SDK's whole state model, end to end.
+//! The operator's Python, JavaScript and C twins (`every-state-py`,
+//! `test-operators-js/every-state`, `test-operators-c/every-state`) are
+//! held to the same model, and a checkpoint or savepoint of a twin
+//! restores into another: each SDK's whole state model, end to end.
 
 use crate::support::JobDir;
 use std::collections::{BTreeMap, HashMap};
@@ -136,6 +137,8 @@ enum Lang {
     Python,
     /// guest-examples/test-operators-js/every-state.
     JavaScript,
+    /// guest-examples/test-operators-c/every-state.
+    C,
 }
 
 impl Shape {
@@ -147,11 +150,16 @@ impl Shape {
         Shape { lang: Lang::Python, ..self }
     }
 
+    const fn in_c(self) -> Shape {
+        Shape { lang: Lang::C, ..self }
+    }
+
     fn module(self) -> String {
         match self.lang {
             Lang::Rust => artifacts::EVERY_STATE.to_string(),
             Lang::Python => weir_tests::script_guest("every_state_py_every"),
             Lang::JavaScript => weir_tests::script_guest("test_operators_js_every_state"),
+            Lang::C => weir_tests::script_guest("test_operators_c_every_state"),
         }
     }
 }
@@ -772,5 +780,39 @@ fn every_state_kind_restores_from_a_javascript_savepoint_into_rust_and_from_a_ru
     savepoint_restored_into(
         P2_HASHMAP,
         &[Shape { parallelism: 3, max_parallelism: 64, backend: "hashmap", lang: Lang::JavaScript }],
+    );
+}
+
+#[test]
+fn an_uninterrupted_c_run_matches_the_model() {
+    let dir = JobDir::new();
+    write_job(&dir, P2_HASHMAP.in_c(), true);
+    dir.succeeds(&[]);
+    assert_matches(&committed(&dir), expected(&[P2_HASHMAP.in_c()], &[]), "uninterrupted, C");
+}
+
+#[test]
+fn every_state_kind_in_c_survives_a_kill_and_resume_and_its_checkpoint_restores_into_rust() {
+    // The C SDK's batch path for value and accumulator state, its keyed
+    // list and map calls, timers, TTL, operator and broadcast state.
+    killed_and_resumed(
+        P2_HASHMAP.in_c(),
+        &[Shape { parallelism: 3, max_parallelism: 128, backend: "rocksdb", lang: Lang::Rust }],
+    );
+}
+
+#[test]
+fn every_state_kind_restores_from_a_c_savepoint_into_rust_and_from_a_rust_one_into_c() {
+    let incremental = Shape { parallelism: 2, max_parallelism: 128, backend: "rocksdb-incremental", lang: Lang::C };
+    savepoint_restored_into(
+        incremental,
+        &[
+            Shape { parallelism: 3, max_parallelism: 128, backend: "hashmap", lang: Lang::Rust },
+            Shape { parallelism: 1, max_parallelism: 256, backend: "rocksdb", lang: Lang::C },
+        ],
+    );
+    savepoint_restored_into(
+        P2_HASHMAP,
+        &[Shape { parallelism: 3, max_parallelism: 64, backend: "rocksdb", lang: Lang::C }],
     );
 }
