@@ -645,6 +645,15 @@ bool weir_list_read(weir_list_state *s, uint32_t start, uint32_t max, const weir
     return true;
 }
 
+bool weir_list_update(weir_list_state *s, const weir_bytes *values, size_t count) {
+    if (!sync_host()) return false;
+    operator_list_list_u8_t l = list_of(values, count);
+    weir_operator_types_error_code_t err;
+    bool ok = weir_operator_keyed_state_method_list_state_update(s->handle, &l, &err);
+    free(l.ptr);
+    return ok || host_error(state_label(s->name), &err);
+}
+
 bool weir_list_clear(weir_list_state *s) {
     KEYED_CALL(state_label(s->name), weir_operator_keyed_state_method_list_state_clear(s->handle, &err));
     return true;
@@ -682,6 +691,11 @@ bool weir_map_contains(weir_map_state *s, const void *user_key, size_t key_len, 
 
 bool weir_map_clear(weir_map_state *s) {
     KEYED_CALL(state_label(s->name), weir_operator_keyed_state_method_map_state_clear(s->handle, &err));
+    return true;
+}
+
+bool weir_map_is_empty(weir_map_state *s, bool *empty) {
+    KEYED_CALL(state_label(s->name), weir_operator_keyed_state_method_map_state_is_empty(s->handle, empty, &err));
     return true;
 }
 

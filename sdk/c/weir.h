@@ -253,6 +253,8 @@ bool weir_list_len(weir_list_state *state, uint32_t *len);
  * (fewer than `max` means the list ends). */
 bool weir_list_read(weir_list_state *state, uint32_t start, uint32_t max, const weir_bytes **values, size_t *count);
 bool weir_list_clear(weir_list_state *state);
+/* Replaces the current key's list with `count` values (none clears it). */
+bool weir_list_update(weir_list_state *state, const weir_bytes *values, size_t count);
 
 /* ---- Map state: user key to value, per key ------------------------------ */
 
@@ -261,6 +263,7 @@ bool weir_map_put(weir_map_state *state, const void *user_key, size_t key_len, c
 bool weir_map_remove(weir_map_state *state, const void *user_key, size_t key_len);
 bool weir_map_contains(weir_map_state *state, const void *user_key, size_t key_len, bool *contains);
 bool weir_map_clear(weir_map_state *state);
+bool weir_map_is_empty(weir_map_state *state, bool *empty);
 
 /* A map entry. */
 typedef struct weir_entry {

@@ -147,25 +147,91 @@ static void show(text *t, bool present, uint64_t v) {
     else add(t, "none");
 }
 
-/* u64 items, joined with commas. */
-static bool joined(text *t, const weir_bytes *items, size_t count, bool *first, const char *state) {
-    for (size_t i = 0; i < count; i++) {
+/* Every item of a list, u64s, copied out of the pages (the next read
+ * replaces a page), with room for one more. */
+typedef struct items {
+    varint *v;
+    size_t n;
+} items;
+
+typedef bool (*page_reader)(void *state, uint32_t start, uint32_t max, const weir_bytes **values, size_t *count);
+
+static bool read_vals(void *s, uint32_t start, uint32_t max, const weir_bytes **values, size_t *count) {
+    return weir_list_read(s, start, max, values, count);
+}
+
+static bool read_operator_list(void *s, uint32_t start, uint32_t max, const weir_bytes **values, size_t *count) {
+    return weir_operator_list_read(s, start, max, values, count);
+}
+
+static bool read_all(page_reader read, void *state, const char *name, items *out) {
+    size_t cap = PAGE + 1;
+    *out = (items){malloc(cap * sizeof *out->v), 0};
+    if (!out->v) abort();
+    for (uint32_t start = 0;; start += PAGE) {
+        const weir_bytes *page;
+        size_t got;
+        if (!read(state, start, PAGE, &page, &got)) return false;
+        if (out->n + got + 1 > cap) cap = 2 * (out->n + got + 1);
+        varint *grown = realloc(out->v, cap * sizeof *out->v);
+        if (!grown) abort();
+        out->v = grown;
+        for (size_t i = 0; i < got; i++) {
+            if (page[i].len > WEIR_VARINT_MAX) return weir_fail("%s: item is not a u64", name);
+            memcpy(out->v[out->n].b, page[i].ptr, page[i].len);
+            out->v[out->n++].n = page[i].len;
+        }
+        if (got < PAGE) return true;
+    }
+}
+
+/* The items as bytes, for an update. */
+static weir_bytes *as_bytes(const items *it) {
+    weir_bytes *all = malloc((it->n + 1) * sizeof *all);
+    if (!all) abort();
+    for (size_t i = 0; i < it->n; i++) all[i] = (weir_bytes){it->v[i].b, it->v[i].n};
+    return all;
+}
+
+/* The items, joined with commas. */
+static bool show_items(text *t, const items *it, const char *name) {
+    for (size_t i = 0; i < it->n; i++) {
         uint64_t v;
-        if (!weir_decode_u64(items[i], &v)) return weir_fail("%s: item is not a u64", state);
-        add(t, *first ? "%llu" : ",%llu", (unsigned long long)v);
-        *first = false;
+        if (!weir_decode_u64((weir_bytes){it->v[i].b, it->v[i].n}, &v)) return weir_fail("%s: item is not a u64", name);
+        add(t, i ? ",%llu" : "%llu", (unsigned long long)v);
     }
     return true;
 }
 
-static bool operator_list(text *t, weir_operator_list_state *s, const char *name) {
-    bool first = true;
-    for (uint32_t start = 0;; start += PAGE) {
-        const weir_bytes *items;
-        size_t count;
-        if (!weir_operator_list_read(s, start, PAGE, &items, &count) || !joined(t, items, count, &first, name)) return false;
-        if (count < PAGE) return true;
+/* Appends `item` to a list by reading it whole and writing it back with
+ * `update` (weir_list_update or weir_operator_list_update). */
+static bool append_by_update(page_reader read, bool (*update)(void *, const weir_bytes *, size_t), void *state,
+                             const char *name, varint item) {
+    items it;
+    bool ok = read_all(read, state, name, &it);
+    if (ok) {
+        it.v[it.n++] = item;
+        weir_bytes *all = as_bytes(&it);
+        ok = update(state, all, it.n);
+        free(all);
     }
+    free(it.v);
+    return ok;
+}
+
+static bool update_vals(void *s, const weir_bytes *values, size_t count) {
+    return weir_list_update(s, values, count);
+}
+
+static bool update_operator_list(void *s, const weir_bytes *values, size_t count) {
+    return weir_operator_list_update(s, values, count);
+}
+
+static bool operator_list(text *t, weir_operator_list_state *s, const char *name) {
+    items it;
+    bool ok = read_all(read_operator_list, s, name, &it) && show_items(t, &it, name);
+    free(it.v);
+    return ok;
 }
 
 /* This subtask's operator lists and broadcast rules, as one line. */
@@ -265,11 +331,17 @@ bool weir_process(const weir_element *in) {
         !weir_value_get_u64(long_ttl, &l, &has_long) || !weir_value_set_u64(long_ttl, seq))
         return false;
     varint item = u64_bytes(v);
-    if (!weir_list_add(vals, item.b, item.n)) return false;
+    /* Odd records append; even ones rewrite the list with the value added
+     * (weir_list_update), which must come to the same. */
+    if (seq % 2 ? !weir_list_add(vals, item.b, item.n) : !append_by_update(read_vals, update_vals, vals, "vals", item))
+        return false;
     varint bucket = u64_bytes(v % 5);
     weir_bytes old;
-    bool present;
+    bool present, empty;
     uint64_t n = 0;
+    /* A key's map is empty exactly until its first record. */
+    if (!weir_map_is_empty(counts, &empty)) return false;
+    if (empty == has_prev) return weir_fail("counts: empty = %d with prev %s", empty, has_prev ? "set" : "unset");
     if (!weir_map_get(counts, bucket.b, bucket.n, &old, &present)) return false;
     if (present && !weir_decode_u64(old, &n)) return weir_fail("counts: value is not a u64");
     varint count = u64_bytes(n + 1);
@@ -292,20 +364,19 @@ bool weir_process(const weir_element *in) {
         if (!weir_map_put(pt_pending, at_seq.b, at_seq.n, when.b, when.n) || !weir_register_timer(WEIR_PROCESSING_TIME, at))
             return false;
     }
-    if (has_m && (!weir_operator_list_add(even, at_seq.b, at_seq.n) || !weir_operator_list_add(union_list, at_seq.b, at_seq.n)))
+    /* `even` through weir_operator_list_update, `union` through add. */
+    if (has_m && (!append_by_update(read_operator_list, update_operator_list, even, "even", at_seq) ||
+                  !weir_operator_list_add(union_list, at_seq.b, at_seq.n)))
         return false;
 
     text out = {0};
     add(&out, "rec %.*s seq=%llu prev=", (int)in->key.len, (const char *)in->key.ptr, (unsigned long long)seq);
     show(&out, has_prev, p);
     add(&out, " list=[");
-    bool first = true;
-    for (uint32_t start = 0;; start += PAGE) {
-        const weir_bytes *items;
-        size_t got;
-        if (!weir_list_read(vals, start, PAGE, &items, &got) || !joined(&out, items, got, &first, "vals")) return false;
-        if (got < PAGE) break;
-    }
+    items list;
+    bool shown = read_all(read_vals, vals, "vals", &list) && show_items(&out, &list, "vals");
+    free(list.v);
+    if (!shown) return false;
     add(&out, "] counts=[");
     /* At most five buckets: one page. */
     const weir_entry *e;
