@@ -3,11 +3,11 @@
  * component's exports (the generated `exports_weir_operator_handler_*`
  * functions), turns them into the operator's callbacks, and keeps the
  * batch fast path out of the operator's sight:
- *  - inside process-batch, each value state is read with one get-batch
- *    call when first used in the batch, updated in guest memory, and
- *    written back with one set-batch call when the batch ends; elements
- *    with equal keys share a key slot, so a later element sees an earlier
- *    one's write, as with per-element calls;
+ *  - inside process-batch, each value or accumulator state is read with
+ *    one get-batch call when first used in the batch, updated in guest
+ *    memory, and written back with one set-batch call when the batch
+ *    ends; elements with equal keys share a key slot, so a later element
+ *    sees an earlier one's write, as with per-element calls;
  *  - other keyed calls (list and map state, timers, the current key) first
  *    tell the host which element is current, only when they are used;
  *  - output is buffered and sent with one emit-batch call per export call.

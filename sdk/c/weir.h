@@ -10,8 +10,8 @@
  *     sdk/c/build.sh counter.wasm counter.c
  *
  * The SDK owns the component's exports. It hands the operator one element
- * at a time, and does the batching itself: inside a batch, value state is
- * read with one host call per state (get-batch) and written back with one
+ * at a time, and does the batching itself: inside a batch, value and
+ * accumulator state is read with one host call per state (get-batch) and written back with one
  * (set-batch), and output is sent with one emit-batch call.
  *
  * Conventions:
