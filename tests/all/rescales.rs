@@ -85,6 +85,40 @@ fn live_rescales_with_a_kill_after_each_keep_every_count_exact() {
 }
 
 #[test]
+fn a_kill_right_after_a_rescale_resumes_from_the_checkpoint_the_rescale_took() {
+    // No periodic checkpoint comes between the rescale and the kill, so the
+    // resume restores the checkpoint taken at the rescale's barrier: the
+    // parts the old subtasks stored as they handed their state over (on
+    // RocksDB without increments, the very snapshot they handed over).
+    for backend in ["hashmap", "rocksdb", "rocksdb-incremental"] {
+        let dir = JobDir::new();
+        write_job(&dir, 2, backend, 5_000);
+        let job = std::fs::read_to_string(dir.path().join("job.toml")).unwrap();
+        dir.write("job.toml", job.replace(r#"interval = "200ms""#, r#"interval = "1h""#));
+        let mut child = start(&dir, &[]);
+        wait_running(&dir);
+        let out = rescale(&dir, "counter", "3");
+        let said = text(&out.stdout) + &text(&out.stderr);
+        assert!(out.status.success(), "{backend}: {said}");
+        let at = rescaled_at(&said);
+        child.kill().unwrap(); // SIGKILL
+        child.wait().unwrap();
+        let before = published(&dir).lines().count() as u64;
+        assert!(before > 0 && before < RECORDS, "{backend}: {before} lines published at the rescale's checkpoint");
+        let out = weir_tests::run_host(dir.path(), &["run", "job.toml", "--resume"]);
+        let err = text(&out.stderr);
+        assert!(out.status.success(), "{backend}: {err}");
+        assert!(
+            err.contains(&format!("chk-{at}")),
+            "{backend}: resumed from the rescale's checkpoint chk-{at}:\n{err}"
+        );
+        let all = published(&dir);
+        assert_eq!(all.lines().count() as u64, RECORDS, "{backend}: one output line per record");
+        assert_eq!(final_counts(&all), expected(), "{backend}");
+    }
+}
+
+#[test]
 fn a_rescale_that_cannot_be_done_is_refused_with_the_reason_and_changes_nothing() {
     let dir = JobDir::new();
     write_job(&dir, 2, "hashmap", 8_000);

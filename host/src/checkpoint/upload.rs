@@ -156,22 +156,13 @@ impl Uploader {
     ) where
         F: FnOnce(Result<StateHandle, CheckpointError>) + Send + 'static,
     {
-        let checkpoints = self.storage.clone();
         let owner = self.owner.clone();
         let storage = savepoint.clone().unwrap_or_else(|| self.storage.clone());
         let max_parallelism = self.max_parallelism;
         let last_size = self.last_size.clone();
         let shared = self.shared.clone().filter(|_| savepoint.is_none());
-        // The work reaches the thread through a channel, so a thread that
-        // cannot start leaves it here to be answered.
-        let (tx, rx) = std::sync::mpsc::channel::<(Box<dyn FrozenState>, F)>();
-        let spawned = std::thread::Builder::new().name(format!("weir-snap-{owner}")).spawn(move || {
-            let Ok((mut frozen, done)) = rx.recv() else { return };
-            if let Some(segment) = recording
-                && let Err(e) = segment.store(&checkpoints)
-            {
-                return done(Err(e.into()));
-            }
+        let work = move || {
+            let mut frozen = frozen;
             let native = if shared.is_some() { frozen.native_checkpoint() } else { None };
             let result = match (shared, native) {
                 (Some(shared), Some(native)) => native.map_err(|e| SnapshotError::from(e).into()).and_then(|native| {
@@ -196,12 +187,64 @@ impl Uploader {
                         })
                 }
             };
+            // The frozen state (a RocksDB checkpoint directory, shared
+            // tables) is released before the result is reported.
             drop(frozen);
-            done(result);
+            result
+        };
+        self.spawn(recording, work, done);
+    }
+
+    /// Whether this subtask's checkpoints store its state in the snapshot
+    /// format (they are not incremental), so that a snapshot of the state
+    /// frozen at the barrier, written for another reason, can be stored as
+    /// its part of the checkpoint ([`Uploader::upload_written`]).
+    pub fn writes_snapshots(&self) -> bool {
+        self.shared.is_none()
+    }
+
+    /// Stores `snapshot`, the whole state frozen at checkpoint `id`'s
+    /// barrier already written in the snapshot format (a rescale writes it
+    /// to hand the state over), as [`Uploader::upload`] would have stored
+    /// that state, on a background thread; then calls `done` there. Only
+    /// for checkpoints, and only where [`Uploader::writes_snapshots`].
+    pub fn upload_written<F>(&self, id: CheckpointId, snapshot: Arc<Vec<u8>>, recording: Option<SegmentFile>, done: F)
+    where
+        F: FnOnce(Result<StateHandle, CheckpointError>) + Send + 'static,
+    {
+        let (storage, owner, last_size) = (self.storage.clone(), self.owner.clone(), self.last_size.clone());
+        let work = move || {
+            last_size.store(snapshot.len(), Ordering::Relaxed);
+            // The new subtasks may still read the bytes: then a copy.
+            let bytes = Arc::unwrap_or_clone(snapshot);
+            Ok(storage.put_state(id, &owner, &format!("{owner}.snap"), bytes)?)
+        };
+        self.spawn(recording, work, done);
+    }
+
+    /// Runs `work` on a thread of its own after storing `recording`, and
+    /// hands its result (or why it could not run) to `done` there.
+    fn spawn<W, F>(&self, recording: Option<SegmentFile>, work: W, done: F)
+    where
+        W: FnOnce() -> Result<StateHandle, CheckpointError> + Send + 'static,
+        F: FnOnce(Result<StateHandle, CheckpointError>) + Send + 'static,
+    {
+        let checkpoints = self.storage.clone();
+        // The work reaches the thread through a channel, so a thread that
+        // cannot start leaves it here to be answered.
+        let (tx, rx) = std::sync::mpsc::channel::<(W, F)>();
+        let spawned = std::thread::Builder::new().name(format!("weir-snap-{}", self.owner)).spawn(move || {
+            let Ok((work, done)) = rx.recv() else { return };
+            if let Some(segment) = recording
+                && let Err(e) = segment.store(&checkpoints)
+            {
+                return done(Err(e.into()));
+            }
+            done(work());
         });
         match spawned {
             Ok(_) => {
-                let _ = tx.send((frozen, done));
+                let _ = tx.send((work, done));
             }
             Err(e) => done(Err(CheckpointError::Thread(e))),
         }

@@ -18,17 +18,19 @@ use super::recording::Recorder;
 use super::rescale::{TakeOver, Waited};
 use super::router::{RouteError, Router};
 use super::shadow::{Input, ShadowStart, Shadowing};
-use crate::checkpoint::metadata::DbFile;
-use crate::checkpoint::recording::{InputRef, RecordsRef};
+use crate::checkpoint::metadata::{DbFile, StateHandle};
+use crate::checkpoint::protocol::CheckpointId;
+use crate::checkpoint::recording::{InputRef, RecordsRef, SegmentFile};
 use crate::checkpoint::restore::RestoreError;
 use crate::checkpoint::restore::backend::{BackendSpec, Opened, SubtaskRestore, open_backend};
-use crate::checkpoint::upload::Uploader;
+use crate::checkpoint::storage::CheckpointStorage;
+use crate::checkpoint::upload::{CheckpointError, Uploader};
 use crate::clock::now_ms;
 use crate::config::BackendKind;
 use crate::config::units::human_bytes;
 use crate::control::{CallMetrics, GuestMetrics};
 use crate::state::key_group::KeyGroupRange;
-use crate::state::{StateBackend, TimeDomain};
+use crate::state::{FrozenState, StateBackend, TimeDomain};
 use crate::wasm::{GuestFailure, Limits, OperatorInfo, OperatorInstance, OperatorModule, WasmError};
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -70,6 +72,26 @@ impl GuestTotals {
             key_groups,
             ..GuestMetrics::default()
         }
+    }
+}
+
+/// A subtask's part of a checkpoint, frozen at the barrier, before it goes
+/// to the uploader.
+pub(super) struct BarrierUpload {
+    pub(super) id: CheckpointId,
+    /// A savepoint's storage, if the barrier takes one.
+    pub(super) savepoint: Option<Arc<CheckpointStorage>>,
+    pub(super) frozen: Box<dyn FrozenState>,
+    /// The input recorded up to the barrier.
+    pub(super) recording: Option<SegmentFile>,
+    /// Reports the stored part (or why not) to the coordinator.
+    pub(super) done: Box<dyn FnOnce(Result<StateHandle, CheckpointError>) + Send>,
+}
+
+impl BarrierUpload {
+    /// Writes and stores the frozen state in the background.
+    pub(super) fn start(self, uploader: &Uploader) {
+        uploader.upload(self.id, self.savepoint, self.frozen, self.recording, self.done);
     }
 }
 
@@ -202,13 +224,14 @@ impl OperatorTask {
                 Next::Barrier(barrier) => {
                     let (rescale, at) = (barrier.rescale_of(&self.id.node).cloned(), Instant::now());
                     let id = barrier.id;
-                    instance = self.on_barrier(instance, barrier)?;
+                    let (next, upload) = self.on_barrier(instance, barrier)?;
+                    instance = next;
                     if self.recorder.is_some() {
                         instance.reseed(id);
                     }
                     if let Some(order) = rescale {
                         self.fill(&mut counters);
-                        self.hand_over(&mut instance, &order, (at, id), counters)?;
+                        self.hand_over(&mut instance, &order, (at, id), upload, counters)?;
                         return Ok(counters);
                     }
                 }
@@ -282,12 +305,14 @@ impl OperatorTask {
     /// pass the barrier on; the upload runs in the background. (The pause
     /// reported is the freeze: forwarding may also wait, but on
     /// back-pressure, not on the state's size.) Then a swap the barrier
-    /// orders for this operator.
+    /// orders for this operator. At a barrier that rescales this operator
+    /// the upload is returned, not started: the hand-over starts it
+    /// ([`Self::hand_over`]).
     fn on_barrier(
         &mut self,
         mut instance: OperatorInstance,
         barrier: Arc<Barrier>,
-    ) -> Result<OperatorInstance, TaskError> {
+    ) -> Result<(OperatorInstance, Option<BarrierUpload>), TaskError> {
         let started = Instant::now();
         let frozen = instance.freeze_state();
         let timing = AckTiming::since(started, self.inputs.last_alignment());
@@ -295,12 +320,27 @@ impl OperatorTask {
         let (task, id, events) = (self.id.clone(), barrier.id, self.reporter.sender());
         let watermark = instance.host().watermark;
         let recording = self.recorder.as_mut().and_then(|r| r.cut(id, watermark));
-        self.uploader.upload(id, barrier.savepoint_target().cloned(), frozen, recording, move |result| {
-            let _ = events.send(match result {
-                Ok(handle) => TaskEvent::Acknowledged { task, id, snapshot: TaskSnapshot::Operator(handle), timing },
-                Err(reason) => TaskEvent::Declined { task, id, reason },
-            });
-        });
+        let upload = BarrierUpload {
+            id,
+            savepoint: barrier.savepoint_target().cloned(),
+            frozen,
+            recording,
+            done: Box::new(move |result| {
+                let _ = events.send(match result {
+                    Ok(handle) => {
+                        TaskEvent::Acknowledged { task, id, snapshot: TaskSnapshot::Operator(handle), timing }
+                    }
+                    Err(reason) => TaskEvent::Declined { task, id, reason },
+                });
+            }),
+        };
+        let upload = match barrier.rescale_of(&self.id.node) {
+            Some(_) => Some(upload),
+            None => {
+                upload.start(&self.uploader);
+                None
+            }
+        };
         if let Some(order) = barrier.shadow_of(&self.id.node) {
             self.shadow.start(ShadowStart {
                 task: self.id.clone(),
@@ -321,9 +361,17 @@ impl OperatorTask {
                 if let Some(r) = &mut self.recorder {
                     r.swapped();
                 }
-                self.swap(instance, barrier.id, order.clone())
+                match self.swap(instance, barrier.id, order.clone()) {
+                    Ok(instance) => Ok((instance, upload)),
+                    Err(e) => {
+                        if let Some(upload) = upload {
+                            upload.start(&self.uploader);
+                        }
+                        Err(e)
+                    }
+                }
             }
-            None => Ok(instance),
+            None => Ok((instance, upload)),
         }
     }
 

@@ -4,9 +4,9 @@
 //!
 //! The coordinator starts the new subtasks first; each waits for the state
 //! ([`TakeOver`]). The barrier that carries the [`RescaleOrder`] reaches
-//! every old subtask, which takes its part of the checkpoint as usual,
-//! forwards the barrier, then hands its state to every new subtask and
-//! ends. A new subtask takes, from each old subtask's state, the key groups
+//! every old subtask, which freezes its state for its part of the
+//! checkpoint, forwards the barrier, then hands its state to every new
+//! subtask, starts the checkpoint's upload and ends. A new subtask takes, from each old subtask's state, the key groups
 //! of its own range and its share of operator and broadcast state (as a
 //! restore at another parallelism deals them), opens the module, and reads
 //! the channels the operator's upstream subtasks switched to right after
@@ -23,7 +23,7 @@
 use super::error::TaskError;
 use super::events::{Counters, TaskEvent};
 use super::message::{Control, Handover, RescaleOrder};
-use super::operator::OperatorTask;
+use super::operator::{BarrierUpload, OperatorTask};
 use crate::checkpoint::restore::RestoreError;
 use crate::checkpoint::restore::backend::Opened;
 use crate::state::hashmap::{hand_off_state, take_over_state};
@@ -51,25 +51,49 @@ pub(super) enum Waited {
 }
 
 impl OperatorTask {
-    /// An old subtask at the rescale's barrier (its part of the checkpoint
-    /// taken, the barrier forwarded): hands its state to every new subtask.
-    /// The subtask ends after this.
+    /// An old subtask at the rescale's barrier (its state frozen for the
+    /// barrier's checkpoint in `upload`, the barrier forwarded): hands its
+    /// state to every new subtask, and starts the checkpoint's upload. The
+    /// subtask ends after this.
+    ///
+    /// Where nothing goes by pointer (RocksDB), the hand-over's snapshot is
+    /// the whole frozen state, in the format a checkpoint that is not
+    /// incremental stores: it is written once, for both. (Written twice,
+    /// by the upload's thread and for the hand-over, the two shared the
+    /// cores during the pause.)
     pub(super) fn hand_over(
         &mut self,
         instance: &mut OperatorInstance,
         order: &RescaleOrder,
         (barrier_at, barrier): (Instant, u64),
+        upload: Option<BarrierUpload>,
         counters: Counters,
     ) -> Result<(), TaskError> {
-        let mut frozen = instance.freeze_state();
-        let handed = hand_off_state(frozen.as_mut(), self.max_parallelism)
-            .map_err(|e| self.state_error(snapshot_error("the state handed over at a rescale", e)))?;
+        let (mut frozen, upload) = match upload {
+            Some(u) => {
+                let BarrierUpload { id, savepoint, frozen, recording, done } = u;
+                (frozen, Some((id, savepoint, recording, done)))
+            }
+            None => (instance.freeze_state(), None),
+        };
+        let handed = hand_off_state(frozen.as_mut(), self.max_parallelism).map(|h| (Arc::new(h.snapshot), h.keyed));
         drop(frozen);
+        if let Some((id, savepoint, recording, done)) = upload {
+            match &handed {
+                Ok((snapshot, None)) if savepoint.is_none() && self.uploader.writes_snapshots() => {
+                    self.uploader.upload_written(id, snapshot.clone(), recording, done);
+                }
+                // By pointer, incremental, a savepoint, or a hand-over that
+                // failed: the checkpoint is stored from the state as usual.
+                _ => self.uploader.upload(id, savepoint, instance.freeze_state(), recording, done),
+            }
+        }
+        let (snapshot, keyed) =
+            handed.map_err(|e| self.state_error(snapshot_error("the state handed over at a rescale", e)))?;
         // Before the state leaves: the coordinator hears that this
         // subtask retires before any new subtask can have run.
         self.reporter.send(TaskEvent::HandedOver(self.id.clone(), counters));
-        let snapshot = Arc::new(handed.snapshot);
-        let keyed = handed.keyed.map(Arc::new);
+        let keyed = keyed.map(Arc::new);
         for tx in &order.handover {
             let _ = tx.send(Handover {
                 from: self.id.subtask,
