@@ -187,7 +187,11 @@ fn write(
     for (s, groups) in tables.iter().enumerate() {
         // Keys start with their key group, big-endian, and the tables are in
         // key-group order: sorting each group's tables together sorts all.
-        let mut sorted: Vec<(&[u8], Option<&[u8]>)> = Vec::new();
+        // Sized once for every entry the tables hold (those of older
+        // generations are skipped): grown by doubling, a layer of a few
+        // hundred thousand values spent its time copying and faulting in
+        // fresh pages.
+        let mut sorted: Vec<(&[u8], Option<&[u8]>)> = Vec::with_capacity(groups.iter().map(|t| t.len()).sum());
         for group in groups.chunks(layout.parts) {
             let start = sorted.len();
             for table in group {
