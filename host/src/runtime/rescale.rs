@@ -6,11 +6,11 @@
 //! ([`TakeOver`]). The barrier that carries the [`RescaleOrder`] reaches
 //! every old subtask, which freezes its state for its part of the
 //! checkpoint, forwards the barrier, then hands its state to every new
-//! subtask, starts the checkpoint's upload and ends. A new subtask takes, from each old subtask's state, the key groups
-//! of its own range and its share of operator and broadcast state (as a
-//! restore at another parallelism deals them), opens the module, and reads
-//! the channels the operator's upstream subtasks switched to right after
-//! the barrier.
+//! subtask, starts the checkpoint's upload and ends. A new subtask takes,
+//! from each old subtask's state, the key groups of its own range and its
+//! share of operator and broadcast state (as a restore at another
+//! parallelism deals them), opens the module, and reads the channels the
+//! operator's upstream subtasks switched to right after the barrier.
 //!
 //! The state goes in memory, in one of two forms. A hashmap backend hands
 //! its key groups' tables and timers over by pointer (a
@@ -84,7 +84,10 @@ impl OperatorTask {
                     self.uploader.upload_written(id, snapshot.clone(), recording, done);
                 }
                 // By pointer, incremental, a savepoint, or a hand-over that
-                // failed: the checkpoint is stored from the state as usual.
+                // failed: the checkpoint is stored from the state as usual,
+                // frozen again. Nothing ran since the barrier (a swap never
+                // comes with a rescale: the coordinator runs one at a
+                // time), so it is the state the barrier froze.
                 _ => self.uploader.upload(id, savepoint, instance.freeze_state(), recording, done),
             }
         }
