@@ -274,6 +274,15 @@ static weir_operator_types_state_descriptor_t descriptor(const char *name, const
     return d;
 }
 
+/* A zeroed state handle of `size` bytes, named: every handle struct has
+ * its name as first member, so a pointer to it is a pointer to that. */
+static void *new_handle(size_t size, const char *name) {
+    char **handle = calloc(1, size);
+    if (!handle) abort();
+    *handle = copy_string((const uint8_t *)name, strlen(name));
+    return handle;
+}
+
 /* ---- Value state ---------------------------------------------------------- */
 
 /* A key slot's value as written during the batch. */
@@ -311,19 +320,12 @@ struct weir_value_state {
 
 static weir_value_state *queued;
 
-static weir_value_state *new_value_state(const char *name) {
-    weir_value_state *s = calloc(1, sizeof *s);
-    if (!s) abort();
-    s->name = copy_string((const uint8_t *)name, strlen(name));
-    return s;
-}
-
 weir_value_state *weir_register_value(const char *name, const weir_state_options *options) {
     weir_operator_types_state_descriptor_t d = descriptor(name, options);
     weir_operator_keyed_state_own_value_state_t own;
     weir_operator_types_error_code_t err;
     if (!weir_operator_keyed_state_register_value(&d, &own, &err)) return host_error(state_label(name), &err), NULL;
-    weir_value_state *s = new_value_state(name);
+    weir_value_state *s = new_handle(sizeof *s, name);
     s->handle = weir_operator_keyed_state_borrow_value_state(own);
     return s;
 }
@@ -338,7 +340,7 @@ static weir_value_state *register_accumulator(const char *name, const weir_state
     weir_operator_keyed_state_own_accumulator_state_t own;
     weir_operator_types_error_code_t err;
     if (!reg(&d, &own, &err)) return host_error(state_label(name), &err), NULL;
-    weir_value_state *s = new_value_state(name);
+    weir_value_state *s = new_handle(sizeof *s, name);
     s->accumulator = true;
     s->acc = weir_operator_keyed_state_borrow_accumulator_state(own);
     return s;
@@ -598,9 +600,7 @@ weir_list_state *weir_register_list(const char *name, const weir_state_options *
     weir_operator_keyed_state_own_list_state_t own;
     weir_operator_types_error_code_t err;
     if (!weir_operator_keyed_state_register_list(&d, &own, &err)) return host_error(state_label(name), &err), NULL;
-    weir_list_state *s = calloc(1, sizeof *s);
-    if (!s) abort();
-    s->name = copy_string((const uint8_t *)name, strlen(name));
+    weir_list_state *s = new_handle(sizeof *s, name);
     s->handle = weir_operator_keyed_state_borrow_list_state(own);
     return s;
 }
@@ -610,9 +610,7 @@ weir_map_state *weir_register_map(const char *name, const weir_state_options *op
     weir_operator_keyed_state_own_map_state_t own;
     weir_operator_types_error_code_t err;
     if (!weir_operator_keyed_state_register_map(&d, &own, &err)) return host_error(state_label(name), &err), NULL;
-    weir_map_state *s = calloc(1, sizeof *s);
-    if (!s) abort();
-    s->name = copy_string((const uint8_t *)name, strlen(name));
+    weir_map_state *s = new_handle(sizeof *s, name);
     s->handle = weir_operator_keyed_state_borrow_map_state(own);
     return s;
 }
@@ -724,9 +722,7 @@ weir_operator_list_state *weir_register_operator_list(const char *name, weir_red
     weir_operator_types_redistribution_t m =
         mode == WEIR_UNION ? WEIR_OPERATOR_TYPES_REDISTRIBUTION_UNION : WEIR_OPERATOR_TYPES_REDISTRIBUTION_EVEN_SPLIT;
     if (!weir_operator_operator_state_register_list(&d, m, &own, &err)) return host_error(state_label(name), &err), NULL;
-    weir_operator_list_state *s = calloc(1, sizeof *s);
-    if (!s) abort();
-    s->name = copy_string((const uint8_t *)name, strlen(name));
+    weir_operator_list_state *s = new_handle(sizeof *s, name);
     s->handle = weir_operator_operator_state_borrow_operator_list_state(own);
     return s;
 }
@@ -785,9 +781,7 @@ weir_broadcast_map_state *weir_register_broadcast_map(const char *name, const we
     weir_operator_broadcast_state_own_broadcast_map_state_t own;
     weir_operator_types_error_code_t err;
     if (!weir_operator_broadcast_state_register_map(&d, &own, &err)) return host_error(state_label(name), &err), NULL;
-    weir_broadcast_map_state *s = calloc(1, sizeof *s);
-    if (!s) abort();
-    s->name = copy_string((const uint8_t *)name, strlen(name));
+    weir_broadcast_map_state *s = new_handle(sizeof *s, name);
     s->handle = weir_operator_broadcast_state_borrow_broadcast_map_state(own);
     return s;
 }
