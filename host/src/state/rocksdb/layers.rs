@@ -188,9 +188,10 @@ fn write(
         // Keys start with their key group, big-endian, and the tables are in
         // key-group order: sorting each group's tables together sorts all.
         // Sized once for every entry the tables hold (those of older
-        // generations are skipped): grown by doubling, a layer of a few
-        // hundred thousand values spent its time copying and faulting in
-        // fresh pages.
+        // generations are skipped, so it may be too large, never too
+        // small): grown by doubling, the list of a layer of a few hundred
+        // thousand values was copied and faulted into fresh pages over and
+        // over (a profile of a RocksDB rescale showed it).
         let mut sorted: Vec<(&[u8], Option<&[u8]>)> = Vec::with_capacity(groups.iter().map(|t| t.len()).sum());
         for group in groups.chunks(layout.parts) {
             let start = sorted.len();
