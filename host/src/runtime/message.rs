@@ -108,9 +108,9 @@ pub struct Handover {
     /// new subtask): all of it, or, beside `keyed`, its descriptors and
     /// operator and broadcast state.
     pub snapshot: Arc<Vec<u8>>,
-    /// Its key groups and timers by pointer, where its backend hands them
-    /// off so (hashmap): each new subtask takes out its own groups.
-    pub keyed: Option<Arc<crate::state::KeyGroupHandOff>>,
+    /// Its key groups and timers without a snapshot, where its backend
+    /// hands them off so: each new subtask takes its own groups.
+    pub keyed: Option<Arc<crate::state::HandOff>>,
     /// When its barrier was aligned.
     pub barrier_at: std::time::Instant,
     /// The barrier's checkpoint.

@@ -12,13 +12,14 @@
 //! parallelism deals them), opens the module, and reads the channels the
 //! operator's upstream subtasks switched to right after the barrier.
 //!
-//! The state goes in memory, in one of two forms. A hashmap backend hands
-//! its key groups' tables and timers over by pointer (a
-//! [`crate::state::KeyGroupHandOff`]) beside a small snapshot of its
-//! descriptors and operator state: nothing keyed is encoded or decoded, so
-//! the pause no longer grows with the keys. Any other backend (RocksDB)
+//! Keyed state goes without being encoded ([`crate::state::HandOff`]): a
+//! hashmap backend hands its key groups' tables and timers over by
+//! pointer, a RocksDB backend its databases as hard-linked copies of their
+//! files, which each new subtask opens, keeping its own key groups. Beside
+//! either goes a small snapshot of the descriptors and operator state, so
+//! the pause does not grow with the keys. A backend without a hand-off
 //! writes its whole state as one canonical snapshot, which each new subtask
-//! decodes. Both are read by the same [`take_over_state`].
+//! decodes. All are read by the same [`take_over_state`].
 
 use super::error::TaskError;
 use super::events::{Counters, TaskEvent};
@@ -26,7 +27,7 @@ use super::message::{Control, Handover, RescaleOrder};
 use super::operator::{BarrierUpload, OperatorTask};
 use crate::checkpoint::restore::RestoreError;
 use crate::checkpoint::restore::backend::Opened;
-use crate::state::hashmap::{hand_off_state, take_over_state};
+use crate::state::handoff::{hand_off_state, take_over_state};
 use crate::state::snapshot::{OperatorShare, SnapshotError};
 use crate::wasm::OperatorInstance;
 use crossbeam_channel::Receiver;
@@ -56,11 +57,10 @@ impl OperatorTask {
     /// state to every new subtask, and starts the checkpoint's upload. The
     /// subtask ends after this.
     ///
-    /// Where nothing goes by pointer (RocksDB), the hand-over's snapshot is
-    /// the whole frozen state, in the format a checkpoint that is not
-    /// incremental stores: it is written once, for both. (Written twice,
-    /// by the upload's thread and for the hand-over, the two shared the
-    /// cores during the pause.)
+    /// Where no hand-off goes, the hand-over's snapshot is the whole frozen
+    /// state, in the format a checkpoint that is not incremental stores: it
+    /// is written once, for both. (Written twice, by the upload's thread and
+    /// for the hand-over, the two shared the cores during the pause.)
     pub(super) fn hand_over(
         &mut self,
         instance: &mut OperatorInstance,
@@ -77,17 +77,22 @@ impl OperatorTask {
             None => (instance.freeze_state(), None),
         };
         let handed = hand_off_state(frozen.as_mut(), self.max_parallelism).map(|h| (Arc::new(h.snapshot), h.keyed));
-        drop(frozen);
+        // A hand-off of files leaves the frozen state whole: the checkpoint
+        // is stored from it.
+        let whole = matches!(&handed, Ok((_, Some(h))) if h.leaves_frozen_whole());
+        let frozen = whole.then_some(frozen);
         if let Some((id, savepoint, recording, done)) = upload {
-            match &handed {
-                Ok((snapshot, None)) if savepoint.is_none() && self.uploader.writes_snapshots() => {
+            match (&handed, frozen) {
+                (Ok((snapshot, None)), _) if savepoint.is_none() && self.uploader.writes_snapshots() => {
                     self.uploader.upload_written(id, snapshot.clone(), recording, done);
                 }
-                // By pointer, incremental, a savepoint, or a hand-over that
-                // failed: the checkpoint is stored from the state as usual,
-                // frozen again. Nothing ran since the barrier (a swap never
-                // comes with a rescale: the coordinator runs one at a
-                // time), so it is the state the barrier froze.
+                (_, Some(frozen)) => self.uploader.upload(id, savepoint, frozen, recording, done),
+                // Tables handed by pointer, incremental, a savepoint, or a
+                // hand-over that failed: the checkpoint is stored from the
+                // state as usual, frozen again. Nothing ran since the
+                // barrier (a swap never comes with a rescale: the
+                // coordinator runs one at a time), so it is the state the
+                // barrier froze.
                 _ => self.uploader.upload(id, savepoint, instance.freeze_state(), recording, done),
             }
         }

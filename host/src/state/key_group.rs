@@ -63,6 +63,18 @@ impl KeyGroupRange {
     pub fn is_empty(&self) -> bool {
         self.start == self.end
     }
+
+    /// The key groups both ranges hold (empty, at `self.start`, if none).
+    pub fn intersect(&self, other: KeyGroupRange) -> KeyGroupRange {
+        let start = self.start.max(other.start);
+        let end = self.end.min(other.end);
+        if start < end { KeyGroupRange { start, end } } else { KeyGroupRange { start: self.start, end: self.start } }
+    }
+
+    /// Whether every key group of `other` is in this range.
+    pub fn covers(&self, other: KeyGroupRange) -> bool {
+        other.is_empty() || (self.start <= other.start && other.end <= self.end)
+    }
 }
 
 #[cfg(test)]

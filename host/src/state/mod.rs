@@ -4,6 +4,7 @@
 //! Architecture invariant: this module never imports wasmtime. The WASM layer
 //! translates guest calls into these calls; backends know nothing of guests.
 
+pub mod handoff;
 pub mod hashmap;
 pub mod key_group;
 #[cfg(feature = "rocksdb")]
@@ -14,6 +15,7 @@ pub mod ttl;
 #[cfg(test)]
 mod conformance;
 
+pub use handoff::HandOff;
 pub use hashmap::KeyGroupHandOff;
 
 use crate::fault::{Classify, Domain, RetryHint};
@@ -483,14 +485,15 @@ pub trait StateBackend: Send {
         }
     }
 
-    /// Live rescale: moves the key groups of this backend's range out of
-    /// `hand_off` (an old subtask's [`FrozenState::hand_off`]) into this
-    /// backend by pointer, with their timers; the states must be registered
-    /// already (the hand-off's snapshot of descriptors and operator state
-    /// is restored first). Returns the keys and timers taken. `None`: this
-    /// backend cannot adopt another's tables (the caller restores the
-    /// hand-off through a snapshot instead); only the hashmap backend can.
-    fn adopt_key_groups(&mut self, hand_off: &KeyGroupHandOff) -> Option<Result<u64, StateError>> {
+    /// Live rescale: takes the key groups of this backend's range, with
+    /// their timers, out of `hand_off` (an old subtask's
+    /// [`FrozenState::hand_off`]) without a snapshot: tables by pointer
+    /// (hashmap), databases as files (RocksDB). The states must be
+    /// registered already (the hand-off's snapshot of descriptors and
+    /// operator state is restored first). Returns about how many keys and
+    /// timers were taken. `None`: this backend cannot adopt this hand-off
+    /// (the caller restores it through a snapshot instead).
+    fn adopt_key_groups(&mut self, hand_off: &HandOff) -> Option<Result<u64, StateError>> {
         let _ = hand_off;
         None
     }
@@ -518,13 +521,14 @@ pub trait FrozenState: Send {
     fn native_checkpoint(&mut self) -> Option<Result<NativeCheckpoint, StateError>> {
         None
     }
-    /// Live rescale: moves every key group's keyed state and timers out of
-    /// this view as an in-memory hand-off that new subtasks adopt by
-    /// pointer ([`StateBackend::adopt_key_groups`]); the view keeps its
-    /// descriptors and operator and broadcast state, so a snapshot written
-    /// from it afterwards carries just those. `None` (the view unchanged):
-    /// this backend has no such hand-off, and its state goes as a snapshot.
-    fn hand_off(&mut self) -> Option<KeyGroupHandOff> {
+    /// Live rescale: every key group's keyed state and timers as a hand-off
+    /// that new subtasks adopt without a snapshot
+    /// ([`StateBackend::adopt_key_groups`]). A hashmap view moves its tables
+    /// out (keeping descriptors and operator state); a RocksDB view stays
+    /// whole ([`HandOff::leaves_frozen_whole`]). `None` (the view
+    /// unchanged): this backend has no such hand-off, or making it failed,
+    /// and its state goes as a snapshot.
+    fn hand_off(&mut self) -> Option<HandOff> {
         None
     }
 }

@@ -478,7 +478,7 @@ impl<B: StateBackend> StateBackend for TtlBackend<B> {
         self.inner.restore_entry(kg, entry)
     }
 
-    fn adopt_key_groups(&mut self, hand_off: &super::KeyGroupHandOff) -> Option<Result<u64, StateError>> {
+    fn adopt_key_groups(&mut self, hand_off: &super::HandOff) -> Option<Result<u64, StateError>> {
         // Handed values keep their expiry prefix, as restored entries do;
         // they only must belong to states with the same TTL here.
         for d in hand_off.descriptors() {
@@ -527,7 +527,7 @@ impl FrozenState for WithDescriptors {
         self.inner.native_checkpoint()
     }
 
-    fn hand_off(&mut self) -> Option<super::KeyGroupHandOff> {
+    fn hand_off(&mut self) -> Option<super::HandOff> {
         // Under this layer's descriptors, which carry the TTL.
         self.inner.hand_off().map(|h| h.with_descriptors(self.descriptors.clone()))
     }

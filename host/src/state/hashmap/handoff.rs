@@ -15,17 +15,9 @@
 //! checkpoint still writing it out) is copied first, and the old subtask
 //! ends right after the handover anyway.
 //!
-//! What is not per key group still goes as a snapshot: the descriptors,
-//! and operator list and broadcast state, which [`restore_snapshot_stream`]
-//! deals out exactly as a restore at another parallelism does (even-split,
-//! union, broadcast from old subtask 0) and registers through the TTL
-//! layer with the descriptors as registered. That snapshot is small (it
-//! holds no key group); it is the same format, written by the same code,
-//! as the one a RocksDB backend, with no hand-off, sends whole.
-//!
-//! A backend that cannot adopt tables (`None` from `adopt_key_groups`)
-//! still gets the state: the hand-off is written out as a snapshot of that
-//! backend's key groups and restored the ordinary way ([`take_over_state`]).
+//! What is not per key group still goes as a snapshot beside it, and a
+//! backend that cannot adopt tables restores them through one
+//! ([`crate::state::handoff`]).
 //!
 //! A live rescale keeps the job's number of key groups, so a key group's
 //! number means the same on both sides and no key needs rehashing.
@@ -33,8 +25,7 @@
 use super::keyed::{Entry, Keyed, rehash};
 use super::{FrozenTable, HashMapBackend, Table, Timers, domain_index};
 use crate::state::key_group::KeyGroupRange;
-use crate::state::snapshot::{OperatorShare, RestoreSummary, SnapshotError, restore_snapshot_stream, write_snapshot};
-use crate::state::{FrozenState, SnapshotEntry, StateBackend, StateDescriptor, StateError, StateId, TimeDomain};
+use crate::state::{FrozenState, SnapshotEntry, StateDescriptor, StateError, StateId, TimeDomain};
 use hashbrown::HashTable;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -72,13 +63,6 @@ impl std::fmt::Debug for KeyGroupHandOff {
             .field("states", &self.descriptors.len())
             .finish_non_exhaustive()
     }
-}
-
-/// The key groups both ranges hold (empty, at `a.start`, if none).
-fn overlap(a: KeyGroupRange, b: KeyGroupRange) -> KeyGroupRange {
-    let start = a.start.max(b.start);
-    let end = a.end.min(b.end);
-    if start < end { KeyGroupRange { start, end } } else { KeyGroupRange { start: a.start, end: a.start } }
 }
 
 impl KeyGroupHandOff {
@@ -157,7 +141,7 @@ impl KeyGroupHandOff {
             ids.push(Some(j));
         }
         let range = b.range;
-        let mine = overlap(self.range, range);
+        let mine = self.range.intersect(range);
         let mut taken = 0u64;
         for (table, id) in handed.tables.iter_mut().zip(ids) {
             let Some(j) = id else { continue };
@@ -198,8 +182,8 @@ impl KeyGroupHandOff {
     /// A frozen view of the key groups of `range` not adopted yet, for a
     /// backend that cannot adopt tables: written as a snapshot, it restores
     /// the ordinary way. Each group it writes is taken out.
-    fn view(&self, range: KeyGroupRange) -> HandOffView<'_> {
-        HandOffView { hand_off: self, range: overlap(self.range, range), timers: None }
+    pub(crate) fn view(&self, range: KeyGroupRange) -> HandOffView<'_> {
+        HandOffView { hand_off: self, range: self.range.intersect(range), timers: None }
     }
 }
 
@@ -246,7 +230,7 @@ fn install<V: Clone>(
 type GroupTimers = BTreeMap<u16, Vec<(TimeDomain, i64, Vec<u8>)>>;
 
 /// The groups of one new subtask's range in a hand-off, as a frozen state.
-struct HandOffView<'a> {
+pub(crate) struct HandOffView<'a> {
     hand_off: &'a KeyGroupHandOff,
     range: KeyGroupRange,
     /// The range's timers, split by group on first use.
@@ -293,57 +277,6 @@ impl FrozenState for HandOffView<'_> {
         // Operator and broadcast state went in the hand-off's snapshot.
         Ok(())
     }
-}
-
-/// What an old subtask hands every new subtask at a live rescale.
-pub struct HandedState {
-    /// A canonical snapshot: the whole state, or, beside a hand-off, the
-    /// descriptors and operator and broadcast state only.
-    pub snapshot: Vec<u8>,
-    /// The key groups and timers by pointer, if the backend can hand them
-    /// off so.
-    pub keyed: Option<KeyGroupHandOff>,
-}
-
-/// An old subtask's side: its frozen state as a hand-off (where the backend
-/// has one) plus a snapshot of the rest, or as one whole snapshot.
-pub fn hand_off_state(frozen: &mut dyn FrozenState, max_parallelism: u32) -> Result<HandedState, SnapshotError> {
-    let keyed = frozen.hand_off();
-    // After a hand-off the view's key groups are empty: the snapshot
-    // writer drops empty sections, leaving the header and operator state.
-    let snapshot = write_snapshot(frozen, max_parallelism)?;
-    Ok(HandedState { snapshot, keyed })
-}
-
-/// A new subtask's side, for one old subtask's [`HandedState`]: restores
-/// the snapshot into `backend` (which owns `range`) as a restore at another
-/// parallelism does, taking `share` of operator state, then adopts the
-/// key groups of `range` from the hand-off, or restores them from it
-/// through a snapshot if the backend cannot adopt.
-pub fn take_over_state(
-    backend: &mut dyn StateBackend,
-    snapshot: &[u8],
-    keyed: Option<&KeyGroupHandOff>,
-    range: KeyGroupRange,
-    max_parallelism: u32,
-    share: OperatorShare,
-) -> Result<RestoreSummary, SnapshotError> {
-    let mut summary = restore_snapshot_stream(&mut &snapshot[..], backend, range, max_parallelism, share)?;
-    let Some(keyed) = keyed else { return Ok(summary) };
-    match backend.adopt_key_groups(keyed) {
-        Some(taken) => {
-            summary.entries += taken?;
-            summary.key_groups += overlap(keyed.range, range).len() as u32;
-        }
-        None => {
-            let bytes = write_snapshot(&mut keyed.view(range), max_parallelism)?;
-            let more =
-                restore_snapshot_stream(&mut &bytes[..], backend, range, max_parallelism, OperatorShare::Nothing)?;
-            summary.entries += more.entries;
-            summary.key_groups += more.key_groups;
-        }
-    }
-    Ok(summary)
 }
 
 #[cfg(test)]

@@ -20,9 +20,10 @@
 mod handoff;
 mod keyed;
 
-pub use handoff::{HandedState, KeyGroupHandOff, hand_off_state, take_over_state};
+pub use handoff::KeyGroupHandOff;
 
 use super::FrozenState;
+use super::handoff::HandOff;
 use super::key_group::KeyGroupRange;
 use super::{
     KeyRef, MapEntry, Shape, SnapshotEntry, StateBackend, StateDescriptor, StateError, StateId, TimeDomain,
@@ -459,8 +460,12 @@ impl StateBackend for HashMapBackend {
         })
     }
 
-    fn adopt_key_groups(&mut self, hand_off: &KeyGroupHandOff) -> Option<Result<u64, StateError>> {
-        Some(hand_off.adopt_into(self))
+    fn adopt_key_groups(&mut self, hand_off: &HandOff) -> Option<Result<u64, StateError>> {
+        match hand_off {
+            HandOff::Tables(h) => Some(h.adopt_into(self)),
+            #[cfg(feature = "rocksdb")]
+            HandOff::Databases(_) => None,
+        }
     }
 
     fn key_count(&self, s: StateId) -> usize {
@@ -575,13 +580,13 @@ impl FrozenState for FrozenHashMap {
         Ok(())
     }
 
-    fn hand_off(&mut self) -> Option<KeyGroupHandOff> {
+    fn hand_off(&mut self) -> Option<HandOff> {
         let tables = self.tables.iter_mut().map(FrozenTable::take_keyed).collect();
         let timers = self.timers.each_mut().map(std::mem::take);
         // Timers split by group earlier are handed off too: none is left
         // for this view to write.
         self.timers_by_group = Some(BTreeMap::new());
-        Some(KeyGroupHandOff::new(self.range, self.descriptors.clone(), tables, timers))
+        Some(HandOff::Tables(KeyGroupHandOff::new(self.range, self.descriptors.clone(), tables, timers)))
     }
 
     fn operator_state(&mut self, visit: &mut dyn FnMut(SnapshotEntry<'_>)) -> Result<(), StateError> {

@@ -60,6 +60,11 @@ impl Layout {
         Layout { range, parts: 1 << parts.ilog2() }
     }
 
+    /// The key groups it has tables for.
+    pub(super) fn range(&self) -> KeyGroupRange {
+        self.range
+    }
+
     /// Tables per state.
     fn tables(&self) -> usize {
         usize::from(self.range.end - self.range.start) * self.parts

@@ -6,12 +6,13 @@
 //! files; also how a downloaded incremental checkpoint is read
 //! ([`open_checkpoint`]), whose layers are files to ingest.
 
+use super::handoff::DatabaseHandOff;
 use super::keys::{TIMERS, cf_name, decode_list, list_append, prefix_end, split_map_key, split_timer_key};
 use super::layers::{self, InMemory, Written};
 use super::storage_error;
 use crate::state::key_group::KeyGroupRange;
 use crate::state::{
-    FrozenState, NativeCheckpoint, Shape, SnapshotEntry, StateDescriptor, StateError, StateId, TimeDomain,
+    FrozenState, HandOff, NativeCheckpoint, Shape, SnapshotEntry, StateDescriptor, StateError, StateId, TimeDomain,
 };
 use ::rocksdb::{ColumnFamilyDescriptor, DB, Direction, IteratorMode, Options, ReadOptions};
 use hashbrown::HashMap;
@@ -42,9 +43,28 @@ pub(super) struct FrozenRocksDb {
     pub(super) range: KeyGroupRange,
     pub(super) descriptors: Vec<StateDescriptor>,
     pub(super) timers_by_group: Option<BTreeMap<u16, Vec<GroupTimer>>>,
+    /// Keyed state only: operator and broadcast state are someone else's
+    /// to write (a hand-off's view, whose snapshot carried them).
+    pub(super) keyed_only: bool,
 }
 
 impl FrozenRocksDb {
+    /// The RocksDB checkpoint in `dir` (removed when this is dropped),
+    /// holding `range`, with no pending layers.
+    pub(super) fn over(dir: PathBuf, range: KeyGroupRange, descriptors: Vec<StateDescriptor>) -> Self {
+        FrozenRocksDb {
+            dir,
+            failed: None,
+            db: None,
+            layers: Vec::new(),
+            in_memory: Vec::new(),
+            range,
+            descriptors,
+            timers_by_group: None,
+            keyed_only: false,
+        }
+    }
+
     fn open(&mut self) -> Result<&DB, StateError> {
         if let Some(e) = &self.failed {
             return Err(StateError::Storage(format!("taking a RocksDB checkpoint failed: {e}")));
@@ -196,7 +216,21 @@ impl FrozenState for FrozenRocksDb {
         Some(Ok(NativeCheckpoint { dir: self.dir.clone(), layers }))
     }
 
+    fn hand_off(&mut self) -> Option<HandOff> {
+        match self.handed() {
+            Ok(db) => Some(HandOff::Databases(DatabaseHandOff::new(self.range, self.descriptors.clone(), vec![db]))),
+            Err(e) => {
+                // The state goes as a snapshot instead: slower, not wrong.
+                tracing::warn!(error = %e, "handing the database over failed; sending a snapshot");
+                None
+            }
+        }
+    }
+
     fn operator_state(&mut self, visit: &mut dyn FnMut(SnapshotEntry<'_>)) -> Result<(), StateError> {
+        if self.keyed_only {
+            return Ok(());
+        }
         let shapes: Vec<Shape> = self.descriptors.iter().map(|d| d.kind.shape()).collect();
         let db = self.open()?;
         for (i, shape) in shapes.iter().enumerate() {
@@ -226,14 +260,9 @@ impl FrozenState for FrozenRocksDb {
 /// the canonical format and restored by any backend at any parallelism.
 /// The directory is removed when the frozen state is dropped.
 pub fn open_checkpoint(dir: &Path, descriptors: Vec<StateDescriptor>, max_parallelism: u32) -> Box<dyn FrozenState> {
-    Box::new(FrozenRocksDb {
-        dir: dir.to_path_buf(),
-        failed: None,
-        db: None,
-        layers: Vec::new(),
-        in_memory: Vec::new(),
-        range: KeyGroupRange { start: 0, end: max_parallelism as u16 },
+    Box::new(FrozenRocksDb::over(
+        dir.to_path_buf(),
+        KeyGroupRange { start: 0, end: max_parallelism as u16 },
         descriptors,
-        timers_by_group: None,
-    })
+    ))
 }

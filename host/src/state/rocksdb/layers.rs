@@ -24,6 +24,7 @@
 use super::cache::{Layout, Tables, lookup};
 use super::keys::cf_name;
 use super::storage_error;
+use crate::state::key_group::KeyGroupRange;
 use crate::state::{StateError, StateId};
 use ::rocksdb::{DB, IngestExternalFileOptions, Options, SstFileWriter};
 use std::path::{Path, PathBuf};
@@ -37,6 +38,10 @@ pub const LAYER_PREFIX: &str = "WEIR-LAYER-";
 /// Layer numbers, unique in the process: stored layer files are named
 /// after them, so a rebuilt backend cannot reuse a stored name.
 static NEXT_LAYER: AtomicU64 = AtomicU64::new(1);
+
+/// Names of the links a layer file is ingested through, unique in the
+/// process.
+static NEXT_LINK: AtomicU64 = AtomicU64::new(1);
 
 /// A layer's SST files, once written; the directory goes when the last
 /// holder (the backend until it ingested them, checkpoints until they are
@@ -89,6 +94,7 @@ impl Written {
 
 /// The cache at one instant, its generation's written values being
 /// written as SST files.
+#[derive(Clone)]
 pub(super) struct Layer {
     tables: Arc<Tables>,
     layout: Layout,
@@ -140,6 +146,11 @@ impl Layer {
         InMemory { tables: self.tables.clone(), layout: self.layout, generation: self.generation }
     }
 
+    /// The key groups the layer may hold values of.
+    pub(super) fn range(&self) -> KeyGroupRange {
+        self.layout.range()
+    }
+
     /// The values of state `s` written in this layer's generation.
     pub(super) fn written_values(&self, s: StateId) -> impl Iterator<Item = (&[u8], Option<&[u8]>)> {
         let generation = self.generation;
@@ -153,6 +164,7 @@ impl Layer {
 
 /// A layer's values in memory (the same tables its files are written
 /// from): what a frozen state reads when it cannot wait for the files.
+#[derive(Clone)]
 pub(super) struct InMemory {
     tables: Arc<Tables>,
     layout: Layout,
@@ -160,6 +172,12 @@ pub(super) struct InMemory {
 }
 
 impl InMemory {
+    /// The layer again, its files those `written` is writing: a frozen
+    /// state's layer, handed to another database at a live rescale.
+    pub(super) fn with_files(&self, written: Arc<Written>) -> Layer {
+        Layer { tables: self.tables.clone(), layout: self.layout, generation: self.generation, written }
+    }
+
     /// The values of state `s` in key group `kg` that the layer's
     /// generation wrote (`None`: deleted), in no order.
     pub(super) fn written_in_group(&self, s: StateId, kg: u16) -> impl Iterator<Item = (&[u8], Option<&[u8]>)> {
@@ -248,10 +266,12 @@ pub(super) fn ingest(db: &DB, s: StateId, file: &Path) -> Result<(), StateError>
 }
 
 /// Ingests a written layer into `db`, through hard links of its files, so
-/// that the files stay for the checkpoints that list them.
+/// that the files stay for the checkpoints that list them (and for the
+/// other databases a live rescale handed the layer to, which link it under
+/// names of their own).
 pub(super) fn ingest_layer(db: &DB, files: &LayerFiles) -> Result<(), StateError> {
     for (s, _, path) in &files.files {
-        let link = path.with_extension("ingest");
+        let link = path.with_extension(format!("ingest{}", NEXT_LINK.fetch_add(1, Ordering::Relaxed)));
         std::fs::hard_link(path, &link).map_err(|e| StateError::Storage(format!("{}: {e}", link.display())))?;
         ingest(db, *s, &link)?;
     }

@@ -47,14 +47,18 @@
 
 mod cache;
 mod frozen;
+mod handoff;
 mod keys;
 mod layers;
 mod options;
+mod parts;
 mod timers;
 mod values;
 
 pub use frozen::open_checkpoint;
+pub use handoff::DatabaseHandOff;
 pub use options::RocksDbMemory;
+pub use parts::RocksDbBackend;
 
 use cache::ValueCache;
 use frozen::FrozenRocksDb;
@@ -86,8 +90,10 @@ static NEXT_DIR: AtomicU64 = AtomicU64::new(0);
 /// A key and its value, copied out of the database.
 type Row = (Vec<u8>, Vec<u8>);
 
-/// State of one operator subtask in an embedded RocksDB.
-pub struct RocksDbBackend {
+/// One embedded RocksDB with its write-back cache, layers and timers,
+/// holding the key groups of `range`: a subtask's whole state, or one of
+/// its parts after a live rescale (see `parts.rs`).
+struct Database {
     db: Option<DB>,
     path: PathBuf,
     range: KeyGroupRange,
@@ -108,18 +114,12 @@ pub struct RocksDbBackend {
     expiry: Vec<ExpiryClock>,
 }
 
-impl RocksDbBackend {
+impl Database {
     /// Opens a fresh database for a subtask owning `range`, in a new
     /// directory under `localdir` named after `name`.
-    pub fn open(localdir: &Path, name: &str, range: KeyGroupRange, memory: RocksDbMemory) -> Result<Self, StateError> {
+    fn open(localdir: &Path, name: &str, range: KeyGroupRange, memory: RocksDbMemory) -> Result<Self, StateError> {
         remove_orphans(localdir, name);
-        let n = NEXT_DIR.fetch_add(1, Ordering::Relaxed);
-        let path = crate::paths::join_under(localdir, &format!("{name}-{}-{n}", std::process::id()))
-            .map_err(|e| StateError::Storage(e.to_string()))?;
-        if path.exists() {
-            std::fs::remove_dir_all(&path).map_err(|e| StateError::Storage(format!("{}: {e}", path.display())))?;
-        }
-        std::fs::create_dir_all(&path).map_err(|e| StateError::Storage(format!("{}: {e}", path.display())))?;
+        let path = working_dir(localdir, name)?;
         let cache = Cache::new_lru_cache(memory.block_cache);
         let options = cf_options(&memory, &cache);
         let db =
@@ -127,7 +127,7 @@ impl RocksDbBackend {
                 .map_err(storage_error)?;
         let mut write = WriteOptions::default();
         write.disable_wal(true);
-        Ok(RocksDbBackend {
+        Ok(Database {
             db: Some(db),
             path,
             range,
@@ -147,7 +147,7 @@ impl RocksDbBackend {
     /// Opens a database restored from an incremental checkpoint: the files
     /// in `files` (a RocksDB checkpoint directory) become this subtask's
     /// database, with the states `descriptors` describes.
-    pub fn adopt(
+    fn adopt(
         localdir: &Path,
         name: &str,
         range: KeyGroupRange,
@@ -183,12 +183,12 @@ impl RocksDbBackend {
     /// not: they are ingested under new file numbers, and their names are
     /// unique only within a process, so a layer this database writes later
     /// may carry a stored layer's name (and size) with other contents.
-    pub fn keeps_name(file: &str) -> bool {
+    fn keeps_name(file: &str) -> bool {
         !file.starts_with(layers::LAYER_PREFIX)
     }
 
     /// The working directory.
-    pub fn path(&self) -> &Path {
+    fn path(&self) -> &Path {
         &self.path
     }
 
@@ -255,6 +255,20 @@ impl RocksDbBackend {
     }
 }
 
+/// A new, empty working directory under `localdir` for a database of the
+/// subtask `name`: `<name>-<pid>-<n>`, so that [`remove_orphans`] knows
+/// whose it is.
+fn working_dir(localdir: &Path, name: &str) -> Result<PathBuf, StateError> {
+    let n = NEXT_DIR.fetch_add(1, Ordering::Relaxed);
+    let path = crate::paths::join_under(localdir, &format!("{name}-{}-{n}", std::process::id()))
+        .map_err(|e| StateError::Storage(e.to_string()))?;
+    if path.exists() {
+        std::fs::remove_dir_all(&path).map_err(|e| StateError::Storage(format!("{}: {e}", path.display())))?;
+    }
+    std::fs::create_dir_all(&path).map_err(|e| StateError::Storage(format!("{}: {e}", path.display())))?;
+    Ok(path)
+}
+
 /// The database and its timers column family, borrowed apart from the
 /// backend's other fields (the timer queues update beside them).
 fn with_timers(db: &Option<DB>) -> (&DB, &::rocksdb::ColumnFamily) {
@@ -262,7 +276,7 @@ fn with_timers(db: &Option<DB>) -> (&DB, &::rocksdb::ColumnFamily) {
     (db, db.cf_handle(TIMERS).expect("timers column family"))
 }
 
-impl Drop for RocksDbBackend {
+impl Drop for Database {
     fn drop(&mut self) {
         drop(self.db.take());
         let _ = std::fs::remove_dir_all(&self.path);
@@ -273,7 +287,7 @@ fn page(items: Vec<&[u8]>, start: u32, max: u32) -> Vec<Vec<u8>> {
     items.into_iter().skip(start as usize).take(max as usize).map(<[u8]>::to_vec).collect()
 }
 
-impl StateBackend for RocksDbBackend {
+impl StateBackend for Database {
     fn register(&mut self, d: StateDescriptor) -> Result<StateId, StateError> {
         if let Some(id) = check_registration(&self.descriptors, &d)? {
             // A new module version re-declares the state; later snapshots
@@ -555,6 +569,25 @@ impl StateBackend for RocksDbBackend {
     }
 
     fn freeze(&mut self) -> Box<dyn FrozenState> {
+        Box::new(self.freeze_db())
+    }
+
+    fn key_count(&self, s: StateId) -> usize {
+        let is_map = self.descriptors[s as usize].kind == StateKind::Map;
+        let Ok(rows) = self.scan(self.cf(s), b"", b"", usize::MAX) else { return 0 };
+        if !is_map {
+            return self.value_keys(s, rows.into_iter().map(|(k, _)| k).collect());
+        }
+        let mut keys: Vec<(u16, Vec<u8>)> =
+            rows.iter().filter_map(|(k, _)| split_map_key(k).map(|(kg, key, _)| (kg, key.to_vec()))).collect();
+        keys.dedup();
+        keys.len()
+    }
+}
+
+impl Database {
+    /// The state now, as [`StateBackend::freeze`] gives it.
+    fn freeze_db(&mut self) -> FrozenRocksDb {
         self.freezes += 1;
         // Beside the working directory, not in it: the snapshot may still be
         // uploading when the subtask ends and removes its directory.
@@ -568,7 +601,7 @@ impl StateBackend for RocksDbBackend {
                 .and_then(|c| c.create_checkpoint(&dir))
                 .map_err(storage_error)
         });
-        Box::new(FrozenRocksDb {
+        FrozenRocksDb {
             dir,
             failed: taken.err(),
             db: None,
@@ -577,19 +610,8 @@ impl StateBackend for RocksDbBackend {
             range: self.range,
             descriptors: self.descriptors.clone(),
             timers_by_group: None,
-        })
-    }
-
-    fn key_count(&self, s: StateId) -> usize {
-        let is_map = self.descriptors[s as usize].kind == StateKind::Map;
-        let Ok(rows) = self.scan(self.cf(s), b"", b"", usize::MAX) else { return 0 };
-        if !is_map {
-            return self.value_keys(s, rows.into_iter().map(|(k, _)| k).collect());
+            keyed_only: false,
         }
-        let mut keys: Vec<(u16, Vec<u8>)> =
-            rows.iter().filter_map(|(k, _)| split_map_key(k).map(|(kg, key, _)| (kg, key.to_vec()))).collect();
-        keys.dedup();
-        keys.len()
     }
 }
 

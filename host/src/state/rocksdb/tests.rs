@@ -25,12 +25,35 @@ fn passes_the_conformance_suite_when_the_write_back_cache_keeps_filling() {
     });
 }
 
+/// A backend of three databases (home and two adopted halves), as a live
+/// rescale leaves one: every call routed to the right database.
+#[test]
+fn passes_the_conformance_suite_as_several_databases() {
+    let dir = tempfile::tempdir().unwrap();
+    let localdir = dir.path().to_path_buf();
+    crate::state::conformance::run_all(&move |range| {
+        let memory = RocksDbMemory::default();
+        let mut b = RocksDbBackend::open(&localdir, "split", range, memory).unwrap();
+        let mid = range.start + (range.end - range.start) / 2;
+        for half in [KeyGroupRange { start: range.start, end: mid }, KeyGroupRange { start: mid, end: range.end }] {
+            if half.is_empty() {
+                continue;
+            }
+            let mut old = RocksDbBackend::open(&localdir, "old", half, memory).unwrap();
+            let h = old.freeze().hand_off().expect("a RocksDB backend hands its database off");
+            b.adopt_key_groups(&h).expect("adopts databases").unwrap();
+        }
+        assert!(b.databases() > 1);
+        Box::new(b)
+    });
+}
+
 #[test]
 fn a_full_write_back_cache_loses_no_value_in_a_batch_read() {
     let dir = tempfile::tempdir().unwrap();
     let range = KeyGroupRange { start: 0, end: 16 };
     let memory = RocksDbMemory { write_cache: 1024, ..RocksDbMemory::default() };
-    let mut b = RocksDbBackend::open(dir.path(), "t", range, memory).unwrap();
+    let mut b = Database::open(dir.path(), "t", range, memory).unwrap();
     let s = b.register(StateKind::Value.descriptor("n")).unwrap();
     let keys: Vec<Vec<u8>> = (0..500).map(|i| format!("k{i}").into_bytes()).collect();
     let refs: Vec<KeyRef<'_>> = keys
@@ -53,7 +76,7 @@ fn a_full_write_back_cache_loses_no_value_in_a_batch_read() {
     assert_eq!(b.key_count(s), 500);
 }
 
-impl RocksDbBackend {
+impl Database {
     /// Every state's entries on disk, compacted twice (merged lists
     /// reach the compaction filter as values only the second time).
     fn compact_and_count(&mut self) -> Vec<usize> {
@@ -80,7 +103,7 @@ fn compaction_drops_what_expired_without_any_access() {
     let clock_now = now.clone();
     let clock: Clock = Arc::new(move || clock_now.load(Ordering::SeqCst));
     let range = KeyGroupRange { start: 0, end: 16 };
-    let db = RocksDbBackend::open(dir.path(), "t", range, RocksDbMemory::default()).unwrap();
+    let db = Database::open(dir.path(), "t", range, RocksDbMemory::default()).unwrap();
     let mut b = TtlBackend::new(db, clock, 16);
     let ttl = Some(TtlConfig { ttl_ms: 100, renew_on_read: false, return_expired: false });
     let [value, list, map] = [StateKind::Value, StateKind::List, StateKind::Map]
@@ -118,8 +141,7 @@ fn compaction_drops_what_expired_without_any_access() {
 #[test]
 fn the_working_directory_goes_away_with_the_backend() {
     let dir = tempfile::tempdir().unwrap();
-    let b =
-        RocksDbBackend::open(dir.path(), "op-0", KeyGroupRange { start: 0, end: 4 }, RocksDbMemory::default()).unwrap();
+    let b = Database::open(dir.path(), "op-0", KeyGroupRange { start: 0, end: 4 }, RocksDbMemory::default()).unwrap();
     let path = b.path().to_path_buf();
     assert!(path.join("db").is_dir());
     drop(b);
@@ -134,8 +156,7 @@ fn directories_of_dead_processes_are_removed() {
     let other_operator = dir.path().join("op-1-4194999-0");
     std::fs::create_dir_all(&orphan).unwrap();
     std::fs::create_dir_all(&other_operator).unwrap();
-    let b =
-        RocksDbBackend::open(dir.path(), "op-0", KeyGroupRange { start: 0, end: 4 }, RocksDbMemory::default()).unwrap();
+    let b = Database::open(dir.path(), "op-0", KeyGroupRange { start: 0, end: 4 }, RocksDbMemory::default()).unwrap();
     assert!(!orphan.exists());
     assert!(other_operator.exists(), "only directories of the same subtask name are touched");
     assert!(b.path().exists());
@@ -204,7 +225,7 @@ fn checkpoints_taken_while_cache_layers_are_pending_hold_exactly_what_was_writte
     let dir = tempfile::tempdir().unwrap();
     let range = KeyGroupRange { start: 0, end: 16 };
     let memory = RocksDbMemory { write_cache: 8 << 10, ..RocksDbMemory::default() };
-    let mut b = RocksDbBackend::open(dir.path(), "t", range, memory).unwrap();
+    let mut b = Database::open(dir.path(), "t", range, memory).unwrap();
     let s = b.register(StateKind::Value.descriptor("n")).unwrap();
     let mut model: BTreeMap<Vec<u8>, Vec<u8>> = BTreeMap::new();
     let mut frozen = Vec::new();
@@ -234,8 +255,7 @@ fn checkpoints_taken_while_cache_layers_are_pending_hold_exactly_what_was_writte
         layers_listed += copy_native(f.as_mut(), &files);
         assert_eq!(frozen_values(f.as_mut()), expected, "checkpoint {i}, read canonically");
         let descriptors = f.descriptors().to_vec();
-        let mut adopted =
-            RocksDbBackend::adopt(dir.path(), &format!("a{i}"), range, memory, &files, descriptors).unwrap();
+        let mut adopted = Database::adopt(dir.path(), &format!("a{i}"), range, memory, &files, descriptors).unwrap();
         for k in 0..3_000 {
             let key = format!("k{k}").into_bytes();
             assert_eq!(
@@ -253,7 +273,7 @@ fn checkpoints_taken_while_cache_layers_are_pending_hold_exactly_what_was_writte
 fn a_checkpoint_lists_the_written_values_as_a_layer_and_the_database_takes_them_in_later() {
     let dir = tempfile::tempdir().unwrap();
     let range = KeyGroupRange { start: 0, end: 16 };
-    let mut b = RocksDbBackend::open(dir.path(), "t", range, RocksDbMemory::default()).unwrap();
+    let mut b = Database::open(dir.path(), "t", range, RocksDbMemory::default()).unwrap();
     let s = b.register(StateKind::Value.descriptor("n")).unwrap();
     for k in 0..1_000 {
         b.value_set(s, key_ref(format!("k{k}").as_bytes()), b"1").unwrap();
@@ -281,7 +301,7 @@ fn a_checkpoint_lists_the_written_values_as_a_layer_and_the_database_takes_them_
 fn an_adopted_checkpoint_keeps_its_database_files_under_their_names_and_not_its_layers() {
     let dir = tempfile::tempdir().unwrap();
     let range = KeyGroupRange { start: 0, end: 16 };
-    let mut b = RocksDbBackend::open(dir.path(), "t", range, RocksDbMemory::default()).unwrap();
+    let mut b = Database::open(dir.path(), "t", range, RocksDbMemory::default()).unwrap();
     let s = b.register(StateKind::Value.descriptor("n")).unwrap();
     let l = b.register(StateKind::List.descriptor("l")).unwrap();
     for k in 0..1_000 {
@@ -304,7 +324,7 @@ fn an_adopted_checkpoint_keeps_its_database_files_under_their_names_and_not_its_
         .map(|e| (e.file_name().into_string().unwrap(), std::fs::read(e.path()).unwrap()))
         .collect();
     let descriptors = frozen.descriptors().to_vec();
-    let adopted = RocksDbBackend::adopt(dir.path(), "a", range, RocksDbMemory::default(), &files, descriptors).unwrap();
+    let adopted = Database::adopt(dir.path(), "a", range, RocksDbMemory::default(), &files, descriptors).unwrap();
     let db = adopted.path().join("db");
     let (mut kept, mut layers) = (0, 0);
     for (name, bytes) in &stored {
@@ -312,7 +332,7 @@ fn an_adopted_checkpoint_keeps_its_database_files_under_their_names_and_not_its_
         if !name.ends_with(".sst") {
             continue;
         }
-        if RocksDbBackend::keeps_name(name) {
+        if Database::keeps_name(name) {
             assert_eq!(now.as_ref(), Some(bytes), "{name} is the database's under its name");
             kept += 1;
         } else {

@@ -13,8 +13,9 @@
 
 use super::keys::{domain_byte, prefix_end, split_timer_key};
 use super::storage_error;
+use crate::state::key_group::KeyGroupRange;
 use crate::state::{StateError, TimeDomain};
-use ::rocksdb::{ColumnFamily, DB, Direction, IteratorMode, ReadOptions, WriteOptions};
+use ::rocksdb::{ColumnFamily, DB, Direction, IteratorMode, ReadOptions, WriteBatch, WriteOptions};
 use std::collections::BTreeSet;
 
 /// Timers a refill reads into the head at once.
@@ -64,15 +65,34 @@ impl Timers {
 
     /// The queues of a database restored with timers: counted, none cached.
     pub(super) fn restored(db: &DB, cf: &ColumnFamily) -> Result<Timers, StateError> {
+        Self::restored_in(db, cf, &WriteOptions::default(), None)
+    }
+
+    /// The same, for a database taken over at a live rescale that may hold
+    /// timers of key groups outside `keep`: those are deleted.
+    pub(super) fn restored_in(
+        db: &DB,
+        cf: &ColumnFamily,
+        write: &WriteOptions,
+        keep: Option<KeyGroupRange>,
+    ) -> Result<Timers, StateError> {
         let mut t = Timers::empty();
         for (i, q) in t.queues.iter_mut().enumerate() {
             q.bound = Some(vec![i as u8]);
         }
+        let mut foreign = WriteBatch::default();
         for item in db.iterator_cf(cf, IteratorMode::Start) {
             let (k, _) = item.map_err(storage_error)?;
-            if let Some((d, ..)) = split_timer_key(&k) {
-                t.queues[usize::from(domain_byte(d))].count += 1;
+            match split_timer_key(&k) {
+                Some((d, _, kg, _)) if keep.is_none_or(|r| r.contains(kg)) => {
+                    t.queues[usize::from(domain_byte(d))].count += 1;
+                }
+                Some(_) => foreign.delete_cf(cf, &k),
+                None => {}
             }
+        }
+        if !foreign.is_empty() {
+            db.write_opt(foreign, write).map_err(storage_error)?;
         }
         Ok(t)
     }

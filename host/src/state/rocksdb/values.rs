@@ -2,7 +2,7 @@
 //! the layers not yet ingested, writes into the cache, and the cache's
 //! hand-over to the database as layers.
 
-use super::RocksDbBackend;
+use super::Database;
 use super::keys::keyed_key;
 use super::layers::{self, Layer};
 use super::storage_error;
@@ -14,7 +14,7 @@ use crate::state::{KeyRef, StateError, StateId, push_value};
 /// growing.
 const MAX_LAYERS: usize = 3;
 
-/// How long [`RocksDbBackend::ingest_layers`] may wait.
+/// How long [`Database::ingest_layers`] may wait.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub(super) enum Wait {
     /// Ingest the layers at the front that are written; never wait.
@@ -25,7 +25,7 @@ pub(super) enum Wait {
     All,
 }
 
-impl RocksDbBackend {
+impl Database {
     /// The latest value of `key` the cache or a layer holds (newest
     /// first): `Some(None)` if it is known to be absent, `None` if only
     /// the database knows.
@@ -65,7 +65,13 @@ impl RocksDbBackend {
                 break;
             }
             let files = oldest.written.wait()?;
+            // A layer handed over at a live rescale holds the old
+            // subtask's key groups: the others' go again.
+            let foreign = !self.range.covers(oldest.range());
             layers::ingest_layer(self.db(), &files)?;
+            if foreign {
+                self.clip_keyed()?;
+            }
             self.layers.pop_front();
             if wait == Wait::Oldest {
                 break;

@@ -2,10 +2,13 @@
 //! operator and broadcast state, compared with the canonical-snapshot path.
 
 use super::*;
+use crate::state::HandOff;
+use crate::state::handoff::{hand_off_state, take_over_state};
 use crate::state::key_group::{key_group_of_hash, key_hash};
 use crate::state::snapshot::visit_snapshot;
+use crate::state::snapshot::{OperatorShare, restore_snapshot_stream, write_snapshot};
 use crate::state::ttl::{Clock, TtlBackend};
-use crate::state::{KeyRef, Redistribution, StateKind, TtlConfig};
+use crate::state::{KeyRef, Redistribution, StateBackend, StateKind, TtlConfig};
 use std::collections::BTreeMap;
 
 type Backend = Box<dyn StateBackend>;
@@ -47,9 +50,19 @@ fn id(b: &dyn StateBackend, name: &str) -> StateId {
 /// `keys` keys in all, every state filled. Subtask `i` registers the
 /// states rotated by `i`, so ids differ between subtasks.
 fn old_subtasks(parallelism: u32, max_parallelism: u32, keys: usize) -> Vec<Backend> {
+    old_subtasks_on(parallelism, max_parallelism, keys, &|range| hashmap(range, max_parallelism))
+}
+
+/// The same, on the backends `new` opens.
+fn old_subtasks_on(
+    parallelism: u32,
+    max_parallelism: u32,
+    keys: usize,
+    new: &dyn Fn(KeyGroupRange) -> Backend,
+) -> Vec<Backend> {
     let mut old: Vec<Backend> = (0..parallelism)
         .map(|i| {
-            let mut b = hashmap(KeyGroupRange::for_subtask(i, parallelism, max_parallelism), max_parallelism);
+            let mut b = new(KeyGroupRange::for_subtask(i, parallelism, max_parallelism));
             let mut d = descriptors();
             let n = d.len();
             d.rotate_left(i as usize % n);
@@ -145,7 +158,15 @@ fn by_snapshot(
 }
 
 /// What one old subtask sends: the snapshot and the hand-off.
-type Sent = (Vec<u8>, Option<Arc<KeyGroupHandOff>>);
+type Sent = (Vec<u8>, Option<Arc<HandOff>>);
+
+/// A hashmap hand-off's tables.
+fn tables(h: &HandOff) -> &KeyGroupHandOff {
+    match h {
+        HandOff::Tables(t) => t,
+        other => panic!("a hashmap backend hands off tables, not {other:?}"),
+    }
+}
 
 /// The new subtasks as a live rescale builds them now: a hand-off where
 /// the old backend has one. Also returns what was handed.
@@ -198,7 +219,7 @@ fn rescale_agrees(from: u32, to: u32, max_parallelism: u32, keys: usize) {
     let mut expected = by_snapshot(&mut old, to, max_parallelism, &new);
     let (mut got, handed) = by_hand_off(&mut old, to, max_parallelism, &new);
     for (snapshot, keyed) in &handed {
-        let keyed = keyed.as_ref().expect("a hashmap backend hands its key groups off");
+        let keyed = tables(keyed.as_ref().expect("a hashmap backend hands its key groups off"));
         let mut keyed_sections = 0;
         visit_snapshot(&mut &snapshot[..], &mut |of, _| keyed_sections += usize::from(of.is_some())).unwrap();
         assert_eq!(keyed_sections, 0, "no keyed entry is encoded beside a hand-off");
@@ -283,33 +304,66 @@ fn a_mismatched_hand_off_is_an_error_not_a_panic() {
     let mut fits = hashmap(range, max_parallelism);
     take_over_state(fits.as_mut(), &h.snapshot, Some(&keyed), range, max_parallelism, OperatorShare::All).unwrap();
     assert_eq!(fits.key_count(id(fits.as_ref(), "count")), 100);
-    assert_eq!(left(&keyed), 0);
+    assert_eq!(left(tables(&keyed)), 0);
 }
 
-/// A backend that cannot adopt tables restores a hand-off through a
-/// snapshot, with the same result.
+/// RocksDB backends hand their databases over: a live rescale 2 -> 3 -> 1
+/// (the second from backends of several databases) leaves what the
+/// snapshot path leaves, and a backend that cannot adopt databases
+/// (hashmap) restores them through snapshots, with the same result.
 #[cfg(feature = "rocksdb")]
 #[test]
-fn a_backend_without_adoption_restores_the_hand_off() {
+fn rocksdb_databases_handed_over_equal_the_snapshot_path() {
     use crate::state::rocksdb::{RocksDbBackend, RocksDbMemory};
     let dir = tempfile::tempdir().unwrap();
     let max_parallelism = 32;
+    // A small write-back cache: layers are pending at every freeze.
+    let memory = RocksDbMemory { write_cache: 16 << 10, ..RocksDbMemory::default() };
     let rocksdb = |range: KeyGroupRange| -> Backend {
-        let db = RocksDbBackend::open(dir.path(), "t", range, RocksDbMemory::default()).unwrap();
+        let db = RocksDbBackend::open(dir.path(), "t", range, memory).unwrap();
         Box::new(TtlBackend::new(db, clock(), max_parallelism))
     };
+    let mut old = old_subtasks_on(2, max_parallelism, 3_000, &rocksdb);
     for (from, to) in [(2, 3), (3, 1)] {
-        let mut old = old_subtasks(from, max_parallelism, 1_000);
         let mut expected = by_snapshot(&mut old, to, max_parallelism, &rocksdb);
-        let (mut got, _) = by_hand_off(&mut old, to, max_parallelism, &rocksdb);
-        for (e, g) in expected.iter_mut().zip(got.iter_mut()) {
-            assert_eq!(dump(g.as_mut(), max_parallelism), dump(e.as_mut(), max_parallelism));
+        let mut by_hashmap = by_snapshot(&mut old, to, max_parallelism, &|r| hashmap(r, max_parallelism));
+        let (mut got, handed) = by_hand_off(&mut old, to, max_parallelism, &rocksdb);
+        for (snapshot, keyed) in &handed {
+            assert!(matches!(keyed.as_deref(), Some(HandOff::Databases(_))), "{from} -> {to}: databases");
+            let mut keyed_sections = 0;
+            visit_snapshot(&mut &snapshot[..], &mut |of, _| keyed_sections += usize::from(of.is_some())).unwrap();
+            assert_eq!(keyed_sections, 0, "no keyed entry is encoded beside a hand-off");
         }
-        // And a RocksDB backend hands off nothing: its state goes whole.
-        let mut db = rocksdb(KeyGroupRange { start: 0, end: 32 });
-        db.register(StateKind::Value.descriptor("v")).unwrap();
-        let h = hand_off_state(db.freeze().as_mut(), max_parallelism).unwrap();
-        assert!(h.keyed.is_none());
+        let (mut into_hashmap, _) = by_hand_off(&mut old, to, max_parallelism, &|r| hashmap(r, max_parallelism));
+        let mut keys_total = 0;
+        for i in 0..to as usize {
+            let want = dump(expected[i].as_mut(), max_parallelism);
+            assert_eq!(dump(got[i].as_mut(), max_parallelism), want, "{from} -> {to}, new subtask {i}");
+            let want = dump(by_hashmap[i].as_mut(), max_parallelism);
+            assert_eq!(dump(into_hashmap[i].as_mut(), max_parallelism), want, "{from} -> {to} into hashmap, {i}");
+            keys_total += got[i].key_count(id(got[i].as_ref(), "count"));
+            for d in [TimeDomain::EventTime, TimeDomain::ProcessingTime] {
+                assert_eq!(got[i].timer_count(d), expected[i].timer_count(d));
+                assert_eq!(got[i].timer_next(d), expected[i].timer_next(d));
+            }
+        }
+        assert_eq!(keys_total, 3_000, "{from} -> {to}: every key arrived once");
+        // The new subtasks go on changing state: the next rescale starts
+        // from them, some of several databases.
+        for b in got.iter_mut() {
+            let b = b.as_mut();
+            let count = id(b, "count");
+            let range = b.freeze().range();
+            for k in (0..3_000).step_by(7) {
+                let key = format!("key-{k}").into_bytes();
+                let hash = key_hash(&key);
+                let at = KeyRef { key: &key, hash, key_group: key_group_of_hash(hash, max_parallelism) };
+                if range.contains(at.key_group) {
+                    b.value_set(count, at, b"later").unwrap();
+                }
+            }
+        }
+        old = got;
     }
 }
 
