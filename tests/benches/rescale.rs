@@ -2,7 +2,8 @@
 //! savepoint plus a restart at the new parallelism, on the same job: the
 //! generator into the word-count counter at parallelism 2, paced so that
 //! the counter holds `WEIR_BENCH_KEYS` keys (default 1 M) when the rescales
-//! come, on `WEIR_BENCH_BACKEND` (`hashmap`, the default, or `rocksdb`).
+//! come, on `WEIR_BENCH_BACKEND` (`hashmap`, the default, `rocksdb` or
+//! `rocksdb-incremental`).
 //! All in one run of the real `host` binary.
 //!
 //! - `host rescale -p 3`, then `-p 1`: the pause each reports (from the
@@ -24,7 +25,7 @@ fn job(dir: &Path, backend: &str, count: u64, keys: u64, rate: u64) -> String {
     format!(
         r#"name = "rescalebench"
 parallelism = 2
-state.backend = "{backend}"
+{backend}
 
 [checkpointing]
 interval = "1h"
@@ -56,6 +57,10 @@ input = "counter"
 "#,
         root = dir.display(),
         module = artifacts::WORD_COUNT_COUNTER,
+        backend = match backend {
+            "rocksdb-incremental" => "state.backend.type = \"rocksdb\"\nstate.backend.incremental = true".to_string(),
+            other => format!("state.backend = \"{other}\""),
+        },
     )
 }
 

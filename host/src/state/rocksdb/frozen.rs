@@ -228,10 +228,12 @@ impl FrozenState for FrozenRocksDb {
     }
 
     fn operator_state(&mut self, visit: &mut dyn FnMut(SnapshotEntry<'_>)) -> Result<(), StateError> {
-        if self.keyed_only {
+        let shapes: Vec<Shape> = self.descriptors.iter().map(|d| d.kind.shape()).collect();
+        // Opening the checkpoint takes tens of milliseconds: not for nothing
+        // (a rescale's hand-off writes operator state alone, on the pause).
+        if self.keyed_only || !shapes.iter().any(|s| matches!(s, Shape::OperatorList | Shape::BroadcastMap)) {
             return Ok(());
         }
-        let shapes: Vec<Shape> = self.descriptors.iter().map(|d| d.kind.shape()).collect();
         let db = self.open()?;
         for (i, shape) in shapes.iter().enumerate() {
             let state = i as StateId;

@@ -107,7 +107,7 @@ impl DatabaseHandOff {
             if range.is_empty() {
                 continue;
             }
-            let dir = PathBuf::from(format!("{}.v{i}-{}", handed.dir.display(), range.start));
+            let dir = PathBuf::from(format!("{}.v{i}g{}", handed.dir.display(), range.start));
             link_copy(&handed.dir, &dir)?;
             // Under the hand-off's descriptors (with the TTL layer's TTL),
             // in the database's order.
@@ -189,7 +189,13 @@ impl Database {
     ) -> Result<Database, StateError> {
         let path = working_dir(localdir, name)?;
         let db_dir = path.join("db");
-        let opened = link_copy(&handed.dir, &db_dir).and_then(|()| {
+        // The files are a checkpoint this process took a moment ago: the
+        // statistics an open reads from them are skipped.
+        let mut options = options.clone();
+        options.set_skip_stats_update_on_db_open(true);
+        let options = &options;
+        let linked = link_copy(&handed.dir, &db_dir);
+        let opened = linked.and_then(|()| {
             let mut cfs = vec![ColumnFamilyDescriptor::new(TIMERS, options.clone())];
             for (i, (d, clock)) in handed.descriptors.iter().zip(&expiry).enumerate() {
                 let o = state_cf_options(options, d.kind.shape(), clock);
