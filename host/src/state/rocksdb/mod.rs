@@ -1,7 +1,9 @@
 //! The RocksDB state backend (Flink's EmbeddedRocksDBStateBackend): one
-//! embedded RocksDB per operator subtask, in a working directory of its own
-//! under `state.backend.rocksdb.localdir`, removed when the subtask ends.
-//! State lives on local disk, so it can grow past memory.
+//! embedded RocksDB per operator subtask (more after a live rescale, see
+//! `parts.rs`), in a working directory of its own under
+//! `state.backend.rocksdb.localdir`, removed when the subtask ends. State
+//! lives on local disk, so it can grow past memory. This file holds one
+//! database (`Database`).
 //!
 //! Layout: one column family per registered state (`state-<id>`) plus
 //! `timers`. Keys start with the key group, big-endian, so one key group is

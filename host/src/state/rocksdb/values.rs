@@ -152,7 +152,12 @@ impl Database {
     /// the layers (oldest first) and then the cache change them.
     pub(super) fn value_keys(&self, s: StateId, stored: Vec<Vec<u8>>) -> usize {
         let mut keys: std::collections::BTreeSet<Vec<u8>> = stored.into_iter().collect();
+        let range = self.range;
         let mut apply = |k: &[u8], v: Option<&[u8]>| {
+            // A layer handed over at a live rescale holds other groups too.
+            if k.len() < 2 || !range.contains(u16::from_be_bytes([k[0], k[1]])) {
+                return;
+            }
             if v.is_some() {
                 keys.insert(k.to_vec());
             } else {
