@@ -268,6 +268,10 @@ impl<'a> Controller<'a> {
                 self.on_handed_over(task, c);
                 Ok(())
             }
+            TaskEvent::ReadyToTakeOver(task) => {
+                self.on_ready_to_take_over(&task);
+                Ok(())
+            }
             TaskEvent::TookOver { task, barrier_at } => {
                 self.on_took_over(&task, barrier_at);
                 Ok(())

@@ -1,6 +1,7 @@
 //! Live rescale (`host rescale`), the coordinator's side: a request is
 //! checked, the operator's new subtasks are started (waiting for their
-//! state), and the order rides on the next checkpoint's barrier; the
+//! state), and once each has opened its state backend the order rides on
+//! the next checkpoint's barrier; the
 //! request is answered once every new subtask took over. The tasks' side
 //! is [`crate::runtime::rescale`].
 //!
@@ -18,9 +19,10 @@ use super::spawn::{Attempt, Connectors, start_rescaled};
 use crate::checkpoint::protocol::CheckpointId;
 use crate::config::Partition;
 use crate::control::{RequestError, RescaleDone, RescaleRequest};
-use crate::runtime::message::Control;
+use crate::runtime::message::{Control, RescaleOrder};
 use crate::runtime::{Counters, TaskId};
 use crossbeam_channel::Sender;
+use std::sync::Arc;
 use std::time::Instant;
 
 /// Who is waiting for a rescale's outcome.
@@ -34,6 +36,11 @@ pub struct PendingRescale {
     reply: RescaleReply,
     /// The new subtasks' control channels.
     controls: Vec<Sender<Control>>,
+    /// The order the barrier carries, until every new subtask is ready
+    /// for it (its backend open).
+    order: Option<Arc<RescaleOrder>>,
+    /// New subtasks ready for the barrier so far.
+    prepared: u32,
     /// The checkpoint whose barrier carries it, once triggered.
     id: Option<CheckpointId>,
     /// New subtasks that took over so far.
@@ -134,13 +141,16 @@ impl Controller<'_> {
         self.threads += started.threads.len();
         self.controls.extend(started.controls.iter().cloned());
         self.spawned.extend(started.threads);
-        self.checkpoints.request_rescale(started.order, &started.controls);
+        // The barrier is asked for once every new subtask is ready
+        // (`on_ready_to_take_over`).
         self.rescale = Some(PendingRescale {
             uid,
             from,
             to: request.parallelism,
             reply,
             controls: started.controls,
+            order: Some(started.order),
+            prepared: 0,
             id: None,
             ready: 0,
             first_barrier: None,
@@ -168,6 +178,19 @@ impl Controller<'_> {
                 let _ = c.send(Control::RescaleAbandoned);
             }
             let _ = p.reply.send(Err(RequestError::Finishing));
+        }
+    }
+
+    /// New subtask `task` opened its backend; once all did, the barrier
+    /// that carries the rescale is asked for.
+    pub(super) fn on_ready_to_take_over(&mut self, task: &TaskId) {
+        let Some(p) = self.rescale.as_mut().filter(|p| *task.node == *p.uid) else { return };
+        p.prepared += 1;
+        if p.prepared < p.to {
+            return;
+        }
+        if let Some(order) = p.order.take() {
+            self.checkpoints.request_rescale(order, &p.controls);
         }
     }
 

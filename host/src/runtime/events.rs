@@ -147,6 +147,10 @@ pub enum TaskEvent {
     /// An old subtask of a rescaled operator is handing its state over at
     /// the rescale's barrier, with its final counters; it ends next.
     HandedOver(TaskId, Counters),
+    /// A new subtask of a rescaled operator opened its (empty) state
+    /// backend and waits for the old subtasks' state: the rescale's
+    /// barrier may go out once every new subtask is this far.
+    ReadyToTakeOver(TaskId),
     /// A new subtask of a rescaled operator restored its state and opened
     /// its module: it processes records from here. `barrier_at` is when
     /// the first old subtask's barrier came.

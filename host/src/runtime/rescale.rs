@@ -2,8 +2,9 @@
 //! operator's key groups move from its old subtasks to new ones at a
 //! barrier, in memory, while the job runs.
 //!
-//! The coordinator starts the new subtasks first; each waits for the state
-//! ([`TakeOver`]). The barrier that carries the [`RescaleOrder`] reaches
+//! The coordinator starts the new subtasks first; each opens its state
+//! backend, says so, and waits for the state ([`TakeOver`]); the barrier
+//! goes out once all are ready. The barrier that carries the [`RescaleOrder`] reaches
 //! every old subtask, which freezes its state for its part of the
 //! checkpoint, forwards the barrier, then hands its state to every new
 //! subtask, starts the checkpoint's upload and ends. A new subtask takes,
@@ -19,7 +20,8 @@
 //! either goes a small snapshot of the descriptors and operator state, so
 //! the pause does not grow with the keys. A backend without a hand-off
 //! writes its whole state as one canonical snapshot, which each new subtask
-//! decodes. All are read by the same [`take_over_state`].
+//! decodes. All are read by the same [`take_over_state`], once every old
+//! subtask's has come.
 
 use super::error::TaskError;
 use super::events::{Counters, TaskEvent};
@@ -27,7 +29,7 @@ use super::message::{Control, Handover, RescaleOrder};
 use super::operator::{BarrierUpload, OperatorTask};
 use crate::checkpoint::restore::RestoreError;
 use crate::checkpoint::restore::backend::Opened;
-use crate::state::handoff::{hand_off_state, take_over_state};
+use crate::state::handoff::{Handed, hand_off_state, take_over_state};
 use crate::state::snapshot::{OperatorShare, SnapshotError};
 use crate::wasm::OperatorInstance;
 use crossbeam_channel::Receiver;
@@ -121,43 +123,48 @@ impl OperatorTask {
     }
 
     /// A new subtask: waits for every old subtask's state and restores its
-    /// share into a new backend.
+    /// share into a new backend, taking all of it at once (a RocksDB
+    /// backend opens the handed databases side by side).
     pub(super) fn wait_for_state(&mut self, t: &TakeOver) -> Result<Waited, TaskError> {
         let mut opened = self.open_state(None).map_err(|e| self.state_error(e))?;
-        let (mut first_barrier, mut barrier): (Option<Instant>, u64) = (None, 0);
-        let mut seen = vec![false; t.from as usize];
-        while seen.iter().any(|s| !s) {
+        // Opening a backend (a RocksDB database is created on disk) takes
+        // tens of milliseconds: done before the barrier, it is not part of
+        // the pause.
+        self.reporter.send(TaskEvent::ReadyToTakeOver(self.id.clone()));
+        let mut arrived: Vec<Option<Handover>> = (0..t.from).map(|_| None).collect();
+        while arrived.iter().any(Option::is_none) {
             let h = match self.inputs.recv_or_control(&t.handover) {
                 Ok(h) => h,
                 Err(Control::RescaleAbandoned) => return Ok(Waited::Abandoned),
                 Err(Control::Cancel) => return Err(TaskError::Cancelled),
                 Err(_) => continue,
             };
-            let Some(slot) = seen.get_mut(h.from as usize).filter(|s| !**s) else {
+            let Some(slot) = arrived.get_mut(h.from as usize).filter(|s| s.is_none()) else {
                 return Err(TaskError::Panicked {
                     task: self.id.clone(),
                     message: format!("a rescale handed over the state of subtask {} twice or out of range", h.from),
                 });
             };
-            *slot = true;
-            first_barrier = Some(first_barrier.map_or(h.barrier_at, |f| f.min(h.barrier_at)));
-            barrier = h.barrier;
-            let share = OperatorShare::Rescaled { from: h.from, to: self.id.subtask, parallelism: self.parallelism };
-            // The bytes were written by this process a moment ago: the
-            // checks a file from elsewhere needs are not repeated.
-            let summary = take_over_state(
-                opened.backend.as_mut(),
-                &h.snapshot,
-                h.keyed.as_deref(),
-                self.range,
-                self.max_parallelism,
-                share,
-            )
-            .map_err(|e| self.state_error(snapshot_error("the state handed over at a rescale", e)))?;
-            opened.restored.entries += summary.entries;
-            opened.restored.bytes += h.snapshot.len() as u64;
+            *slot = Some(h);
         }
-        Ok(Waited::Restored(opened, first_barrier.unwrap_or_else(Instant::now), barrier))
+        let arrived: Vec<Handover> = arrived.into_iter().flatten().collect();
+        let first_barrier = arrived.iter().map(|h| h.barrier_at).min().unwrap_or_else(Instant::now);
+        let barrier = arrived.last().map_or(0, |h| h.barrier);
+        let handed: Vec<Handed<'_>> = arrived
+            .iter()
+            .map(|h| Handed {
+                snapshot: &h.snapshot,
+                keyed: h.keyed.as_deref(),
+                share: OperatorShare::Rescaled { from: h.from, to: self.id.subtask, parallelism: self.parallelism },
+            })
+            .collect();
+        // The bytes were written by this process a moment ago: the checks
+        // a file from elsewhere needs are not repeated.
+        let summary = take_over_state(opened.backend.as_mut(), &handed, self.range, self.max_parallelism)
+            .map_err(|e| self.state_error(snapshot_error("the state handed over at a rescale", e)))?;
+        opened.restored.entries += summary.entries;
+        opened.restored.bytes += arrived.iter().map(|h| h.snapshot.len() as u64).sum::<u64>();
+        Ok(Waited::Restored(opened, first_barrier, barrier))
     }
 
     /// A state error of this subtask.

@@ -99,33 +99,55 @@ pub fn hand_off_state(frozen: &mut dyn FrozenState, max_parallelism: u32) -> Res
     Ok(HandedState { snapshot, keyed })
 }
 
-/// A new subtask's side, for one old subtask's [`HandedState`]: restores
-/// the snapshot into `backend` (which owns `range`) as a restore at another
-/// parallelism does, taking `share` of operator state, then adopts the
-/// key groups of `range` from the hand-off, or restores them from it
-/// through a snapshot if the backend cannot adopt.
+/// One old subtask's [`HandedState`], as a new subtask takes it.
+pub struct Handed<'a> {
+    pub snapshot: &'a [u8],
+    pub keyed: Option<&'a HandOff>,
+    /// Its share of the old subtask's operator state.
+    pub share: OperatorShare,
+}
+
+/// A new subtask's side, for every old subtask's [`HandedState`]: restores
+/// each snapshot into `backend` (which owns `range`) as a restore at
+/// another parallelism does, taking its share of operator state, then
+/// adopts the key groups of `range` from the hand-offs, all at once, or
+/// restores them from each through a snapshot if the backend cannot adopt.
 pub fn take_over_state(
     backend: &mut dyn StateBackend,
-    snapshot: &[u8],
-    keyed: Option<&HandOff>,
+    handed: &[Handed<'_>],
     range: KeyGroupRange,
     max_parallelism: u32,
-    share: OperatorShare,
 ) -> Result<RestoreSummary, SnapshotError> {
-    let mut summary = restore_snapshot_stream(&mut &snapshot[..], backend, range, max_parallelism, share)?;
-    let Some(keyed) = keyed else { return Ok(summary) };
-    match backend.adopt_key_groups(keyed) {
+    let mut summary = RestoreSummary::default();
+    for h in handed {
+        let more = restore_snapshot_stream(&mut &h.snapshot[..], backend, range, max_parallelism, h.share)?;
+        summary.entries += more.entries;
+        summary.key_groups += more.key_groups;
+        summary.skipped_key_groups += more.skipped_key_groups;
+    }
+    let keyed: Vec<&HandOff> = handed.iter().filter_map(|h| h.keyed).collect();
+    if keyed.is_empty() {
+        return Ok(summary);
+    }
+    match backend.adopt_key_groups(&keyed) {
         Some(taken) => {
             summary.entries += taken?;
-            summary.key_groups += keyed.range().intersect(range).len() as u32;
+            summary.key_groups += keyed.iter().map(|k| k.range().intersect(range).len() as u32).sum::<u32>();
         }
         None => {
-            for mut view in keyed.views(range)? {
-                let bytes = write_snapshot(view.as_mut(), max_parallelism)?;
-                let more =
-                    restore_snapshot_stream(&mut &bytes[..], backend, range, max_parallelism, OperatorShare::Nothing)?;
-                summary.entries += more.entries;
-                summary.key_groups += more.key_groups;
+            for view in keyed.iter().map(|k| k.views(range)) {
+                for mut view in view? {
+                    let bytes = write_snapshot(view.as_mut(), max_parallelism)?;
+                    let more = restore_snapshot_stream(
+                        &mut &bytes[..],
+                        backend,
+                        range,
+                        max_parallelism,
+                        OperatorShare::Nothing,
+                    )?;
+                    summary.entries += more.entries;
+                    summary.key_groups += more.key_groups;
+                }
             }
         }
     }

@@ -486,15 +486,16 @@ pub trait StateBackend: Send {
     }
 
     /// Live rescale: takes the key groups of this backend's range, with
-    /// their timers, out of `hand_off` (an old subtask's
-    /// [`FrozenState::hand_off`]) without a snapshot: tables by pointer
-    /// (hashmap), databases as files (RocksDB). The states must be
-    /// registered already (the hand-off's snapshot of descriptors and
-    /// operator state is restored first). Returns about how many keys and
-    /// timers were taken. `None`: this backend cannot adopt this hand-off
-    /// (the caller restores it through a snapshot instead).
-    fn adopt_key_groups(&mut self, hand_off: &HandOff) -> Option<Result<u64, StateError>> {
-        let _ = hand_off;
+    /// their timers, out of `hand_offs` (the old subtasks'
+    /// [`FrozenState::hand_off`]s) without a snapshot: tables by pointer
+    /// (hashmap), databases as files (RocksDB). All at once, so that a
+    /// backend can take them side by side. The states must be registered
+    /// already (the hand-offs' snapshots of descriptors and operator state
+    /// are restored first). Returns about how many keys and timers were
+    /// taken. `None`: this backend cannot adopt these hand-offs (the caller
+    /// restores them through snapshots instead).
+    fn adopt_key_groups(&mut self, hand_offs: &[&HandOff]) -> Option<Result<u64, StateError>> {
+        let _ = hand_offs;
         None
     }
 

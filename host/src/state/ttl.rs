@@ -478,10 +478,10 @@ impl<B: StateBackend> StateBackend for TtlBackend<B> {
         self.inner.restore_entry(kg, entry)
     }
 
-    fn adopt_key_groups(&mut self, hand_off: &super::HandOff) -> Option<Result<u64, StateError>> {
+    fn adopt_key_groups(&mut self, hand_offs: &[&super::HandOff]) -> Option<Result<u64, StateError>> {
         // Handed values keep their expiry prefix, as restored entries do;
         // they only must belong to states with the same TTL here.
-        for d in hand_off.descriptors() {
+        for d in hand_offs.iter().flat_map(|h| h.descriptors()) {
             if let Some(own) = self.descriptors.iter().find(|own| own.name == d.name)
                 && own.ttl != d.ttl
             {
@@ -492,7 +492,7 @@ impl<B: StateBackend> StateBackend for TtlBackend<B> {
                 }));
             }
         }
-        self.inner.adopt_key_groups(hand_off)
+        self.inner.adopt_key_groups(hand_offs)
     }
 
     fn key_count(&self, s: StateId) -> usize {

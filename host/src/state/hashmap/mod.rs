@@ -460,12 +460,19 @@ impl StateBackend for HashMapBackend {
         })
     }
 
-    fn adopt_key_groups(&mut self, hand_off: &HandOff) -> Option<Result<u64, StateError>> {
-        match hand_off {
-            HandOff::Tables(h) => Some(h.adopt_into(self)),
-            #[cfg(feature = "rocksdb")]
-            HandOff::Databases(_) => None,
+    fn adopt_key_groups(&mut self, hand_offs: &[&HandOff]) -> Option<Result<u64, StateError>> {
+        let tables: Vec<_> = hand_offs
+            .iter()
+            .filter_map(|h| match h {
+                HandOff::Tables(t) => Some(t),
+                #[cfg(feature = "rocksdb")]
+                HandOff::Databases(_) => None,
+            })
+            .collect();
+        if tables.len() != hand_offs.len() {
+            return None;
         }
+        Some(tables.into_iter().map(|t| t.adopt_into(self)).sum())
     }
 
     fn key_count(&self, s: StateId) -> usize {

@@ -35,14 +35,18 @@ fn passes_the_conformance_suite_as_several_databases() {
         let memory = RocksDbMemory::default();
         let mut b = RocksDbBackend::open(&localdir, "split", range, memory).unwrap();
         let mid = range.start + (range.end - range.start) / 2;
-        for half in [KeyGroupRange { start: range.start, end: mid }, KeyGroupRange { start: mid, end: range.end }] {
-            if half.is_empty() {
-                continue;
-            }
-            let mut old = RocksDbBackend::open(&localdir, "old", half, memory).unwrap();
-            let h = old.freeze().hand_off().expect("a RocksDB backend hands its database off");
-            b.adopt_key_groups(&h).expect("adopts databases").unwrap();
-        }
+        // Both halves at once: opened side by side.
+        let halves = [KeyGroupRange { start: range.start, end: mid }, KeyGroupRange { start: mid, end: range.end }];
+        let olds: Vec<RocksDbBackend> = halves
+            .into_iter()
+            .filter(|h| !h.is_empty())
+            .map(|half| RocksDbBackend::open(&localdir, "old", half, memory).unwrap())
+            .collect();
+        let handed: Vec<_> = olds
+            .into_iter()
+            .map(|mut old| old.freeze().hand_off().expect("a RocksDB backend hands its database off"))
+            .collect();
+        b.adopt_key_groups(&handed.iter().collect::<Vec<_>>()).expect("adopts databases").unwrap();
         assert!(b.databases() > 1);
         Box::new(b)
     });

@@ -3,7 +3,7 @@
 
 use super::*;
 use crate::state::HandOff;
-use crate::state::handoff::{hand_off_state, take_over_state};
+use crate::state::handoff::{Handed, hand_off_state, take_over_state};
 use crate::state::key_group::{key_group_of_hash, key_hash};
 use crate::state::snapshot::visit_snapshot;
 use crate::state::snapshot::{OperatorShare, restore_snapshot_stream, write_snapshot};
@@ -187,10 +187,16 @@ fn by_hand_off(
         .map(|i| {
             let range = KeyGroupRange::for_subtask(i, to, max_parallelism);
             let mut b = new(range);
-            for (from, (snapshot, keyed)) in handed.iter().enumerate() {
-                let share = OperatorShare::Rescaled { from: from as u32, to: i, parallelism: to };
-                take_over_state(b.as_mut(), snapshot, keyed.as_deref(), range, max_parallelism, share).unwrap();
-            }
+            let handed: Vec<Handed<'_>> = handed
+                .iter()
+                .enumerate()
+                .map(|(from, (snapshot, keyed))| Handed {
+                    snapshot,
+                    keyed: keyed.as_deref(),
+                    share: OperatorShare::Rescaled { from: from as u32, to: i, parallelism: to },
+                })
+                .collect();
+            take_over_state(b.as_mut(), &handed, range, max_parallelism).unwrap();
             b
         })
         .collect();
@@ -295,14 +301,15 @@ fn a_mismatched_hand_off_is_an_error_not_a_panic() {
     let range = KeyGroupRange { start: 0, end: 16 };
     // States not registered (the snapshot was never restored).
     let mut empty = hashmap(range, max_parallelism);
-    assert!(matches!(empty.adopt_key_groups(&keyed), Some(Err(StateError::HandOff(_)))));
+    assert!(matches!(empty.adopt_key_groups(&[&keyed]), Some(Err(StateError::HandOff(_)))));
     // A state of the same name but another kind.
     let mut other = hashmap(range, max_parallelism);
     other.register(StateKind::Map.descriptor("count")).unwrap();
-    assert!(matches!(other.adopt_key_groups(&keyed), Some(Err(StateError::KindMismatch { .. }))));
+    assert!(matches!(other.adopt_key_groups(&[&keyed]), Some(Err(StateError::KindMismatch { .. }))));
     // Nothing moved: a fitting backend still gets every key.
     let mut fits = hashmap(range, max_parallelism);
-    take_over_state(fits.as_mut(), &h.snapshot, Some(&keyed), range, max_parallelism, OperatorShare::All).unwrap();
+    let handed = Handed { snapshot: &h.snapshot, keyed: Some(&keyed), share: OperatorShare::All };
+    take_over_state(fits.as_mut(), &[handed], range, max_parallelism).unwrap();
     assert_eq!(fits.key_count(id(fits.as_ref(), "count")), 100);
     assert_eq!(left(tables(&keyed)), 0);
 }
