@@ -101,7 +101,9 @@ pub fn hand_off_state(frozen: &mut dyn FrozenState, max_parallelism: u32) -> Res
 
 /// One old subtask's [`HandedState`], as a new subtask takes it.
 pub struct Handed<'a> {
+    /// Its [`HandedState::snapshot`].
     pub snapshot: &'a [u8],
+    /// Its [`HandedState::keyed`].
     pub keyed: Option<&'a HandOff>,
     /// Its share of the old subtask's operator state.
     pub share: OperatorShare,
