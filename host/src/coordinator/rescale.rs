@@ -1,9 +1,8 @@
 //! Live rescale (`host rescale`), the coordinator's side: a request is
 //! checked, the operator's new subtasks are started (waiting for their
 //! state), and once each has opened its state backend the order rides on
-//! the next checkpoint's barrier; the
-//! request is answered once every new subtask took over. The tasks' side
-//! is [`crate::runtime::rescale`].
+//! the next checkpoint's barrier; the request is answered once every new
+//! subtask took over. The tasks' side is [`crate::runtime::rescale`].
 //!
 //! Refused, with the reason: an unknown operator, a parallelism of 0, the
 //! same one, or one above the job's max parallelism (key groups are the

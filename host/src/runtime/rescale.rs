@@ -4,14 +4,15 @@
 //!
 //! The coordinator starts the new subtasks first; each opens its state
 //! backend, says so, and waits for the state ([`TakeOver`]); the barrier
-//! goes out once all are ready. The barrier that carries the [`RescaleOrder`] reaches
-//! every old subtask, which freezes its state for its part of the
-//! checkpoint, forwards the barrier, then hands its state to every new
-//! subtask, starts the checkpoint's upload and ends. A new subtask takes,
-//! from each old subtask's state, the key groups of its own range and its
-//! share of operator and broadcast state (as a restore at another
-//! parallelism deals them), opens the module, and reads the channels the
-//! operator's upstream subtasks switched to right after the barrier.
+//! goes out once all are ready. The barrier that carries the
+//! [`RescaleOrder`] reaches every old subtask, which freezes its state for
+//! its part of the checkpoint, forwards the barrier, then hands its state
+//! to every new subtask, starts the checkpoint's upload and ends. A new
+//! subtask takes, from each old subtask's state, the key groups of its own
+//! range and its share of operator and broadcast state (as a restore at
+//! another parallelism deals them), opens the module, and reads the
+//! channels the operator's upstream subtasks switched to right after the
+//! barrier.
 //!
 //! Keyed state goes without being encoded ([`crate::state::HandOff`]): a
 //! hashmap backend hands its key groups' tables and timers over by

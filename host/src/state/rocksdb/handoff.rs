@@ -193,7 +193,7 @@ impl Database {
         // statistics an open reads from them are skipped, and their tables
         // are opened on this thread. They are in the page cache, and
         // RocksDB's pool of file-opening threads (16 by default) cost
-        // 40-80 ms of waiting per open on 2 busy cores, where this
+        // 15-85 ms of waiting per open on 2 busy cores, where this
         // thread alone opens them in about 1 ms.
         let mut options = options.clone();
         options.set_skip_stats_update_on_db_open(true);

@@ -142,10 +142,11 @@ impl RocksDbBackend {
     }
 
     /// Takes the databases of `hand_offs` that hold key groups of this
-    /// range. Each is opened on a thread of its own: an open waits on its
-    /// files and on RocksDB's own threads more than it computes, and a new
-    /// subtask that takes several (all of them, when the parallelism
-    /// falls to 1) would otherwise add their opens up in the pause.
+    /// range. Each is opened on a thread of its own: an open mostly waits
+    /// for the fsyncs of the files it writes (manifest, `CURRENT`,
+    /// `OPTIONS`), and a new subtask that takes several (all of them, when
+    /// the parallelism falls to 1) would otherwise add their opens up in
+    /// the pause.
     fn adopt_databases(&mut self, hand_offs: &[&DatabaseHandOff]) -> Result<u64, StateError> {
         let mut plans: Vec<Plan<'_>> = Vec::new();
         for handed in hand_offs.iter().flat_map(|h| h.databases()) {
