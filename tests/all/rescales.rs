@@ -85,6 +85,30 @@ fn live_rescales_with_a_kill_after_each_keep_every_count_exact() {
 }
 
 #[test]
+fn rescales_back_to_back_on_rocksdb_take_whole_databases_as_they_are_and_keep_counts_exact() {
+    // 2 -> 3 leaves each new subtask with parts of the old databases; 3 -> 1
+    // then takes every database whole, open, as the old subtasks gave it
+    // up. The one subtask writes on into them, checkpoints them and is
+    // killed; the resume restores what it wrote.
+    for backend in ["rocksdb", "rocksdb-incremental"] {
+        let dir = JobDir::new();
+        write_job(&dir, 2, backend, 5_000);
+        let child = start(&dir, &[]);
+        wait_running(&dir);
+        let out = rescale(&dir, "counter", "3");
+        assert!(out.status.success(), "{backend}: {}", text(&out.stderr));
+        rescale_then_kill(&dir, child, 3, 1);
+        let before = published(&dir).lines().count() as u64;
+        assert!(before < RECORDS, "{backend}: killed mid-run, {before} lines published");
+        let out = weir_tests::run_host(dir.path(), &["run", "job.toml", "--resume"]);
+        assert!(out.status.success(), "{backend}: {}", text(&out.stderr));
+        let all = published(&dir);
+        assert_eq!(all.lines().count() as u64, RECORDS, "{backend}: one output line per record");
+        assert_eq!(final_counts(&all), expected(), "{backend}");
+    }
+}
+
+#[test]
 fn a_kill_right_after_a_rescale_resumes_from_the_checkpoint_the_rescale_took() {
     // No periodic checkpoint comes between the rescale and the kill, so the
     // resume restores the checkpoint taken at the rescale's barrier: the

@@ -6,13 +6,15 @@
 //! `rocksdb-incremental`).
 //! All in one run of the real `host` binary.
 //!
-//! - `host rescale -p 3`, then `-p 1`: the pause each reports (from the
-//!   first old subtask's barrier to the last new subtask ready);
+//! - `host rescale -p 3`, then, 2 s later, `-p 1`: the pause each reports
+//!   (from the first old subtask's barrier to the last new subtask ready);
 //! - `host savepoint --stop`, then `host run --from-savepoint -p 3` of a job
 //!   that has no records left, so its wall time is startup plus restore.
 //!
 //! Run: `cargo bench -p weir-tests --bench rescale`. The markdown table goes
-//! to stdout, and to `WEIR_BENCH_OUT` if set.
+//! to stdout, and to `WEIR_BENCH_OUT` if set. `WEIR_BENCH_LOG=<file>` keeps
+//! the running job's log there, with the rescales' debug lines (where each
+//! pause went).
 
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
@@ -99,10 +101,11 @@ fn main() {
     // Paced so the job is still running after the counter saw most keys.
     let (count, rate) = (keys * 8, keys / 2);
     std::fs::write(d.join("job.toml"), job(d, &backend, count, keys, rate)).unwrap();
+    let log = std::env::var_os("WEIR_BENCH_LOG");
     let mut child = host_command(d, &["run", "job.toml"])
-        .env("RUST_LOG", "error")
+        .env("RUST_LOG", if log.is_some() { "error,weir_host::runtime::rescale=debug" } else { "error" })
         .stdout(Stdio::null())
-        .stderr(Stdio::null())
+        .stderr(log.map_or_else(Stdio::null, |f| std::fs::File::create(f).expect("WEIR_BENCH_LOG").into()))
         .spawn()
         .unwrap();
     // Three keys' worth of records: about 95% of the keys seen.
@@ -111,6 +114,10 @@ fn main() {
     }
     let up = rescale(d, 3);
     eprintln!("rescale 2 -> 3: paused {up:.1} ms");
+    // The job first catches up with the records queued during that pause:
+    // a barrier right away would wait behind them in some channels, which
+    // is the previous rescale's cost, not this one's.
+    std::thread::sleep(Duration::from_secs(2));
     let down = rescale(d, 1);
     eprintln!("rescale 3 -> 1: paused {down:.1} ms");
 

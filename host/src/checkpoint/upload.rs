@@ -87,7 +87,12 @@ pub struct Uploader {
     /// subtask's own upload threads (an aborted checkpoint's upload may
     /// still run when the next one starts).
     shared: Option<Arc<Mutex<SharedFiles>>>,
+    /// What uploads wait for before they start ([`Self::start_after`]).
+    after: Option<crossbeam_channel::Receiver<()>>,
 }
+
+/// How long an upload waits for [`Uploader::start_after`]'s gate at most.
+const GATE_LIMIT: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// SST files already stored.
 #[derive(Clone, Default)]
@@ -114,7 +119,22 @@ pub const DESCRIPTORS_FILE: &str = "WEIR-DESCRIPTORS";
 impl Uploader {
     /// An uploader for the subtask named `owner` (`<node>-<subtask>`).
     pub fn new(owner: String, storage: Arc<CheckpointStorage>, max_parallelism: u32) -> Self {
-        Uploader { owner, storage, max_parallelism, last_size: Arc::new(AtomicUsize::new(0)), shared: None }
+        Uploader {
+            owner,
+            storage,
+            max_parallelism,
+            last_size: Arc::new(AtomicUsize::new(0)),
+            shared: None,
+            after: None,
+        }
+    }
+
+    /// Uploads from now on start once every sender of `gate` is gone (or
+    /// after a second at most): a live rescale's old subtask, whose upload
+    /// of the barrier's checkpoint would otherwise share the cores with the
+    /// new subtasks taking their state over, the pause of the job.
+    pub fn start_after(&mut self, gate: crossbeam_channel::Receiver<()>) {
+        self.after = Some(gate);
     }
 
     /// Stores backends that can (RocksDB) incrementally: files already
@@ -229,12 +249,16 @@ impl Uploader {
         W: FnOnce() -> Result<StateHandle, CheckpointError> + Send + 'static,
         F: FnOnce(Result<StateHandle, CheckpointError>) + Send + 'static,
     {
-        let checkpoints = self.storage.clone();
+        let (checkpoints, gate) = (self.storage.clone(), self.after.clone());
         // The work reaches the thread through a channel, so a thread that
         // cannot start leaves it here to be answered.
         let (tx, rx) = std::sync::mpsc::channel::<(W, F)>();
         let spawned = std::thread::Builder::new().name(format!("weir-snap-{}", self.owner)).spawn(move || {
             let Ok((work, done)) = rx.recv() else { return };
+            if let Some(gate) = gate {
+                // Nothing is ever sent: it ends when the senders are gone.
+                let _ = gate.recv_timeout(GATE_LIMIT);
+            }
             if let Some(segment) = recording
                 && let Err(e) = segment.store(&checkpoints)
             {
@@ -332,4 +356,46 @@ fn run_token() -> String {
             format!("{:x}{:x}", std::process::id(), nanos & 0xffff_ffff)
         })
         .clone()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::settings::{S3Settings, StorageSettings};
+    use std::time::Duration;
+
+    fn uploader() -> Uploader {
+        let memory = StorageSettings {
+            dir: None,
+            inline_threshold: 0,
+            memory_max_state_size: 1 << 20,
+            fsync: false,
+            s3: S3Settings::default(),
+            fenced_by: None,
+        };
+        Uploader::new("op-0".into(), Arc::new(CheckpointStorage::open(&memory, "job").unwrap()), 128)
+    }
+
+    #[test]
+    fn an_upload_after_a_gate_starts_once_its_senders_are_gone() {
+        let mut u = uploader();
+        let (open, gate) = crossbeam_channel::bounded::<()>(0);
+        u.start_after(gate);
+        let (done_tx, done) = crossbeam_channel::bounded(1);
+        u.upload_written(1, Arc::new(vec![1, 2, 3]), None, move |r| {
+            let _ = done_tx.send(r.is_ok());
+        });
+        // The gate waits up to a second from the thread's start.
+        assert!(done.recv_timeout(Duration::from_millis(300)).is_err(), "stored before the gate opened");
+        drop(open);
+        assert_eq!(done.recv_timeout(Duration::from_secs(10)), Ok(true));
+        // A gate kept shut holds an upload back for a second at most.
+        let (_shut, gate) = crossbeam_channel::bounded::<()>(0);
+        u.start_after(gate);
+        let (done_tx, done) = crossbeam_channel::bounded(1);
+        u.upload_written(2, Arc::new(vec![4]), None, move |r| {
+            let _ = done_tx.send(r.is_ok());
+        });
+        assert_eq!(done.recv_timeout(Duration::from_secs(30)), Ok(true));
+    }
 }

@@ -177,6 +177,7 @@ pub fn start_rescaled(a: &Attempt<'_>, uid: &str, from: u32, events_tx: &Sender<
         receivers.insert(i, rx);
     }
     let parallelism = a.plan.node(uid).map_or(1, |n| n.parallelism);
+    let (taken_tx, taken) = bounded::<()>(0);
     let mut order = RescaleOrder {
         uid: uid.into(),
         from,
@@ -184,6 +185,7 @@ pub fn start_rescaled(a: &Attempt<'_>, uid: &str, from: u32, events_tx: &Sender<
         senders: HashMap::new(),
         receivers: HashMap::new(),
         handover: Vec::new(),
+        taken,
     };
     let mut new_tasks = Vec::new();
     for t in &a.plan.tasks {
@@ -218,7 +220,7 @@ pub fn start_rescaled(a: &Attempt<'_>, uid: &str, from: u32, events_tx: &Sender<
         let outputs = t.outputs.iter().map(|o| o.channels.iter().map(|c| senders[c].clone()).collect()).collect();
         let (inputs, router) = wire(a, t, inputs, outputs, ctl_rx, alignment);
         let reporter = Reporter::new(t.id.clone(), events_tx.clone(), settings.progress_interval);
-        let take_over = TakeOver { from, handover };
+        let take_over = TakeOver { from, handover, taken: taken_tx.clone() };
         let body = task_body(a, t, parallelism, inputs, router, reporter, Some(take_over));
         rescaled.threads.push((t.id.clone(), spawn(t.id.clone(), body, events_tx.clone())));
     }

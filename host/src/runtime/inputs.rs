@@ -499,6 +499,7 @@ mod tests {
             senders: Default::default(),
             receivers: [(owner, vec![(new_rx, false)])].into_iter().collect(),
             handover: Vec::new(),
+            taken: crossbeam_channel::bounded(0).1,
         };
         let barrier =
             Arc::new(Barrier { id: 9, kind: BarrierKind::Checkpoint, rescale: Some(Arc::new(order)), shadow: None });
@@ -538,6 +539,7 @@ mod tests {
             senders: Default::default(),
             receivers: Default::default(),
             handover: Vec::new(),
+            taken: crossbeam_channel::bounded(0).1,
         };
         let barrier =
             Arc::new(Barrier { id: 3, kind: BarrierKind::Checkpoint, rescale: Some(Arc::new(order)), shadow: None });

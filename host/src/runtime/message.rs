@@ -98,6 +98,9 @@ pub struct RescaleOrder {
     pub receivers: HashMap<TaskId, Vec<(Receiver<Message>, bool)>>,
     /// Per new subtask: where the old subtasks send their state.
     pub handover: Vec<Sender<Handover>>,
+    /// Disconnected once every new subtask has taken its state over and
+    /// opened its module (each holds a sender until then).
+    pub taken: Receiver<()>,
 }
 
 /// One old subtask's state, handed to a new subtask at a rescale.

@@ -143,12 +143,13 @@ impl OperatorTask {
     pub fn run(mut self) -> Result<Counters, TaskError> {
         let restore = self.restore.take();
         let started = Instant::now();
-        let (opened, took_over) = match self.take_over.take() {
+        // A new subtask of a rescale holds `taken` until it is ready.
+        let (opened, took_over, taken) = match self.take_over.take() {
             Some(t) => match self.wait_for_state(&t)? {
-                Waited::Restored(opened, barrier_at, barrier) => (opened, Some((barrier_at, barrier))),
+                Waited::Restored(opened, barrier_at, barrier) => (opened, Some((barrier_at, barrier)), Some(t.taken)),
                 Waited::Abandoned => return Ok(Counters::default()),
             },
-            None => (self.open_state(restore.as_ref()).map_err(|e| self.state_error(e))?, None),
+            None => (self.open_state(restore.as_ref()).map_err(|e| self.state_error(e))?, None, None),
         };
         let restored = (restore.is_some() || took_over.is_some()).then_some(opened.restored);
         // A replay starts from a checkpoint's state: recording starts at
@@ -167,6 +168,7 @@ impl OperatorTask {
         if let Some((barrier_at, _)) = took_over {
             self.reporter.send(TaskEvent::TookOver { task: self.id.clone(), barrier_at });
         }
+        drop(taken);
         match restored {
             // How long recovery took is what an operator of the job asks
             // first after a crash.

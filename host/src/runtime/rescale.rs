@@ -17,7 +17,9 @@
 //! Keyed state goes without being encoded ([`crate::state::HandOff`]): a
 //! hashmap backend hands its key groups' tables and timers over by
 //! pointer, a RocksDB backend its databases as hard-linked copies of their
-//! files, which each new subtask opens, keeping its own key groups. Beside
+//! files, which each new subtask opens, keeping its own key groups (and,
+//! once the barrier's checkpoint is frozen, the databases themselves,
+//! open, for a new subtask that takes one whole). Beside
 //! either goes a small snapshot of the descriptors and operator state, so
 //! the pause does not grow with the keys. A backend without a hand-off
 //! writes its whole state as one canonical snapshot, which each new subtask
@@ -43,6 +45,10 @@ pub struct TakeOver {
     pub from: u32,
     /// Where they arrive.
     pub handover: Receiver<Handover>,
+    /// Dropped once this subtask has taken its state over and opened its
+    /// module: the old subtasks' uploads wait for every new subtask's
+    /// ([`RescaleOrder::taken`]).
+    pub taken: crossbeam_channel::Sender<()>,
 }
 
 /// How a new subtask's wait for its state ended.
@@ -85,6 +91,7 @@ impl OperatorTask {
         let whole = matches!(&handed, Ok((_, Some(h))) if h.leaves_frozen_whole());
         let frozen = whole.then_some(frozen);
         if let Some((id, savepoint, recording, done)) = upload {
+            self.uploader.start_after(order.taken.clone());
             match (&handed, frozen) {
                 (Ok((snapshot, None)), _) if savepoint.is_none() && self.uploader.writes_snapshots() => {
                     self.uploader.upload_written(id, snapshot.clone(), recording, done);
@@ -99,8 +106,13 @@ impl OperatorTask {
                 _ => self.uploader.upload(id, savepoint, instance.freeze_state(), recording, done),
             }
         }
-        let (snapshot, keyed) =
+        let (snapshot, mut keyed) =
             handed.map_err(|e| self.state_error(snapshot_error("the state handed over at a rescale", e)))?;
+        // The checkpoint's state is frozen and its upload started: the live
+        // state can go too, for a new subtask that takes it whole.
+        if let Some(k) = keyed.as_mut() {
+            instance.give_up_state_into(k);
+        }
         // Before the state leaves: the coordinator hears that this
         // subtask retires before any new subtask can have run.
         self.reporter.send(TaskEvent::HandedOver(self.id.clone(), counters));
@@ -118,6 +130,7 @@ impl OperatorTask {
             task = %self.id,
             bytes = snapshot.len(),
             by_pointer = keyed.is_some(),
+            since_barrier_ms = barrier_at.elapsed().as_secs_f64() * 1e3,
             "state handed over at a rescale"
         );
         Ok(())
@@ -161,8 +174,17 @@ impl OperatorTask {
             .collect();
         // The bytes were written by this process a moment ago: the checks
         // a file from elsewhere needs are not repeated.
+        let arrived_ms = first_barrier.elapsed().as_secs_f64() * 1e3;
         let summary = take_over_state(opened.backend.as_mut(), &handed, self.range, self.max_parallelism)
             .map_err(|e| self.state_error(snapshot_error("the state handed over at a rescale", e)))?;
+        // Where a pause goes: the old subtasks' freezes and hand-offs until
+        // the last arrived, then taking them in.
+        tracing::debug!(
+            task = %self.id,
+            arrived_ms,
+            taken_ms = first_barrier.elapsed().as_secs_f64() * 1e3 - arrived_ms,
+            "state taken over at a rescale"
+        );
         opened.restored.entries += summary.entries;
         opened.restored.bytes += arrived.iter().map(|h| h.snapshot.len() as u64).sum::<u64>();
         Ok(Waited::Restored(opened, first_barrier, barrier))

@@ -380,6 +380,7 @@ mod tests {
             senders: [(owner, new_tx)].into_iter().collect(),
             receivers: Default::default(),
             handover: Vec::new(),
+            taken: crossbeam_channel::bounded(0).1,
         };
         let barrier = Arc::new(Barrier {
             id: 4,

@@ -5,7 +5,9 @@
 //! Keyed state goes without being encoded where the backend allows it: a
 //! hashmap backend's tables by pointer ([`KeyGroupHandOff`]), a RocksDB
 //! backend's databases as hard-linked copies of their files
-//! ([`crate::state::rocksdb::DatabaseHandOff`]). Beside either goes a small
+//! ([`crate::state::rocksdb::DatabaseHandOff`]), and open, once the old
+//! subtask gave them up ([`StateBackend::give_up_into`]), for a new subtask
+//! that takes one whole. Beside either goes a small
 //! canonical snapshot of the descriptors and operator and broadcast state,
 //! which a new subtask deals out as a restore at another parallelism does.
 //! A backend with no hand-off sends one canonical snapshot of everything;

@@ -499,6 +499,15 @@ pub trait StateBackend: Send {
         None
     }
 
+    /// Live rescale, an old subtask's side, once `hand_off` was made from
+    /// this backend's frozen state: moves into it what of the live state
+    /// can go as it is, for a new subtask that takes it whole (RocksDB: the
+    /// open databases, so that subtask opens none). The backend is not used
+    /// after this. By default nothing moves.
+    fn give_up_into(&mut self, hand_off: &mut HandOff) {
+        let _ = hand_off;
+    }
+
     /// Number of keys that hold a value in a keyed state (for tests and
     /// inspection).
     fn key_count(&self, state: StateId) -> usize;

@@ -498,6 +498,10 @@ impl<B: StateBackend> StateBackend for TtlBackend<B> {
     fn key_count(&self, s: StateId) -> usize {
         self.inner.key_count(s)
     }
+
+    fn give_up_into(&mut self, hand_off: &mut super::HandOff) {
+        self.inner.give_up_into(hand_off);
+    }
 }
 
 /// A frozen inner backend under this layer's descriptors.

@@ -158,6 +158,13 @@ impl OperatorInstance {
         self.store.data_mut().backend_mut().freeze()
     }
 
+    /// Live rescale, an old subtask: moves what of the live state can go
+    /// as it is into `hand_off` ([`crate::state::StateBackend::give_up_into`]).
+    /// The instance's state is not used after this.
+    pub fn give_up_state_into(&mut self, hand_off: &mut crate::state::HandOff) {
+        self.store.data_mut().backend_mut().give_up_into(hand_off);
+    }
+
     /// Gives up the instance, keeping its state backend (a module swap moves
     /// it into the new module's instance).
     pub fn into_backend(self) -> Box<dyn StateBackend> {

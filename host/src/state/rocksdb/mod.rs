@@ -189,6 +189,28 @@ impl Database {
         !file.starts_with(layers::LAYER_PREFIX)
     }
 
+    /// This database, given up to a live rescale's hand-off, leaving in its
+    /// place one that is closed and owns no directory: the backend that
+    /// held it is not used again.
+    fn give_up(&mut self) -> Database {
+        let closed = Database {
+            db: None,
+            path: PathBuf::new(),
+            range: self.range,
+            descriptors: Vec::new(),
+            options: Options::default(),
+            write: WriteOptions::default(),
+            timers: Timers::empty(),
+            scan_after: BTreeMap::new(),
+            freezes: 0,
+            cache: ValueCache::new(self.range),
+            cache_limit: 0,
+            layers: std::collections::VecDeque::new(),
+            expiry: Vec::new(),
+        };
+        std::mem::replace(self, closed)
+    }
+
     /// The working directory.
     fn path(&self) -> &Path {
         &self.path
@@ -281,7 +303,9 @@ fn with_timers(db: &Option<DB>) -> (&DB, &::rocksdb::ColumnFamily) {
 impl Drop for Database {
     fn drop(&mut self) {
         drop(self.db.take());
-        let _ = std::fs::remove_dir_all(&self.path);
+        if !self.path.as_os_str().is_empty() {
+            let _ = std::fs::remove_dir_all(&self.path);
+        }
     }
 }
 

@@ -6,7 +6,9 @@
 //!
 //! Why several databases: merging the old subtasks' keys into one database
 //! costs a copy of every key, as much as a savepoint and a restore, while
-//! opening linked copies of their files costs milliseconds at any size. The
+//! opening linked copies of their files costs milliseconds at any size, and
+//! a database one new subtask takes whole is not even opened: the old
+//! subtask gives it up open (`give_up_into`) and it moves as it is. The
 //! price comes later and is bounded: while a subtask has more than one
 //! database, its checkpoints are canonical snapshots instead of incremental
 //! file sets (an incremental checkpoint holds one database per subtask),
@@ -142,11 +144,12 @@ impl RocksDbBackend {
     }
 
     /// Takes the databases of `hand_offs` that hold key groups of this
-    /// range. Each is opened on a thread of its own: an open mostly waits
-    /// for the fsyncs of the files it writes (manifest, `CURRENT`,
-    /// `OPTIONS`), and a new subtask that takes several (all of them, when
-    /// the parallelism falls to 1) would otherwise add their opens up in
-    /// the pause.
+    /// range: a database given up whole and all of whose groups are this
+    /// range's as it is, open; the others by opening a copy of their files,
+    /// each on a thread of its own. An open takes 10-50 ms (reading the
+    /// manifest and the tables' index blocks, writing a new manifest and
+    /// `OPTIONS` file), and a new subtask that takes several would
+    /// otherwise add them up in the pause.
     fn adopt_databases(&mut self, hand_offs: &[&DatabaseHandOff]) -> Result<u64, StateError> {
         let mut plans: Vec<Plan<'_>> = Vec::new();
         for handed in hand_offs.iter().flat_map(|h| h.databases()) {
@@ -247,9 +250,16 @@ struct Plan<'h> {
 }
 
 impl Plan<'_> {
-    /// Opens the database, in a working directory under `localdir`
-    /// named after `name`, with the home database's `options`.
+    /// The database: the old subtask's, open, where it was given up and
+    /// this takes all of its key groups; else a copy of its files opened
+    /// in a working directory under `localdir` named after `name`, with
+    /// the home database's `options`.
     fn open(&self, localdir: &Path, name: &str, options: &Options) -> Result<Database, StateError> {
+        if self.range == self.handed.range
+            && let Some(db) = self.handed.take_live()
+        {
+            return db.taken_live(self.cache_limit);
+        }
         Database::adopt_handed(localdir, name, options, self.handed, self.range, self.cache_limit, self.expiry.clone())
     }
 }
@@ -517,12 +527,20 @@ impl StateBackend for RocksDbBackend {
             return self.home.freeze();
         }
         let all_adopted = self.all_adopted();
-        Box::new(FrozenParts {
-            range: self.range,
-            home: self.home.freeze_db(),
-            parts: self.adopted.iter_mut().map(|a| (a.db.freeze_db(), home_ids(&a.ids))).collect(),
-            all_adopted,
-        })
+        // Side by side: a freeze mostly waits for RocksDB's checkpoint (a
+        // flush and fsyncs), and this is the pause of every checkpoint and
+        // of a rescale's barrier.
+        let (home, adopted) = (&mut self.home, &mut self.adopted);
+        let (home, parts) = std::thread::scope(|s| {
+            let parts: Vec<_> = adopted.iter_mut().map(|a| (s.spawn(|| a.db.freeze_db()), home_ids(&a.ids))).collect();
+            let home = home.freeze_db();
+            let parts: Vec<_> = parts
+                .into_iter()
+                .map(|(t, ids)| (t.join().unwrap_or_else(|p| std::panic::resume_unwind(p)), ids))
+                .collect();
+            (home, parts)
+        });
+        Box::new(FrozenParts { range: self.range, home, parts, all_adopted })
     }
 
     fn adopt_key_groups(&mut self, hand_offs: &[&HandOff]) -> Option<Result<u64, StateError>> {
@@ -539,6 +557,26 @@ impl StateBackend for RocksDbBackend {
     fn key_count(&self, s: StateId) -> usize {
         self.home.key_count(s)
             + self.adopted.iter().map(|a| a.db.key_count(a.ids.get(s as usize).copied().unwrap_or(s))).sum::<usize>()
+    }
+
+    fn give_up_into(&mut self, hand_off: &mut HandOff) {
+        let HandOff::Databases(d) = hand_off else { return };
+        let handed = d.databases_mut();
+        // The hand-off was made from this backend's freeze: home alone, or
+        // the adopted databases (home then holds no key group).
+        if self.adopted.is_empty() {
+            if let [one] = handed
+                && one.range == self.home.range
+            {
+                one.give(self.home.give_up());
+            }
+            return;
+        }
+        for a in std::mem::take(&mut self.adopted) {
+            if let Some(h) = handed.iter_mut().find(|h| h.range == a.db.range) {
+                h.give(a.db);
+            }
+        }
     }
 }
 

@@ -176,10 +176,25 @@ fn by_hand_off(
     max_parallelism: u32,
     new: &dyn Fn(KeyGroupRange) -> Backend,
 ) -> (Vec<Backend>, Vec<Sent>) {
+    by_hand_off_giving_up(old, to, max_parallelism, new, false)
+}
+
+/// The same; with `give_up`, each old backend also gives up its live
+/// state into its hand-off, as an old subtask does, and is not used after.
+fn by_hand_off_giving_up(
+    old: &mut [Backend],
+    to: u32,
+    max_parallelism: u32,
+    new: &dyn Fn(KeyGroupRange) -> Backend,
+    give_up: bool,
+) -> (Vec<Backend>, Vec<Sent>) {
     let handed: Vec<Sent> = old
         .iter_mut()
         .map(|b| {
-            let h = hand_off_state(b.freeze().as_mut(), max_parallelism).unwrap();
+            let mut h = hand_off_state(b.freeze().as_mut(), max_parallelism).unwrap();
+            if give_up && let Some(k) = h.keyed.as_mut() {
+                b.give_up_into(k);
+            }
             (h.snapshot, h.keyed.map(Arc::new))
         })
         .collect();
@@ -316,8 +331,10 @@ fn a_mismatched_hand_off_is_an_error_not_a_panic() {
 
 /// RocksDB backends hand their databases over: a live rescale 2 -> 3 -> 1
 /// (the second from backends of several databases) leaves what the
-/// snapshot path leaves, and a backend that cannot adopt databases
-/// (hashmap) restores them through snapshots, with the same result.
+/// snapshot path leaves, whether the new subtasks open copies of the files
+/// or take a database given up whole as it is; and a backend that cannot
+/// adopt databases (hashmap) restores them through snapshots, with the
+/// same result.
 #[cfg(feature = "rocksdb")]
 #[test]
 fn rocksdb_databases_handed_over_equal_the_snapshot_path() {
@@ -342,21 +359,39 @@ fn rocksdb_databases_handed_over_equal_the_snapshot_path() {
             assert_eq!(keyed_sections, 0, "no keyed entry is encoded beside a hand-off");
         }
         let (mut into_hashmap, _) = by_hand_off(&mut old, to, max_parallelism, &|r| hashmap(r, max_parallelism));
+        // Last: the old backends are not used after giving up.
+        let (mut live, handed) = by_hand_off_giving_up(&mut old, to, max_parallelism, &rocksdb, true);
+        for (_, keyed) in &handed {
+            let Some(HandOff::Databases(d)) = keyed.as_deref() else { panic!("{from} -> {to}: databases") };
+            // 2 -> 3 splits every old range, 3 -> 1 takes each whole.
+            let whole = (0..to).any(|i| KeyGroupRange::for_subtask(i, to, max_parallelism).covers(d.range()));
+            let (left, given) = d.live_left();
+            assert_eq!(left, if whole { 0 } else { given }, "{from} -> {to}: databases taken as they are");
+        }
         let mut keys_total = 0;
         for i in 0..to as usize {
             let want = dump(expected[i].as_mut(), max_parallelism);
             assert_eq!(dump(got[i].as_mut(), max_parallelism), want, "{from} -> {to}, new subtask {i}");
+            assert_eq!(dump(live[i].as_mut(), max_parallelism), want, "{from} -> {to} given up, new subtask {i}");
             let want = dump(by_hashmap[i].as_mut(), max_parallelism);
             assert_eq!(dump(into_hashmap[i].as_mut(), max_parallelism), want, "{from} -> {to} into hashmap, {i}");
             keys_total += got[i].key_count(id(got[i].as_ref(), "count"));
+            assert_eq!(
+                live[i].key_count(id(live[i].as_ref(), "count")),
+                got[i].key_count(id(got[i].as_ref(), "count"))
+            );
             for d in [TimeDomain::EventTime, TimeDomain::ProcessingTime] {
                 assert_eq!(got[i].timer_count(d), expected[i].timer_count(d));
                 assert_eq!(got[i].timer_next(d), expected[i].timer_next(d));
+                assert_eq!(live[i].timer_count(d), expected[i].timer_count(d));
+                assert_eq!(live[i].timer_next(d), expected[i].timer_next(d));
             }
         }
         assert_eq!(keys_total, 3_000, "{from} -> {to}: every key arrived once");
+        drop(got);
         // The new subtasks go on changing state: the next rescale starts
         // from them, some of several databases.
+        let mut got = live;
         for b in got.iter_mut() {
             let b = b.as_mut();
             let count = id(b, "count");
