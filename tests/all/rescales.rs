@@ -125,6 +125,10 @@ fn a_kill_right_after_a_rescale_resumes_from_the_checkpoint_the_rescale_took() {
         let said = text(&out.stdout) + &text(&out.stderr);
         assert!(out.status.success(), "{backend}: {said}");
         let at = rescaled_at(&said);
+        // `host rescale` answers once the new subtasks run; the rescale's
+        // checkpoint completes a moment later (the old subtasks' uploads
+        // wait for the take-over). The kill comes as soon as it is.
+        wait_for_checkpoint_after(&dir, at - 1);
         child.kill().unwrap(); // SIGKILL
         child.wait().unwrap();
         let before = published(&dir).lines().count() as u64;
