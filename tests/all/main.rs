@@ -1,5 +1,7 @@
 //! Weir's end-to-end tests, in one binary so the suite links once. Every test
-//! runs the real `host` binary on real guest components, as a user would.
+//! runs real guest components, and all but a few run the real `host` binary
+//! as a user would; those few drive the host library where only the host's
+//! own code can reach (`hand_over`), and say why.
 
 mod bad_input;
 mod broadcast;
@@ -15,6 +17,7 @@ mod example_copy;
 mod fraud_detection;
 mod fuzz_regressions;
 mod guest_failures;
+mod hand_over;
 mod hardening;
 mod host_new;
 mod idle_timeout;

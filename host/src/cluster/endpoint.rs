@@ -104,7 +104,7 @@ fn answer_now(job: &LoadedJob, since: Since, copies: &[(i32, Sender<Request>)], 
         Request::Shadow(_, reply) => _ = reply.send(Err(refuse())),
         Request::StopShadow(reply) => _ = reply.send(Err(refuse())),
         Request::PromoteShadow(reply) => _ = reply.send(Err(refuse())),
-        Request::Checkpoint(reply) => _ = reply.send(Err(refuse())),
+        Request::HandOver(reply) => _ = reply.send(Err(refuse())),
         // The member itself carries a cancel out; none comes here.
         Request::Cancel(reply) => _ = reply.send(()),
     }

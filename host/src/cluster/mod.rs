@@ -375,7 +375,7 @@ fn hand_over(copies: Vec<(i32, Copy)>, within: Duration) {
         .iter()
         .map(|(p, c)| {
             let (reply, answer) = bounded(1);
-            let _ = c.requests.send(Request::Checkpoint(reply));
+            let _ = c.requests.send(Request::HandOver(reply));
             (*p, answer)
         })
         .collect();

@@ -151,6 +151,13 @@ pub enum RequestError {
     /// Nothing to stop or promote.
     #[error("no shadow run is in progress")]
     NoShadow,
+    /// Cluster mode is handing this copy's partition over to another
+    /// member: a change now would not reach the next owner, which resumes
+    /// from the hand-over's checkpoint.
+    #[error(
+        "the partition is being handed over to another member, which resumes from the checkpoint taken for it; ask again once the partition runs there"
+    )]
+    HandingOver,
 }
 
 /// A request the coordinator answers.
@@ -173,10 +180,12 @@ pub enum Request {
     Savepoint(SavepointRequest, crossbeam_channel::Sender<Result<SavepointDone, RequestError>>),
     /// `POST /v1/cancel`.
     Cancel(crossbeam_channel::Sender<()>),
-    /// A checkpoint now, whatever the interval, answered with its id once
-    /// it completed: the one in flight, or else one triggered at once.
-    /// Cluster mode takes one before it hands a partition over.
-    Checkpoint(crossbeam_channel::Sender<Result<u64, RequestError>>),
+    /// The checkpoint cluster mode hands the partition over at, answered
+    /// with its id once it completed: the one in flight, or else one
+    /// triggered at once; after a swap, savepoint or rescale under way, the
+    /// first one after it. From then on the job takes no more changes
+    /// ([`RequestError::HandingOver`]).
+    HandOver(crossbeam_channel::Sender<Result<u64, RequestError>>),
     /// `POST /v1/swaps`.
     Swap(SwapRequest, crossbeam_channel::Sender<Result<SwapDone, RequestError>>),
     /// `POST /v1/rescales`.

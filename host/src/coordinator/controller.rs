@@ -83,6 +83,9 @@ impl Purpose {
     }
 }
 
+/// Where a hand-over's checkpoint id goes once it completed.
+type HandOverReply = Sender<Result<CheckpointId, RequestError>>;
+
 /// Runs one attempt.
 pub struct Controller<'a> {
     pub(super) job: &'a LoadedJob,
@@ -117,8 +120,9 @@ pub struct Controller<'a> {
     pub(super) rescaled: BTreeMap<String, u32>,
     /// A rescale under way.
     pub(super) rescale: Option<PendingRescale>,
-    /// Who asked for a checkpoint now, with the first id that answers them.
-    checkpoint_waiters: Vec<(CheckpointId, Sender<Result<CheckpointId, RequestError>>)>,
+    /// Who asked for the hand-over's checkpoint, with the first id that
+    /// answers them; none yet while a change under way must be in it.
+    checkpoint_waiters: Vec<(Option<CheckpointId>, HandOverReply)>,
     /// Tasks whose next `Finished` is no end of the job's work: old
     /// subtasks of a rescale, new ones of an abandoned one.
     pub(super) quiet_ends: HashMap<TaskId, u32>,
@@ -394,23 +398,7 @@ impl<'a> Controller<'a> {
                     Ok(c) => c.request_savepoint(request, settings.savepoint_dir.as_deref(), &settings.storage, reply),
                 }
             }
-            Request::Checkpoint(reply) => match self.accepting() {
-                Err(e) => _ = reply.send(Err(e)),
-                Ok(c) if !c.cp.periodic() => {
-                    _ = reply.send(Err(RequestError::Refused("the job takes no checkpoints".into())))
-                }
-                // One in flight serves: its barrier is at most a
-                // checkpoint's duration old, and waiting for one more
-                // would hold up the group's rebalance that long again.
-                Ok(c) => match c.protocol.in_flight() {
-                    Some(id) => self.checkpoint_waiters.push((id, reply)),
-                    None => {
-                        let first = c.protocol.next_id();
-                        c.protocol.request_checkpoint();
-                        self.checkpoint_waiters.push((first, reply));
-                    }
-                },
-            },
+            Request::HandOver(reply) => self.hand_over(reply),
             Request::Swap(request, reply) => self.start_swap(request, reply, compiler),
             Request::Rescale(request, reply) => self.start_rescale(request, reply),
             Request::Shadow(request, reply) => match self.check_shadow(&request) {
@@ -431,6 +419,54 @@ impl<'a> Controller<'a> {
             Request::PromoteShadow(reply) => self.promote_shadow(reply, compiler),
         }
         self.follow_savepoint();
+    }
+
+    /// Cluster mode hands this copy's partition over: the checkpoint
+    /// answered is where the next owner resumes, so from now on the job
+    /// takes no changes ([`RequestError::HandingOver`]), and a change
+    /// already under way is in that checkpoint.
+    fn hand_over(&mut self, reply: HandOverReply) {
+        match self.accepting() {
+            Err(e) => {
+                let _ = reply.send(Err(e));
+                return;
+            }
+            Ok(c) if !c.cp.periodic() => {
+                let _ = reply.send(Err(RequestError::Refused("the job takes no checkpoints".into())));
+                return;
+            }
+            Ok(c) => c.cp.handing_over = true,
+        }
+        self.checkpoint_waiters.push((None, reply));
+        self.answer_hand_overs();
+    }
+
+    /// Gives each hand-over the first checkpoint that answers it, once no
+    /// swap, savepoint or rescale is under way (their barrier precedes
+    /// that checkpoint's, so it holds them), and answers those completed.
+    fn answer_hand_overs(&mut self) {
+        if self.checkpoint_waiters.is_empty() {
+            return;
+        }
+        let c = &mut self.checkpoints;
+        let changing = c.savepoint_pending() || self.rescale.is_some();
+        for (first, _) in self.checkpoint_waiters.iter_mut().filter(|(first, _)| first.is_none() && !changing) {
+            // One in flight serves: its barrier is at most a checkpoint's
+            // duration old, and waiting for one more would hold up the
+            // group's rebalance that long again.
+            *first = Some(c.protocol.in_flight().unwrap_or_else(|| {
+                c.protocol.request_checkpoint();
+                c.protocol.next_id()
+            }));
+        }
+        let Some(latest) = c.cp.stats.latest else { return };
+        self.checkpoint_waiters.retain(|(first, reply)| {
+            let due = first.is_some_and(|first| latest >= first);
+            if due {
+                let _ = reply.send(Ok(latest));
+            }
+            !due
+        });
     }
 
     /// A swap request: the new module is compiled (see
@@ -490,10 +526,18 @@ impl<'a> Controller<'a> {
         };
         let job = self.job;
         let subtasks = self.plan.node(&request.operator).map_or(1, |n| n.parallelism);
-        let (Some(operator), Ok(c)) = (job.spec.operators.iter().find(|o| o.uid == request.operator), self.accepting())
-        else {
+        let Some(operator) = job.spec.operators.iter().find(|o| o.uid == request.operator) else {
             let _ = reply.send(Err(RequestError::Failing));
             return;
+        };
+        // The job may have begun failing, or handing its partition over,
+        // while the module compiled.
+        let c = match self.accepting() {
+            Ok(c) => c,
+            Err(e) => {
+                let _ = reply.send(Err(e));
+                return;
+            }
         };
         c.request_swap(
             &operator.uid,
@@ -518,6 +562,7 @@ impl<'a> Controller<'a> {
         match self.state {
             JobState::Failing | JobState::Cancelling => Err(RequestError::Failing),
             JobState::Finishing => Err(RequestError::Finishing),
+            _ if self.checkpoints.cp.handing_over => Err(RequestError::HandingOver),
             _ => Ok(&mut self.checkpoints),
         }
     }
@@ -563,15 +608,7 @@ impl<'a> Controller<'a> {
         if let Err(e) = result {
             self.fail(e.into());
         }
-        if let Some(latest) = self.checkpoints.cp.stats.latest {
-            self.checkpoint_waiters.retain(|(first, reply)| {
-                let due = latest >= *first;
-                if due {
-                    let _ = reply.send(Ok(latest));
-                }
-                !due
-            });
-        }
+        self.answer_hand_overs();
         self.follow_rescale();
         self.follow_shadow();
         self.follow_savepoint();

@@ -336,7 +336,7 @@ pub fn run_job_with(
             cause: failure.to_string(),
             restored_from: restore_from.as_ref().map(|r| r.location.clone()),
         });
-        if !restarting::wait_to_restart(delay, &requests, job, &plan, attempt, &run, &checkpoints) {
+        if !restarting::wait_to_restart(delay, &requests, job, &plan, attempt, &run, &mut checkpoints) {
             let _ = state.to(JobState::Cancelled);
             return Err(JobError::Cancelled);
         }

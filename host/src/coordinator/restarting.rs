@@ -22,7 +22,7 @@ pub fn wait_to_restart(
     plan: &Plan,
     attempt: u32,
     run: &RunInfo,
-    checkpoints: &Checkpoints,
+    checkpoints: &mut Checkpoints,
 ) -> bool {
     let until = Instant::now() + delay;
     let name = &job.spec.name;
@@ -55,7 +55,9 @@ pub fn wait_to_restart(
             Ok(Request::Savepoint(_, reply)) => {
                 let _ = reply.send(Err(RequestError::Failing));
             }
-            Ok(Request::Checkpoint(reply)) => {
+            Ok(Request::HandOver(reply)) => {
+                // The next attempt must not take changes either.
+                checkpoints.handing_over = true;
                 let _ = reply.send(Err(RequestError::Failing));
             }
             Ok(Request::Swap(_, reply)) => {
