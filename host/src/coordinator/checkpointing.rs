@@ -116,12 +116,6 @@ pub struct Checkpoints {
     /// Whether an operator records its input beside the checkpoints
     /// (retention then deletes the recordings no kept checkpoint starts).
     pub recordings: bool,
-    /// Cluster mode asked for the checkpoint it hands this copy's partition
-    /// over at: the copy is cancelled next, and its partition's next owner
-    /// resumes from that checkpoint, so a swap, rescale or savepoint asked
-    /// for from now on would be lost there, and is refused instead. Kept
-    /// across attempts: a restart in between does not forget it.
-    pub handing_over: bool,
     /// Statistics.
     pub stats: CheckpointStats,
     /// What the control API shows.
@@ -203,7 +197,6 @@ impl Checkpoints {
             job_modules: BTreeMap::new(),
             swapped: BTreeMap::new(),
             recordings: false,
-            handing_over: false,
             stats: CheckpointStats::default(),
             history: History::new(pinned.iter().cloned().collect()),
         }

@@ -6,6 +6,7 @@
 
 use super::JobError;
 use super::checkpointing::{Attempt as Checkpointing, CheckpointingError};
+use super::hand_over::HandOver;
 use super::job_state::JobState;
 use super::plan::{Plan, Role};
 use super::progress::Progress;
@@ -16,7 +17,6 @@ use super::shadow::{ShadowReply, Shadows};
 use super::spawn::Started;
 use super::views::{checkpoint_config, graph, run_status};
 use crate::checkpoint::metadata::SinkState;
-use crate::checkpoint::protocol::CheckpointId;
 use crate::config::LoadedJob;
 use crate::control::{
     JobGraph, Metrics, ModuleInfo, Request, RequestError, Restart, ShadowRequest, Status, SwapRequest,
@@ -83,9 +83,6 @@ impl Purpose {
     }
 }
 
-/// Where a hand-over's checkpoint id goes once it completed.
-type HandOverReply = Sender<Result<CheckpointId, RequestError>>;
-
 /// Runs one attempt.
 pub struct Controller<'a> {
     pub(super) job: &'a LoadedJob,
@@ -120,9 +117,8 @@ pub struct Controller<'a> {
     pub(super) rescaled: BTreeMap<String, u32>,
     /// A rescale under way.
     pub(super) rescale: Option<PendingRescale>,
-    /// Who asked for the hand-over's checkpoint, with the first id that
-    /// answers them; none yet while a change under way must be in it.
-    checkpoint_waiters: Vec<(Option<CheckpointId>, HandOverReply)>,
+    /// The hand-over under way, if one was asked for.
+    pub(super) hand_over: Option<HandOver>,
     /// Tasks whose next `Finished` is no end of the job's work: old
     /// subtasks of a rescale, new ones of an abandoned one.
     pub(super) quiet_ends: HashMap<TaskId, u32>,
@@ -173,7 +169,7 @@ impl<'a> Controller<'a> {
             modules: modules.clone(),
             rescaled: rescaled.clone(),
             rescale: None,
-            checkpoint_waiters: Vec::new(),
+            hand_over: None,
             quiet_ends: HashMap::new(),
             spawned: Vec::new(),
             work_ended: false,
@@ -398,7 +394,7 @@ impl<'a> Controller<'a> {
                     Ok(c) => c.request_savepoint(request, settings.savepoint_dir.as_deref(), &settings.storage, reply),
                 }
             }
-            Request::HandOver(reply) => self.hand_over(reply),
+            Request::HandOver(reply) => self.start_hand_over(reply),
             Request::Swap(request, reply) => self.start_swap(request, reply, compiler),
             Request::Rescale(request, reply) => self.start_rescale(request, reply),
             Request::Shadow(request, reply) => match self.check_shadow(&request) {
@@ -419,54 +415,6 @@ impl<'a> Controller<'a> {
             Request::PromoteShadow(reply) => self.promote_shadow(reply, compiler),
         }
         self.follow_savepoint();
-    }
-
-    /// Cluster mode hands this copy's partition over: the checkpoint
-    /// answered is where the next owner resumes, so from now on the job
-    /// takes no changes ([`RequestError::HandingOver`]), and a change
-    /// already under way is in that checkpoint.
-    fn hand_over(&mut self, reply: HandOverReply) {
-        match self.accepting() {
-            Err(e) => {
-                let _ = reply.send(Err(e));
-                return;
-            }
-            Ok(c) if !c.cp.periodic() => {
-                let _ = reply.send(Err(RequestError::Refused("the job takes no checkpoints".into())));
-                return;
-            }
-            Ok(c) => c.cp.handing_over = true,
-        }
-        self.checkpoint_waiters.push((None, reply));
-        self.answer_hand_overs();
-    }
-
-    /// Gives each hand-over the first checkpoint that answers it, once no
-    /// swap, savepoint or rescale is under way (their barrier precedes
-    /// that checkpoint's, so it holds them), and answers those completed.
-    fn answer_hand_overs(&mut self) {
-        if self.checkpoint_waiters.is_empty() {
-            return;
-        }
-        let c = &mut self.checkpoints;
-        let changing = c.savepoint_pending() || self.rescale.is_some();
-        for (first, _) in self.checkpoint_waiters.iter_mut().filter(|(first, _)| first.is_none() && !changing) {
-            // One in flight serves: its barrier is at most a checkpoint's
-            // duration old, and waiting for one more would hold up the
-            // group's rebalance that long again.
-            *first = Some(c.protocol.in_flight().unwrap_or_else(|| {
-                c.protocol.request_checkpoint();
-                c.protocol.next_id()
-            }));
-        }
-        let Some(latest) = c.cp.stats.latest else { return };
-        self.checkpoint_waiters.retain(|(first, reply)| {
-            let due = first.is_some_and(|first| latest >= first);
-            if due {
-                let _ = reply.send(Ok(latest));
-            }
-            !due
-        });
     }
 
     /// A swap request: the new module is compiled (see
@@ -562,7 +510,7 @@ impl<'a> Controller<'a> {
         match self.state {
             JobState::Failing | JobState::Cancelling => Err(RequestError::Failing),
             JobState::Finishing => Err(RequestError::Finishing),
-            _ if self.checkpoints.cp.handing_over => Err(RequestError::HandingOver),
+            _ if self.hand_over.is_some() => Err(RequestError::HandingOver),
             _ => Ok(&mut self.checkpoints),
         }
     }
@@ -608,7 +556,7 @@ impl<'a> Controller<'a> {
         if let Err(e) = result {
             self.fail(e.into());
         }
-        self.answer_hand_overs();
+        self.answer_hand_over();
         self.follow_rescale();
         self.follow_shadow();
         self.follow_savepoint();

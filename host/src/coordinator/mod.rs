@@ -13,6 +13,7 @@
 
 pub mod checkpointing;
 pub mod controller;
+pub mod hand_over;
 pub mod history;
 pub mod job_state;
 pub mod modules;
@@ -336,7 +337,7 @@ pub fn run_job_with(
             cause: failure.to_string(),
             restored_from: restore_from.as_ref().map(|r| r.location.clone()),
         });
-        if !restarting::wait_to_restart(delay, &requests, job, &plan, attempt, &run, &mut checkpoints) {
+        if !restarting::wait_to_restart(delay, &requests, job, &plan, attempt, &run, &checkpoints) {
             let _ = state.to(JobState::Cancelled);
             return Err(JobError::Cancelled);
         }

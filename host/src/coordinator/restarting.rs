@@ -22,7 +22,7 @@ pub fn wait_to_restart(
     plan: &Plan,
     attempt: u32,
     run: &RunInfo,
-    checkpoints: &mut Checkpoints,
+    checkpoints: &Checkpoints,
 ) -> bool {
     let until = Instant::now() + delay;
     let name = &job.spec.name;
@@ -55,10 +55,13 @@ pub fn wait_to_restart(
             Ok(Request::Savepoint(_, reply)) => {
                 let _ = reply.send(Err(RequestError::Failing));
             }
+            // The partition's next owner resumes from the latest
+            // checkpoint, and a cancel follows: an attempt started now
+            // could take a change only to lose it.
             Ok(Request::HandOver(reply)) => {
-                // The next attempt must not take changes either.
-                checkpoints.handing_over = true;
+                tracing::warn!(job = %name, "handing the partition over while restarting: not restarting");
                 let _ = reply.send(Err(RequestError::Failing));
+                return false;
             }
             Ok(Request::Swap(_, reply)) => {
                 let _ = reply.send(Err(RequestError::Failing));
