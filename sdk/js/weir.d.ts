@@ -70,6 +70,9 @@ declare namespace Weir {
     readonly payload: Uint8Array;
     /** Undefined on an unkeyed input. */
     readonly key: Uint8Array | undefined;
+    /** Whether the record has a key; cheaper than reading `key`, which
+     * makes a view of its bytes. */
+    readonly hasKey: boolean;
     /** Event time in ms since the Unix epoch, if the record has one. */
     readonly timestamp: number | undefined;
     readonly payloadStr: string;

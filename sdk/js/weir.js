@@ -988,6 +988,12 @@ const weir = (() => {
       if (!(r[this.at + 4] & 1)) return undefined;
       return this.input.data.subarray(r[this.at + 2], r[this.at + 2] + r[this.at + 3]);
     }
+    /** Whether the record has a key: what `key !== undefined` says, without
+     * making a view of the key's bytes (in this engine that allocation
+     * costs more than the rest of a counter's dispatch). */
+    get hasKey() {
+      return (this.input.refs[this.at + 4] & 1) === 1;
+    }
     get timestamp() {
       const r = this.input.refs;
       return r[this.at + 4] & 2 ? r[this.at + 7] * TWO32 + (r[this.at + 6] >>> 0) : undefined;

@@ -11,7 +11,8 @@
 //! built the Python, JavaScript and C operators). `WEIR_BENCH_RECORDS` (default 1 M),
 //! `WEIR_BENCH_KEYS` (default 100 k). `WEIR_BENCH_EXTRA` adds rows for more
 //! components, as `label=path.wasm,label=path.wasm` (`scripts/profile-python`
-//! adds the steps of the Python counter's profile this way). The markdown
+//! and `scripts/profile-js` add the steps of the Python and JavaScript
+//! counters' profiles this way). The markdown
 //! table goes to stdout, and to `WEIR_BENCH_OUT` if set.
 
 use weir_tests::{artifacts, counter_job, elapsed_secs, run_quiet, script_guest};

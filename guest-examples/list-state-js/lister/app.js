@@ -15,7 +15,7 @@ class Lister {
   }
 
   process(ctx, element) {
-    if (element.key === undefined) throw new Error('lister needs a keyed input (partition = "key")');
+    if (!element.hasKey) throw new Error('lister needs a keyed input (partition = "key")');
     this.seen.add(element.payloadStr);
     ctx.emit(`${element.keyStr} ${this.seen.get().join(',')}`);
   }

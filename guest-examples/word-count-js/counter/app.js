@@ -12,7 +12,7 @@ class Counter {
   }
 
   process(ctx, element) {
-    if (element.key === undefined) throw new Error('counter needs a keyed input (partition = "key")');
+    if (!element.hasKey) throw new Error('counter needs a keyed input (partition = "key")');
     const n = (this.count.get() ?? 0) + 1;
     this.count.set(n);
     ctx.emit(`${element.keyStr} ${n}`);

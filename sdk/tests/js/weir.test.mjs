@@ -408,12 +408,12 @@ test('elements read their fields from the batch, unkeyed and keyed', () => {
   assert.deepEqual(seen, [['\uFFFD', [0x80], '\uFFFD', [0xff], undefined]]);
 });
 
-test('the batch index packs an empty key apart from no key, and signed or absent timestamps', () => {
+test('the batch index packs an empty key apart from no key (hasKey tells them apart), and signed or absent timestamps', () => {
   const seen = [];
   const handler = weir.export({
     open: () => ({
       process: (ctx, e) => {
-        seen.push([e.key && [...e.key], e.keyStr, e.payloadStr, e.timestamp]);
+        seen.push([e.hasKey, e.key && [...e.key], e.keyStr, e.payloadStr, e.timestamp]);
         // Each record back out as it came, then with the key as bytes.
         ctx.emit(e.payload, e.key, e.timestamp);
         ctx.emit(e.payloadStr, e.key === undefined ? undefined : e.keyStr, e.timestamp === undefined ? undefined : BigInt(e.timestamp));
@@ -434,11 +434,11 @@ test('the batch index packs an empty key apart from no key, and signed or absent
     host.emitted.length = 0;
     handler.processBatch(batchOf(records, offset));
     assert.deepEqual(seen, [
-      [[], '', 'empty key', -1],
-      [undefined, '', 'no key', undefined],
-      [[0x6b], 'k', 'zero time', 0],
-      [[], '', '', -(2 ** 53) + 1],
-      [[0x6b], 'k', 'late', 2 ** 53 - 1],
+      [true, [], '', 'empty key', -1],
+      [false, undefined, '', 'no key', undefined],
+      [true, [0x6b], 'k', 'zero time', 0],
+      [true, [], '', '', -(2 ** 53) + 1],
+      [true, [0x6b], 'k', 'late', 2 ** 53 - 1],
     ]);
     assert.deepEqual(host.emitted, records.flatMap(([k, p, t]) => [[p, k, t], [p, k, t]]));
   }
@@ -447,8 +447,8 @@ test('the batch index packs an empty key apart from no key, and signed or absent
   handler.process({ payload: bytes(0x70), key: bytes(), timestamp: 2n ** 64n - 2n });
   handler.process({ payload: bytes(), key: undefined, timestamp: undefined });
   assert.deepEqual(seen, [
-    [[], '', 'p', -2],
-    [undefined, '', '', undefined],
+    [true, [], '', 'p', -2],
+    [false, undefined, '', '', undefined],
   ]);
   // A timestamp that is not an integer number of ms is refused.
   const bad = weir.export({ open: () => ({ process: (ctx) => ctx.emit('x', undefined, 1.5) }) });
