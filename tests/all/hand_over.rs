@@ -4,9 +4,10 @@
 //! after it must be refused, not taken and then lost with the copy.
 //!
 //! A hand-over is no command of the `host` binary: a member sends it to its
-//! partition's copy in-process, just before it cancels the copy. So these
-//! tests drive the host library as the member does, on the real word-count
-//! components; a kill of the member would end the test with the copy.
+//! partition's copy in-process, just before it cancels the copy, and a
+//! rebalance cannot be timed against a swap from outside. So this test runs
+//! the copy in-process and sends the requests as the member does, on the
+//! real word-count components.
 //! The swaps are sent at delays across the swap's life (compiling, its
 //! barrier in flight, done) before the hand-over.
 
