@@ -122,8 +122,8 @@ enum Command {
         #[arg(long, value_name = "URI|PATH")]
         dir: Option<String>,
     },
-    /// Change one operator's parallelism while the job runs, its state
-    /// carried over.
+    /// Change an operator's parallelism, or the whole job's, while the job
+    /// runs, its state carried over.
     ///
     /// At the next checkpoint barrier the operator's key groups, with their
     /// state, move between its old and new subtasks, without restarting the
@@ -133,12 +133,18 @@ enum Command {
     /// then this exits non-zero with the reason. Prints the checkpoint that
     /// carried the rescale and the pause it caused. The job file's
     /// parallelism still applies when the job is started again.
+    ///
+    /// Without --operator, every operator not on N subtasks yet is
+    /// rescaled, one after another, each at its own barrier; sources and
+    /// sinks keep theirs, and an operator joined to another by a forward
+    /// edge stays as it is (said on stderr). A refusal or failure stops
+    /// there, naming the operators already rescaled.
     Rescale {
         /// The job's name, or its job file.
         job: String,
-        /// The operator's uid.
+        /// The operator's uid; without it, every operator of the job.
         #[arg(long, value_name = "UID")]
-        operator: String,
+        operator: Option<String>,
         /// Its new number of subtasks, from 1 to the job's max parallelism.
         #[arg(long, short = 'p', value_name = "N")]
         parallelism: u32,

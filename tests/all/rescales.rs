@@ -8,7 +8,9 @@
 //! final counts must equal the generator's stream counted directly; a
 //! record lost, repeated or reordered per key at a rescale's barrier fails
 //! the test. Requests that cannot be carried out are refused with the
-//! reason and change nothing.
+//! reason and change nothing. A rescale of the whole job changes every
+//! operator it can, one after another, and names those a forward edge
+//! keeps as they are.
 
 use super::savepoints::{
     RECORDS, expected, host, published, start, text, wait_for_checkpoint_after, wait_running, wait_running_job,
@@ -210,6 +212,71 @@ fn rescaling_each_operator_of_a_pipeline_in_turn_keeps_counts_exact_in_both_chec
         assert!(ok, "{mode}: {err}");
         assert_eq!(final_counts(&committed(dir.path())), want, "{mode}");
     }
+}
+
+/// The parallelism of each of the job's nodes, as `host status` shows it.
+fn parallelism_of(dir: &JobDir, job: &str) -> std::collections::BTreeMap<String, u64> {
+    let out = host(dir, &["status", job, "--json"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let s: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let nodes = s["nodes"].as_array().expect("nodes");
+    nodes.iter().map(|n| (n["id"].as_str().unwrap().to_string(), n["parallelism"].as_u64().unwrap())).collect()
+}
+
+#[test]
+fn a_whole_job_rescale_changes_every_operator_it_can_and_says_which_stay() {
+    use super::checkpoints::{Job, committed, write_job as write_pipeline};
+    let checkpointing = |dir: &JobDir| {
+        let ck = format!("file://{}", dir.path().join("ck").display());
+        format!("[checkpointing]\ninterval = \"200ms\"\n\n[state.checkpoints]\ndir = \"{ck}\"\n")
+    };
+    // lines -rebalance-> tokenizer -key-> counter -> sink, all at 2: both
+    // operators change, each at its own barrier, up and then down.
+    let dir = JobDir::new();
+    let want = write_pipeline(&dir, &Job::new(checkpointing(&dir), 4_000), 30_000, None);
+    let child = start(&dir, &[]);
+    wait_running_job(&dir, "eo");
+    for (p, from) in [(3, 2), (1, 3)] {
+        let out = host(&dir, &["rescale", "eo", "-p", &p.to_string()]);
+        let said = text(&out.stdout);
+        assert!(out.status.success(), "-p {p}: {}", text(&out.stderr));
+        for uid in ["tokenizer", "counter"] {
+            assert!(said.contains(&format!("rescaled '{uid}' from {from} to {p} subtasks")), "-p {p}: {said}");
+        }
+        let now = parallelism_of(&dir, "eo");
+        assert_eq!((now["tokenizer"], now["counter"], now["lines"]), (p, p, 1), "-p {p}: {now:?}");
+    }
+    // Nothing left to change, or more subtasks than key groups: refused
+    // with the reason, nothing changed.
+    for (p, says) in [("1", "no operator can change to 1 subtasks"), ("129", "128 key groups")] {
+        let out = host(&dir, &["rescale", "eo", "-p", p]);
+        assert!(!out.status.success(), "-p {p} must be refused");
+        assert!(text(&out.stderr).contains(says), "-p {p}: {}", text(&out.stderr));
+    }
+    let now = parallelism_of(&dir, "eo");
+    assert_eq!((now["tokenizer"], now["counter"]), (1, 1), "{now:?}");
+    let (ok, err) = finish_within(child, Duration::from_secs(120));
+    assert!(ok, "{err}");
+    assert_eq!(final_counts(&committed(dir.path())), want);
+
+    // tokenizer -forward-> flaky: the two stay paired, the counter changes.
+    let dir = JobDir::new();
+    let job = Job { trap_once: true, ..Job::new(checkpointing(&dir), 4_000) };
+    let want = write_pipeline(&dir, &job, 30_000, None);
+    let child = start(&dir, &[]);
+    wait_running_job(&dir, "eo");
+    let out = host(&dir, &["rescale", "eo", "-p", "3"]);
+    let (said, err) = (text(&out.stdout), text(&out.stderr));
+    assert!(out.status.success(), "{err}");
+    assert!(said.contains("rescaled 'counter' from 2 to 3 subtasks"), "{said}");
+    assert_eq!(said.matches("rescaled").count(), 1, "{said}");
+    assert!(err.contains("'tokenizer' stays on 2 subtasks: joined to 'flaky' by a forward edge"), "{err}");
+    assert!(err.contains("'flaky' stays on 2 subtasks: joined to 'tokenizer' by a forward edge"), "{err}");
+    let now = parallelism_of(&dir, "eo");
+    assert_eq!((now["tokenizer"], now["flaky"], now["counter"]), (2, 2, 3), "{now:?}");
+    let (ok, err) = finish_within(child, Duration::from_secs(120));
+    assert!(ok, "{err}");
+    assert_eq!(final_counts(&committed(dir.path())), want);
 }
 
 /// Waits up to `limit` for the job to end on its own: its success and

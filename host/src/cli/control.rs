@@ -9,7 +9,7 @@ use weir_host::cluster::overview::{group_view, overview};
 use weir_host::config::units::human_bytes;
 use weir_host::config::{self, LoadedJob};
 use weir_host::control::client::Client;
-use weir_host::control::{RescaleRequest, SavepointRequest, SwapRequest};
+use weir_host::control::{RescaleDone, RescaleRequest, SavepointRequest, SwapRequest};
 
 /// `host status`.
 pub fn status(job: &str, json: bool) -> anyhow::Result<()> {
@@ -172,14 +172,24 @@ fn cluster_swap(job: &LoadedJob, _request: &SwapRequest) -> anyhow::Result<()> {
     anyhow::bail!("{}: [cluster] needs a host built with the kafka feature", job.path.display())
 }
 
-/// `host rescale`.
-pub fn rescale(job: &str, operator: String, parallelism: u32) -> anyhow::Result<()> {
+/// `host rescale`: one operator, or every operator of the job that can
+/// change live.
+pub fn rescale(job: &str, operator: Option<String>, parallelism: u32) -> anyhow::Result<()> {
     let client = Client::find(&job_name(job)?)?;
-    let done = client.rescale(&RescaleRequest { operator, parallelism }).context("rescale failed")?;
-    println!(
-        "rescaled '{}' from {} to {} subtasks at checkpoint {}; pause {:.1} ms",
-        done.operator, done.from, done.to, done.checkpoint, done.pause_ms
-    );
+    let said = |done: &RescaleDone| {
+        println!(
+            "rescaled '{}' from {} to {} subtasks at checkpoint {}; pause {:.1} ms",
+            done.operator, done.from, done.to, done.checkpoint, done.pause_ms
+        )
+    };
+    let Some(operator) = operator else {
+        let plan = client.rescale_job(parallelism, said).context("rescale failed")?;
+        for (uid, why) in &plan.stay {
+            eprintln!("'{uid}' {why}");
+        }
+        return Ok(());
+    };
+    said(&client.rescale(&RescaleRequest { operator, parallelism }).context("rescale failed")?);
     Ok(())
 }
 

@@ -4,8 +4,8 @@
 
 use super::server::alive;
 use super::{
-    Accepted, Operation, RescaleDone, RescaleRequest, RunFile, SavepointDone, SavepointRequest, ShadowReport,
-    ShadowRequest, ShadowStarted, Status, SwapDone, SwapRequest, run_file_path,
+    Accepted, GraphEdge, JobGraph, Operation, RescaleDone, RescaleRequest, RunFile, SavepointDone, SavepointRequest,
+    ShadowReport, ShadowRequest, ShadowStarted, Status, SwapDone, SwapRequest, run_file_path,
 };
 use std::time::Duration;
 use thiserror::Error;
@@ -40,6 +40,56 @@ pub enum ClientError {
     },
 }
 
+/// What a whole-job rescale ([`Client::rescale_job`]) changes: the
+/// operators a live rescale can bring to the new parallelism, in the
+/// graph's order, and those it cannot, with why. Sources and sinks keep
+/// theirs (a live rescale moves an operator's key groups).
+#[derive(Debug, Clone, PartialEq)]
+pub struct JobRescale {
+    /// Operator uids to rescale.
+    pub operators: Vec<String>,
+    /// Operators left as they are, with the reason.
+    pub stay: Vec<(String, String)>,
+}
+
+impl JobRescale {
+    /// The whole-job rescale of `graph` to `parallelism`: every operator
+    /// not already there, but those joined to a neighbour by a forward
+    /// edge (the job refuses to rescale them alone: forward pairs subtask
+    /// i with subtask i).
+    pub fn of(graph: &JobGraph, parallelism: u32) -> Self {
+        let mut plan = JobRescale { operators: Vec::new(), stay: Vec::new() };
+        for node in graph.nodes.iter().filter(|n| n.role == "operator") {
+            if node.parallelism == parallelism {
+                plan.stay.push((node.id.clone(), format!("already runs on {parallelism} subtasks")));
+                continue;
+            }
+            // A sink's input edge is planned anew for the operator's new
+            // parallelism (forward from one subtask, else rebalance): it
+            // binds nothing.
+            let into_operator = |e: &&GraphEdge| graph.nodes.iter().any(|n| n.id == e.to && n.role == "operator");
+            let forward = graph
+                .edges
+                .iter()
+                .filter(into_operator)
+                .find(|e| e.partitioning == "forward" && (e.from == node.id || e.to == node.id));
+            match forward {
+                Some(e) => plan.stay.push((
+                    node.id.clone(),
+                    format!(
+                        "stays on {} subtasks: joined to '{}' by a forward edge, which pairs subtask i with \
+                         subtask i (partition = \"rebalance\" or \"key\" there lets it change)",
+                        node.parallelism,
+                        if e.from == node.id { &e.to } else { &e.from }
+                    ),
+                )),
+                None => plan.operators.push(node.id.clone()),
+            }
+        }
+        plan
+    }
+}
+
 /// A running job, found by name.
 pub struct Client {
     run: RunFile,
@@ -68,6 +118,11 @@ impl Client {
         self.call("GET", "/v1/job", None)
     }
 
+    /// The job graph: nodes with their parallelism now, and edges.
+    pub fn graph(&self) -> Result<JobGraph, ClientError> {
+        self.call("GET", "/v1/job/plan", None)
+    }
+
     /// Takes a savepoint; returns once it completed (or failed).
     pub fn savepoint(&self, request: &SavepointRequest) -> Result<SavepointDone, ClientError> {
         let accepted: Accepted =
@@ -92,6 +147,36 @@ impl Client {
             self.call("POST", "/v1/rescales", Some(serde_json::to_vec(request).expect("serializes")))?;
         let done = self.follow(&accepted)?;
         done.rescale.ok_or_else(|| self.refused("the rescale completed without an outcome".into()))
+    }
+
+    /// Brings every operator of the job that can change live to
+    /// `parallelism`, one after another, each at its own barrier (as
+    /// [`Client::rescale`]); `done` sees each as it took effect. Stops at
+    /// the first refusal or failure: the operators before it stay
+    /// rescaled. Refused, changing nothing, when no operator can change.
+    pub fn rescale_job(&self, parallelism: u32, mut done: impl FnMut(&RescaleDone)) -> Result<JobRescale, ClientError> {
+        let plan = JobRescale::of(&self.graph()?, parallelism);
+        if plan.operators.is_empty() {
+            let mut why = format!("no operator can change to {parallelism} subtasks");
+            for (uid, reason) in &plan.stay {
+                why.push_str(&format!("; '{uid}' {reason}"));
+            }
+            return Err(self.refused(why));
+        }
+        let mut rescaled: Vec<&str> = Vec::new();
+        for uid in &plan.operators {
+            let request = RescaleRequest { operator: uid.clone(), parallelism };
+            let outcome = self.rescale(&request).map_err(|e| match e {
+                ClientError::Refused { job, message } if !rescaled.is_empty() => ClientError::Refused {
+                    job,
+                    message: format!("{message} (rescaled before it: '{}')", rescaled.join("', '")),
+                },
+                e => e,
+            })?;
+            done(&outcome);
+            rescaled.push(uid);
+        }
+        Ok(plan)
     }
 
     /// Starts a shadow run; returns once its state was forked (or it was
@@ -173,5 +258,57 @@ impl Client {
             return Err(ClientError::Refused { job: job.clone(), message });
         }
         serde_json::from_slice(&body).map_err(|e| io(format!("bad answer: {e}")))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::control::GraphNode;
+
+    fn node(id: &str, role: &str, parallelism: u32) -> GraphNode {
+        GraphNode { id: id.into(), role: role.into(), kind: "wasm".into(), parallelism, module: None, backend: None }
+    }
+
+    fn edge(from: &str, to: &str, partitioning: &str) -> GraphEdge {
+        GraphEdge { from: from.into(), to: to.into(), partitioning: partitioning.into() }
+    }
+
+    #[test]
+    fn a_whole_job_rescale_takes_every_operator_but_those_already_there_or_forward_joined() {
+        let graph = JobGraph {
+            job: "j".into(),
+            max_parallelism: 128,
+            nodes: vec![
+                node("src", "source", 1),
+                node("parse", "operator", 1),
+                node("count", "operator", 2),
+                node("top", "operator", 3),
+                node("enrich", "operator", 2),
+                node("out", "sink", 2),
+            ],
+            edges: vec![
+                edge("src", "parse", "forward"),
+                edge("parse", "count", "key"),
+                edge("count", "top", "rebalance"),
+                edge("top", "enrich", "key"),
+                edge("enrich", "out", "forward"),
+            ],
+        };
+        let plan = JobRescale::of(&graph, 3);
+        // A sink's forward input binds nothing: the plan wires it anew.
+        assert_eq!(plan.operators, ["count", "enrich"]);
+        let stay: Vec<&str> = plan.stay.iter().map(|(uid, _)| uid.as_str()).collect();
+        assert_eq!(stay, ["parse", "top"]);
+        assert!(plan.stay[0].1.contains("joined to 'src' by a forward edge"), "{:?}", plan.stay);
+        assert!(plan.stay[1].1.contains("already runs on 3"), "{:?}", plan.stay);
+        // Sources and sinks are never in it.
+        let plan = JobRescale::of(&graph, 2);
+        assert_eq!(plan.operators, ["top"]);
+        // Between two operators, a forward edge binds both.
+        let mut graph = graph;
+        graph.edges[2].partitioning = "forward".into();
+        let plan = JobRescale::of(&graph, 4);
+        assert_eq!(plan.operators, ["enrich"]);
     }
 }
