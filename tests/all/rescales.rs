@@ -10,7 +10,7 @@
 //! the test. Requests that cannot be carried out are refused with the
 //! reason and change nothing. A rescale of the whole job changes every
 //! operator it can, one after another, and names those a forward edge
-//! keeps as they are.
+//! keeps as they are; an operator's own `max_parallelism` caps both.
 
 use super::savepoints::{
     RECORDS, expected, host, published, start, text, wait_for_checkpoint_after, wait_running, wait_running_job,
@@ -274,6 +274,51 @@ fn a_whole_job_rescale_changes_every_operator_it_can_and_says_which_stay() {
     assert!(err.contains("'flaky' stays on 2 subtasks: joined to 'tokenizer' by a forward edge"), "{err}");
     let now = parallelism_of(&dir, "eo");
     assert_eq!((now["tokenizer"], now["flaky"], now["counter"]), (2, 2, 3), "{now:?}");
+    let (ok, err) = finish_within(child, Duration::from_secs(120));
+    assert!(ok, "{err}");
+    assert_eq!(final_counts(&committed(dir.path())), want);
+}
+
+#[test]
+fn an_operators_own_max_parallelism_caps_its_rescales_and_the_jobs_parallelism() {
+    use super::checkpoints::{Job, committed, write_job as write_pipeline};
+    let dir = JobDir::new();
+    let ck = format!("file://{}", dir.path().join("ck").display());
+    let checkpointing = format!("[checkpointing]\ninterval = \"200ms\"\n\n[state.checkpoints]\ndir = \"{ck}\"\n");
+    let want = write_pipeline(&dir, &Job::new(checkpointing, 4_000), 30_000, None);
+    let job = dir.read("job.toml");
+    let capped = |extra: &str| job.replacen("uid = \"tokenizer\"\n", &format!("uid = \"tokenizer\"\n{extra}"), 1);
+    // A cap out of range, or below the operator's own parallelism, is a
+    // bad job file.
+    for (extra, says) in [
+        ("max_parallelism = 0\n", "operator 'tokenizer': max_parallelism = 0 must be between 1 and the job's"),
+        ("max_parallelism = 129\n", "max_parallelism = 129 must be between 1 and the job's max_parallelism (128)"),
+        (
+            "max_parallelism = 2\nparallelism = 3\n",
+            "operator 'tokenizer': parallelism 3 is above its max_parallelism (2)",
+        ),
+    ] {
+        dir.write("job.toml", capped(extra));
+        let err = dir.fails();
+        assert!(err.contains(says), "{extra}: {err}");
+    }
+    // --parallelism gives way to the cap.
+    dir.write("job.toml", capped("max_parallelism = 2\n"));
+    let child = start(&dir, &["-p", "4"]);
+    wait_running_job(&dir, "eo");
+    let now = parallelism_of(&dir, "eo");
+    assert_eq!((now["tokenizer"], now["counter"]), (2, 4), "{now:?}");
+    let out = host(&dir, &["rescale", "eo", "--operator", "tokenizer", "-p", "3"]);
+    assert!(!out.status.success(), "above the operator's cap must be refused");
+    let err = text(&out.stderr);
+    assert!(err.contains("'tokenizer' cannot run on 3 subtasks: its max_parallelism is 2"), "{err}");
+    // A whole-job rescale takes each operator as far as it may go.
+    for (p, tokenizer, counter) in [(1, 1, 1), (8, 2, 8)] {
+        let out = host(&dir, &["rescale", "eo", "-p", &p.to_string()]);
+        assert!(out.status.success(), "-p {p}: {}", text(&out.stderr));
+        let now = parallelism_of(&dir, "eo");
+        assert_eq!((now["tokenizer"], now["counter"]), (tokenizer, counter), "-p {p}: {now:?}");
+    }
     let (ok, err) = finish_within(child, Duration::from_secs(120));
     assert!(ok, "{err}");
     assert_eq!(final_counts(&committed(dir.path())), want);

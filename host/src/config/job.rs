@@ -122,6 +122,11 @@ pub struct OperatorFile {
     pub inputs: Option<Vec<InputFile>>,
     /// Parallel subtasks; defaults to the job's parallelism.
     pub parallelism: Option<u32>,
+    /// The most subtasks it may run on (at most the job's
+    /// `max_parallelism`, whose key groups stay the job's): a cap for live
+    /// rescales, `--parallelism` and restores, e.g. 1 for an operator that
+    /// must see every record in one subtask.
+    pub max_parallelism: Option<u32>,
     /// Free-form params handed to the guest's `open`.
     #[serde(default)]
     pub params: toml::Table,
@@ -250,6 +255,9 @@ pub struct OperatorSpec {
     pub inputs: Vec<InputSpec>,
     /// Parallel subtasks.
     pub parallelism: u32,
+    /// The most subtasks it may run on: its own `max_parallelism`, else
+    /// the job's.
+    pub max_parallelism: u32,
     /// Params as strings, sorted by name.
     pub params: Vec<(String, String)>,
     /// With `replay.record`: the most a subtask records between two
@@ -355,8 +363,28 @@ pub fn validate(file: &JobFile, base: &Path, parallelism_override: Option<u32>) 
         source_parallelism.push(p);
         add(&s.id, NodeKind::Source, p)?;
     }
+    let mut operator_caps = Vec::new();
     for o in &file.operators {
-        let p = check_parallelism(&format!("operator '{}'", o.uid), o.parallelism.unwrap_or(default_parallelism))?;
+        let what = format!("operator '{}'", o.uid);
+        let cap = match o.max_parallelism {
+            Some(cap) if cap == 0 || cap > max_parallelism => {
+                return Err(invalid!(
+                    "{what}: max_parallelism = {cap} must be between 1 and the job's max_parallelism ({max_parallelism})"
+                ));
+            }
+            Some(cap) => cap,
+            None => max_parallelism,
+        };
+        // The job's default (or --parallelism) gives way to the operator's
+        // cap; a parallelism the operator sets itself must respect it.
+        let p = match o.parallelism {
+            Some(p) if p > cap && cap < max_parallelism => {
+                return Err(invalid!("{what}: parallelism {p} is above its max_parallelism ({cap})"));
+            }
+            Some(p) => check_parallelism(&what, p)?,
+            None => default_parallelism.min(cap),
+        };
+        operator_caps.push(cap);
         add(&o.uid, NodeKind::Operator, p)?;
     }
     for s in &file.sinks {
@@ -385,7 +413,7 @@ pub fn validate(file: &JobFile, base: &Path, parallelism_override: Option<u32>) 
         .collect();
 
     let mut operators = Vec::new();
-    for o in &file.operators {
+    for (o, &cap) in file.operators.iter().zip(&operator_caps) {
         let what = format!("operator '{}'", o.uid);
         let inputs: Vec<InputFile> = match (&o.input, &o.inputs) {
             (Some(_), Some(_)) => return Err(invalid!("{what}: set either input or inputs, not both")),
@@ -476,7 +504,15 @@ pub fn validate(file: &JobFile, base: &Path, parallelism_override: Option<u32>) 
             }
             _ => None,
         };
-        operators.push(OperatorSpec { uid: o.uid.clone(), module, inputs: resolved, parallelism, params, record });
+        operators.push(OperatorSpec {
+            uid: o.uid.clone(),
+            module,
+            inputs: resolved,
+            parallelism,
+            max_parallelism: cap,
+            params,
+            record,
+        });
     }
     let operators = topological(operators)?;
 

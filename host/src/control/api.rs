@@ -302,6 +302,10 @@ pub struct GraphNode {
     pub kind: String,
     /// Subtasks.
     pub parallelism: u32,
+    /// An operator's most subtasks: its own `max_parallelism` in the job
+    /// file, else the job's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_parallelism: Option<u32>,
     /// An operator's module, as it runs now (after any swap).
     pub module: Option<ModuleInfo>,
     /// An operator's state backend.

@@ -41,27 +41,34 @@ pub enum ClientError {
 }
 
 /// What a whole-job rescale ([`Client::rescale_job`]) changes: the
-/// operators a live rescale can bring to the new parallelism, in the
-/// graph's order, and those it cannot, with why. Sources and sinks keep
-/// theirs (a live rescale moves an operator's key groups).
+/// operators a live rescale can bring to the new parallelism (or to their
+/// own max parallelism, if lower), in the graph's order, and those it
+/// cannot, with why. Sources and sinks keep theirs (a live rescale moves
+/// an operator's key groups).
 #[derive(Debug, Clone, PartialEq)]
 pub struct JobRescale {
-    /// Operator uids to rescale.
-    pub operators: Vec<String>,
+    /// Operator uids to rescale, each with its new parallelism.
+    pub operators: Vec<(String, u32)>,
     /// Operators left as they are, with the reason.
     pub stay: Vec<(String, String)>,
 }
 
 impl JobRescale {
     /// The whole-job rescale of `graph` to `parallelism`: every operator
-    /// not already there, but those joined to a neighbour by a forward
-    /// edge (the job refuses to rescale them alone: forward pairs subtask
-    /// i with subtask i).
+    /// not already there, at most at its own max parallelism (as a start
+    /// with `--parallelism` does), but those joined to a neighbour by a
+    /// forward edge (the job refuses to rescale them alone: forward pairs
+    /// subtask i with subtask i).
     pub fn of(graph: &JobGraph, parallelism: u32) -> Self {
         let mut plan = JobRescale { operators: Vec::new(), stay: Vec::new() };
         for node in graph.nodes.iter().filter(|n| n.role == "operator") {
-            if node.parallelism == parallelism {
-                plan.stay.push((node.id.clone(), format!("already runs on {parallelism} subtasks")));
+            let to = node
+                .max_parallelism
+                .filter(|&cap| cap < graph.max_parallelism)
+                .map_or(parallelism, |cap| parallelism.min(cap));
+            if node.parallelism == to {
+                let why = if to < parallelism { ", its max_parallelism".to_string() } else { String::new() };
+                plan.stay.push((node.id.clone(), format!("already runs on {to} subtasks{why}")));
                 continue;
             }
             // A sink's input edge is planned anew for the operator's new
@@ -83,7 +90,7 @@ impl JobRescale {
                         if e.from == node.id { &e.to } else { &e.from }
                     ),
                 )),
-                None => plan.operators.push(node.id.clone()),
+                None => plan.operators.push((node.id.clone(), to)),
             }
         }
         plan
@@ -164,8 +171,8 @@ impl Client {
             return Err(self.refused(why));
         }
         let mut rescaled: Vec<&str> = Vec::new();
-        for uid in &plan.operators {
-            let request = RescaleRequest { operator: uid.clone(), parallelism };
+        for (uid, parallelism) in &plan.operators {
+            let request = RescaleRequest { operator: uid.clone(), parallelism: *parallelism };
             let outcome = self.rescale(&request).map_err(|e| match e {
                 ClientError::Refused { job, message } if !rescaled.is_empty() => ClientError::Refused {
                     job,
@@ -267,7 +274,15 @@ mod tests {
     use crate::control::GraphNode;
 
     fn node(id: &str, role: &str, parallelism: u32) -> GraphNode {
-        GraphNode { id: id.into(), role: role.into(), kind: "wasm".into(), parallelism, module: None, backend: None }
+        GraphNode {
+            id: id.into(),
+            role: role.into(),
+            kind: "wasm".into(),
+            parallelism,
+            max_parallelism: (role == "operator").then_some(128),
+            module: None,
+            backend: None,
+        }
     }
 
     fn edge(from: &str, to: &str, partitioning: &str) -> GraphEdge {
@@ -296,19 +311,26 @@ mod tests {
             ],
         };
         let plan = JobRescale::of(&graph, 3);
+        let uids = |plan: &JobRescale| plan.operators.iter().map(|(uid, _)| uid.clone()).collect::<Vec<_>>();
         // A sink's forward input binds nothing: the plan wires it anew.
-        assert_eq!(plan.operators, ["count", "enrich"]);
+        assert_eq!(uids(&plan), ["count", "enrich"]);
         let stay: Vec<&str> = plan.stay.iter().map(|(uid, _)| uid.as_str()).collect();
         assert_eq!(stay, ["parse", "top"]);
         assert!(plan.stay[0].1.contains("joined to 'src' by a forward edge"), "{:?}", plan.stay);
         assert!(plan.stay[1].1.contains("already runs on 3"), "{:?}", plan.stay);
         // Sources and sinks are never in it.
         let plan = JobRescale::of(&graph, 2);
-        assert_eq!(plan.operators, ["top"]);
-        // Between two operators, a forward edge binds both.
+        assert_eq!(plan.operators, [("top".to_string(), 2)]);
+        // An operator's own max parallelism caps its share.
         let mut graph = graph;
+        graph.nodes[3].max_parallelism = Some(4);
+        graph.nodes[4].max_parallelism = Some(2);
+        let plan = JobRescale::of(&graph, 8);
+        assert_eq!(plan.operators, [("count".to_string(), 8), ("top".to_string(), 4)]);
+        assert!(plan.stay[1].1.contains("already runs on 2 subtasks, its max_parallelism"), "{:?}", plan.stay);
+        // Between two operators, a forward edge binds both.
         graph.edges[2].partitioning = "forward".into();
-        let plan = JobRescale::of(&graph, 4);
-        assert_eq!(plan.operators, ["enrich"]);
+        let plan = JobRescale::of(&graph, 3);
+        assert!(plan.operators.is_empty(), "{:?}", plan.operators);
     }
 }

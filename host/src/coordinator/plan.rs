@@ -211,6 +211,7 @@ mod tests {
             module: "m.wasm".into(),
             inputs: inputs.iter().map(|(f, p)| InputSpec { from: f.to_string(), partition: *p }).collect(),
             parallelism,
+            max_parallelism: 128,
             params: Vec::new(),
             record: None,
         }

@@ -6,7 +6,7 @@
 //!
 //! Refused, with the reason: an unknown operator, a parallelism of 0, the
 //! same one, or one above the job's max parallelism (key groups are the
-//! unit that moves); an operator joined to a neighbour by a forward edge
+//! unit that moves) or the operator's own; an operator joined to a neighbour by a forward edge
 //! (forward pairs subtask i with subtask i, so both sides would have to
 //! change); while a savepoint, swap, shadow run or other rescale is under way; once any
 //! task has finished (the input is ending).
@@ -70,9 +70,16 @@ impl Controller<'_> {
             return Err(RequestError::UnknownOperator { uid: uid.to_string(), known });
         };
         let (from, to, max) = (node.parallelism, request.parallelism, job.spec.max_parallelism);
+        let cap = job.spec.operators.iter().find(|o| o.uid == uid).map_or(max, |o| o.max_parallelism);
         let refuse = |why: String| Err(RequestError::Refused(why));
         if to == 0 {
             return refuse(format!("'{uid}' cannot run on 0 subtasks: give a parallelism of 1 or more"));
+        }
+        if to > cap && cap < max {
+            return refuse(format!(
+                "'{uid}' cannot run on {to} subtasks: its max_parallelism is {cap} (its [[operators]] entry in the \
+                 job file); ask for {cap} or fewer"
+            ));
         }
         if to > max {
             return refuse(format!(

@@ -53,6 +53,7 @@ pub(super) fn graph(job: &LoadedJob, plan: &Plan, run: &RunInfo, checkpoints: &C
                 role: n.role.name().to_string(),
                 kind: kind.unwrap_or_default(),
                 parallelism: n.parallelism,
+                max_parallelism: spec.operators.iter().find(|o| o.uid == id).map(|o| o.max_parallelism),
                 module,
                 backend: operator.then(|| backend.to_string()),
                 id,

@@ -536,6 +536,7 @@ pub(super) fn fixture() -> PageData {
         role: role.into(),
         kind: kind.into(),
         parallelism: 2,
+        max_parallelism: (role == "operator").then_some(128),
         module: (role == "operator").then(|| ModuleInfo { path: format!("/m/{id}.wasm"), sha256: "ab".repeat(32) }),
         backend: (role == "operator").then(|| "rocksdb".into()),
     };
