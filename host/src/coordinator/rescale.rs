@@ -6,10 +6,12 @@
 //!
 //! Refused, with the reason: an unknown operator, a parallelism of 0, the
 //! same one, or one above the job's max parallelism (key groups are the
-//! unit that moves) or the operator's own; an operator joined to a neighbour by a forward edge
-//! (forward pairs subtask i with subtask i, so both sides would have to
-//! change); while a savepoint, swap, shadow run or other rescale is under way; once any
-//! task has finished (the input is ending).
+//! unit that moves) or the operator's own; an operator joined to a
+//! neighbour by a forward edge (forward pairs subtask i with subtask i, so
+//! both sides would have to change); while a savepoint, swap, shadow run
+//! or other rescale is under way; once any task has finished (the input is
+//! ending). A whole-job rescale is the client's: one request per operator
+//! ([`crate::control::client::Client::rescale_job`]).
 
 use super::controller::Controller;
 use super::job_state::JobState;
