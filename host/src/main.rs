@@ -36,7 +36,9 @@ enum Command {
         /// if present, else built-in defaults].
         #[arg(long, value_name = "FILE")]
         config: Option<PathBuf>,
-        /// Override the job's default parallelism.
+        /// Override the job's default parallelism (operators with their
+        /// own `parallelism` keep it; none goes above its own
+        /// `max_parallelism`).
         #[arg(long, short = 'p', value_name = "N")]
         parallelism: Option<u32>,
         /// Continue from the job's latest usable checkpoint in
@@ -145,7 +147,8 @@ enum Command {
         /// The operator's uid; without it, every operator of the job.
         #[arg(long, value_name = "UID")]
         operator: Option<String>,
-        /// Its new number of subtasks, from 1 to the job's max parallelism.
+        /// Its new number of subtasks, from 1 to the job's max parallelism
+        /// (or the operator's own, if lower).
         #[arg(long, short = 'p', value_name = "N")]
         parallelism: u32,
     },
