@@ -231,9 +231,11 @@ fn a_whole_job_rescale_changes_every_operator_it_can_and_says_which_stay() {
         format!("[checkpointing]\ninterval = \"200ms\"\n\n[state.checkpoints]\ndir = \"{ck}\"\n")
     };
     // lines -rebalance-> tokenizer -key-> counter -> sink, all at 2: both
-    // operators change, each at its own barrier, up and then down.
+    // operators change, each at its own barrier, up and then down. The
+    // input lasts 15 s, for the rescales to come before its end on a
+    // loaded machine.
     let dir = JobDir::new();
-    let want = write_pipeline(&dir, &Job::new(checkpointing(&dir), 4_000), 30_000, None);
+    let want = write_pipeline(&dir, &Job::new(checkpointing(&dir), 2_000), 30_000, None);
     let child = start(&dir, &[]);
     wait_running_job(&dir, "eo");
     for (p, from) in [(3, 2), (1, 3)] {
@@ -261,7 +263,7 @@ fn a_whole_job_rescale_changes_every_operator_it_can_and_says_which_stay() {
 
     // tokenizer -forward-> flaky: the two stay paired, the counter changes.
     let dir = JobDir::new();
-    let job = Job { trap_once: true, ..Job::new(checkpointing(&dir), 4_000) };
+    let job = Job { trap_once: true, ..Job::new(checkpointing(&dir), 2_000) };
     let want = write_pipeline(&dir, &job, 30_000, None);
     let child = start(&dir, &[]);
     wait_running_job(&dir, "eo");
@@ -285,7 +287,7 @@ fn an_operators_own_max_parallelism_caps_its_rescales_and_the_jobs_parallelism()
     let dir = JobDir::new();
     let ck = format!("file://{}", dir.path().join("ck").display());
     let checkpointing = format!("[checkpointing]\ninterval = \"200ms\"\n\n[state.checkpoints]\ndir = \"{ck}\"\n");
-    let want = write_pipeline(&dir, &Job::new(checkpointing, 4_000), 30_000, None);
+    let want = write_pipeline(&dir, &Job::new(checkpointing, 2_000), 30_000, None);
     let job = dir.read("job.toml");
     let capped = |extra: &str| job.replacen("uid = \"tokenizer\"\n", &format!("uid = \"tokenizer\"\n{extra}"), 1);
     // A cap out of range, or below the operator's own parallelism, is a
