@@ -206,13 +206,16 @@ componentize_py() { # app dir, output
 ensure_componentize_js() {
     local prefix="${XDG_CACHE_HOME:-$HOME/.cache}/weir/node"
     local entry="$prefix/node_modules/@bytecodealliance/componentize-js/src/componentize.js"
-    if [ ! -f "$entry" ]; then
+    local qjs="$prefix/node_modules/componentize-qjs"
+    if [ ! -f "$entry" ] || [ "$(node -p "require('$qjs/package.json').version" 2>/dev/null)" != "0.4.5" ]; then
         command -v npm >/dev/null || { echo "error: npm (Node.js) is needed to build the JavaScript operators" >&2; exit 1; }
-        echo "==> installing componentize-js (JavaScript operators) into $prefix" >&2
+        echo "==> installing componentize-qjs and componentize-js (JavaScript operators) into $prefix" >&2
         mkdir -p "$prefix"
-        npm install --silent --no-audit --no-fund --prefix "$prefix" '@bytecodealliance/componentize-js@0.23.0'
+        npm install --silent --no-audit --no-fund --prefix "$prefix" \
+            'componentize-qjs@0.4.5' '@bytecodealliance/componentize-js@0.23.0'
     fi
     export WEIR_COMPONENTIZE_JS="$entry"
+    export WEIR_COMPONENTIZE_QJS="$qjs/index.js"
 }
 
 # TypeScript (npm, pinned) checks the JavaScript SDK's declarations
@@ -230,31 +233,42 @@ ensure_typescript() {
 
 # Builds every JavaScript operator, guest-examples/<example>-js/<operator>/app.js,
 # with the JavaScript SDK (sdk/js, its weir-build command) into
-# target/wasm/<example>_<operator>.wasm. With WEIR_JS_AOT=1, compiled ahead
-# of time (weir-build --aot, with the weval ensure_weval installs), so
-# `WEIR_JS_AOT=1 scripts/test` runs every JavaScript test on AOT builds.
+# target/wasm/<example>_<operator>.wasm, on QuickJS (weir-build's default
+# engine). WEIR_JS_ENGINE=spidermonkey builds them on SpiderMonkey instead,
+# and WEIR_JS_AOT=1 on SpiderMonkey ahead of time (weir-build --aot, with the
+# weval ensure_weval installs): `WEIR_JS_ENGINE=spidermonkey scripts/test` or
+# `WEIR_JS_AOT=1 scripts/test` runs every JavaScript test on those builds.
 build_js_guests() {
     ensure_componentize_js
-    local mode="interpreted"
-    if [ "${WEIR_JS_AOT:-0}" = 1 ]; then
-        ensure_weval
-        mode="aot"
-    fi
-    # A build of the other mode is not fresh, however new.
+    local mode
+    mode="$(js_mode)"
+    [ "$mode" = aot ] && ensure_weval
+    # A build of another mode is not fresh, however new.
     mkdir -p target/wasm
-    if [ "$(cat target/wasm/.js-mode 2>/dev/null || echo interpreted)" != "$mode" ]; then
+    if [ "$(cat target/wasm/.js-mode 2>/dev/null || echo none)" != "$mode" ]; then
         rm -f target/wasm/*_js_*.wasm
     fi
     echo "$mode" > target/wasm/.js-mode
     build_script_guests js sdk/js componentize_js
 }
 
-componentize_js() { # app dir, output
+# quickjs, spidermonkey or aot, from WEIR_JS_ENGINE and WEIR_JS_AOT.
+js_mode() {
     if [ "${WEIR_JS_AOT:-0}" = 1 ]; then
-        node sdk/js/build.mjs "$1/app.js" "$2" --aot
+        echo aot
     else
-        node sdk/js/build.mjs "$1/app.js" "$2"
+        case "${WEIR_JS_ENGINE:-quickjs}" in
+            quickjs | spidermonkey) echo "${WEIR_JS_ENGINE:-quickjs}" ;;
+            *) echo "error: WEIR_JS_ENGINE is quickjs or spidermonkey, not '$WEIR_JS_ENGINE'" >&2; exit 1 ;;
+        esac
     fi
+}
+
+componentize_js() { # app dir, output
+    case "$(js_mode)" in
+        aot) node sdk/js/build.mjs "$1/app.js" "$2" --aot ;;
+        *) node sdk/js/build.mjs "$1/app.js" "$2" --engine "$(js_mode)" ;;
+    esac
 }
 
 # weval, the partial evaluator componentize-js compiles JavaScript ahead of

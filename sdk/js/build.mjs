@@ -1,36 +1,49 @@
 #!/usr/bin/env node
 // weir-build: builds a JavaScript operator into a component. The SDK
-// (weir.js) and the operator module go in as one source (componentize-js
-// takes one), through componentize-js against the `weir:operator` WIT.
+// (weir.js) and the operator module go in as one source (the engines take
+// one), against the `weir:operator` WIT.
 //
-// Usage: weir-build <app.js> <out.wasm> [--wit <dir>] [--aot [--weval <path>]]
+// Usage: weir-build <app.js> <out.wasm> [--wit <dir>] [--engine quickjs|spidermonkey] [--aot [--weval <path>]]
 //   (in the repository: node sdk/js/build.mjs <app.js> <out.wasm>)
 //
-// --aot compiles the operator's JavaScript ahead of time (componentize-js
-// with weval): 1.4 to 2 times the interpreter's throughput on the
-// word-count counter, for a larger component (about 20 MiB against 13) and
-// a build of 20 to 45 s. weval is --weval, else WEIR_WEVAL, else the one
-// componentize-js downloads from weval's GitHub releases.
+// --engine picks the JavaScript engine the component carries:
+// - quickjs (the default): QuickJS, through componentize-qjs. A component
+//   of about 2 MiB, built in a second or two, that starts (compiled) in
+//   about a second and from the module cache in under 10 ms, and runs the
+//   word-count counter faster than SpiderMonkey interpreted
+//   (docs/benchmarks.md). It has no console: what an operator logs there
+//   is dropped.
+// - spidermonkey: SpiderMonkey, through componentize-js. About 13 MiB,
+//   15 to 30 s to build, 7 to 9 s to compile; its console.log reaches the
+//   host's log.
+// --aot (SpiderMonkey only) compiles the operator's JavaScript ahead of
+// time with weval: 1.4 to 2 times SpiderMonkey's interpreter on the
+// word-count counter, for about 20 MiB and a build of 20 to 45 s. weval is
+// --weval, else WEIR_WEVAL, else the one componentize-js downloads from
+// weval's GitHub releases.
 //
-// componentize-js is the pinned dependency of this package, or the one
-// WEIR_COMPONENTIZE_JS names (its src/componentize.js). The WIT is
-// --wit, else WEIR_WIT, else in the repository its wit/, else the
+// The engines are the pinned dependencies of this package, or those
+// WEIR_COMPONENTIZE_QJS (componentize-qjs's index.js) and
+// WEIR_COMPONENTIZE_JS (componentize-js's src/componentize.js) name. The
+// WIT is --wit, else WEIR_WIT, else in the repository its wit/, else the
 // package's own copy (wit/, made by its `prepare` script when it is packed
 // or installed from a directory).
 //
 // The batch calls of the WIT take byte lists (an index of fixed-size
-// entries beside the bytes), which the bindings componentize-js generates
-// lift and lower with one copy each: they are used as generated.
+// entries beside the bytes), which both engines' bindings lift and lower
+// with one copy each: they are used as generated.
 import { readFile, writeFile } from 'node:fs/promises';
 import { existsSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 
-const usage = 'usage: weir-build <app.js> <out.wasm> [--wit <dir>] [--aot [--weval <path>]]';
+const usage = 'usage: weir-build <app.js> <out.wasm> [--wit <dir>] [--engine quickjs|spidermonkey] [--aot [--weval <path>]]';
+const ENGINES = ['quickjs', 'spidermonkey'];
 const args = process.argv.slice(2);
 let wit = process.env.WEIR_WIT;
 let weval = process.env.WEIR_WEVAL || undefined;
 let aot = false;
+let engine;
 const files = [];
 // The value after option args[i], which must be there.
 const valueOf = (i) => {
@@ -44,6 +57,7 @@ for (let i = 0; i < args.length; i++) {
   if (args[i] === '--wit') wit = valueOf(i++);
   else if (args[i] === '--weval') weval = valueOf(i++);
   else if (args[i] === '--aot') aot = true;
+  else if (args[i] === '--engine') engine = valueOf(i++);
   else if (args[i] === '-h' || args[i] === '--help') {
     console.log(usage);
     process.exit(0);
@@ -53,6 +67,15 @@ if (files.length !== 2 || files.some((f) => f.startsWith('--'))) {
   console.error(usage);
   process.exit(2);
 }
+if (engine !== undefined && !ENGINES.includes(engine)) {
+  console.error(`weir-build: --engine is quickjs or spidermonkey, not '${engine}'`);
+  process.exit(2);
+}
+if (aot && engine === 'quickjs') {
+  console.error('weir-build: --aot compiles with SpiderMonkey (weval); QuickJS has no ahead-of-time mode');
+  process.exit(2);
+}
+engine = engine ?? (aot ? 'spidermonkey' : 'quickjs');
 if (aot && weval !== undefined && !existsSync(weval)) {
   // componentize-js would quietly fall back to downloading one.
   console.error(`weir-build: no weval at ${weval} (--weval or WEIR_WEVAL)`);
@@ -70,24 +93,62 @@ if (!existsSync(join(wit, 'world.wit'))) {
   process.exit(2);
 }
 
-const entry = process.env.WEIR_COMPONENTIZE_JS
-  ? pathToFileURL(process.env.WEIR_COMPONENTIZE_JS).href
-  : import.meta.resolve('@bytecodealliance/componentize-js');
-const { componentize } = await import(entry);
-
 let source;
+// The lines in front of the operator's: the engine line, then weir.js.
+let before;
 try {
-  source = (await readFile(join(here, 'weir.js'), 'utf8')) + '\n' + (await readFile(app, 'utf8'));
+  const sdk = await readFile(join(here, 'weir.js'), 'utf8');
+  before = 1 + sdk.split('\n').length;
+  // Set first: weir.js reads it as it is evaluated (imports are hoisted).
+  source = `globalThis.WEIR_ENGINE = '${engine}';\n${sdk}\n${await readFile(app, 'utf8')}`;
 } catch (e) {
   console.error(`weir-build: ${e.message}`);
   process.exit(1);
 }
-const { component } = await componentize(source, {
-  ...(aot ? { enableAot: true, wevalBin: weval } : {}),
-  witPath: wit,
-  worldName: 'operator',
-  // The host gives operators no clocks, randomness, network or stdio beyond
-  // logging; the engine needs none of them.
-  disableFeatures: ['random', 'clocks', 'http', 'stdio', 'fetch-event'],
-});
+let component;
+try {
+  component = engine === 'quickjs' ? await quickjs(source) : await spidermonkey(source);
+} catch (e) {
+  console.error(`weir-build: ${app}: ${sourceLines(String(e && e.message ? e.message : e))}`);
+  process.exit(1);
+}
 await writeFile(out, component);
+
+// An engine's error names a line of the one source: as the operator's own
+// line, or weir.js's.
+function sourceLines(message) {
+  return message.replace(/\/?(?:source\.js|[^\s/:]+\.m?js):(\d+)/g, (_, n) => {
+    const line = Number(n);
+    return line > before ? `${app}:${line - before}` : `weir.js:${line - 1}`;
+  });
+}
+
+async function quickjs(source) {
+  const entry = process.env.WEIR_COMPONENTIZE_QJS ? pathToFileURL(process.env.WEIR_COMPONENTIZE_QJS).href : 'componentize-qjs';
+  const { componentize } = await import(entry);
+  const built = await componentize({
+    witPath: wit,
+    jsSource: source,
+    jsPath: resolve(app),
+    world: 'operator',
+    // The host does not run component-model async.
+    sync: true,
+  });
+  return built.component;
+}
+
+async function spidermonkey(source) {
+  const entry = process.env.WEIR_COMPONENTIZE_JS
+    ? pathToFileURL(process.env.WEIR_COMPONENTIZE_JS).href
+    : import.meta.resolve('@bytecodealliance/componentize-js');
+  const { componentize } = await import(entry);
+  const built = await componentize(source, {
+    ...(aot ? { enableAot: true, wevalBin: weval } : {}),
+    witPath: wit,
+    worldName: 'operator',
+    // The host gives operators no clocks, randomness, network or stdio
+    // beyond logging; the engine needs none of them.
+    disableFeatures: ['random', 'clocks', 'http', 'stdio', 'fetch-event'],
+  });
+  return built.component;
+}

@@ -33,7 +33,7 @@ class Sessions {
   }
 
   onTimer(ctx, timer) {
-    const user = new TextDecoder().decode(timer.key);
+    const user = timer.keyStr;
     const closing = [...this.sessions.entries()].filter(([, [e]]) => e + this.gap === timer.time);
     for (const [s, [e, n]] of closing) {
       this.sessions.remove(s);

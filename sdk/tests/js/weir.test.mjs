@@ -4,12 +4,22 @@
 // encoding vectors are postcard's, pinned on the Rust side too
 // (sdk/src/codec.rs): a state written in one language is read in the others.
 //
+// weir.quickjs.test.mjs runs them again as the SDK runs on QuickJS (the
+// default engine): no TextEncoder or TextDecoder (weir.js's own UTF-8), and
+// the shapes QuickJS's bindings use, a WIT `none` as null and 64-bit
+// integers as numbers; SpiderMonkey's are undefined and BigInts.
+//
 // Run: node --test sdk/tests/js/ (scripts/test does).
 import { test, beforeEach } from 'node:test';
 import assert from 'node:assert/strict';
-import { readFileSync } from 'node:fs';
+import { loadWeir } from './load.mjs';
 
-const source = readFileSync(new URL('../../js/weir.js', import.meta.url), 'utf8');
+const QUICKJS = globalThis.WEIR_TEST_ENGINE === 'quickjs';
+// A WIT `none`, and a WIT s64 or u64, as the engine's bindings have them.
+const none = QUICKJS ? null : undefined;
+const i64 = QUICKJS ? (n) => Number(BigInt.asIntN(64, BigInt(n))) : (n) => BigInt.asIntN(64, BigInt(n));
+// SpiderMonkey's bindings hand some s64 values over as if unsigned.
+const s64 = QUICKJS ? i64 : (n) => BigInt.asUintN(64, BigInt(n));
 
 // What the fake host holds and saw.
 const host = { registered: [], emitted: [], current: [], timers: [], calls: [], handles: {}, slots: [] };
@@ -44,20 +54,11 @@ const fakes = {
     return Uint32Array.from(host.slots);
   },
   currentKey: () => new TextEncoder().encode('k'),
-  // componentize-js hands i64::MIN over as 2^63.
-  currentWatermark: () => 2n ** 63n,
-  currentProcessingTime: () => 1700000000000n,
+  currentWatermark: () => s64(-(2n ** 63n)),
+  currentProcessingTime: () => i64(1700000000000),
 };
 
-// Every `import { a, b as c } from '...';` of weir.js, replaced by the fake
-// of the local name; the module's `weir` is returned.
-const locals = [];
-const body = source.replace(/import\s*\{([^}]*)\}\s*from\s*'[^']+';/g, (_, names) => {
-  for (const n of names.split(',').map((s) => s.trim()).filter(Boolean)) locals.push(n.split(/\s+as\s+/).pop());
-  return '';
-});
-for (const n of locals) assert.ok(n in fakes, `no fake for the import ${n}`);
-const weir = new Function(...locals, `${body}\nreturn weir;`)(...locals.map((n) => fakes[n]));
+const weir = loadWeir(fakes, QUICKJS ? { globalThis: { WEIR_ENGINE: 'quickjs' }, TextEncoder: undefined, TextDecoder: undefined } : {});
 
 const text = new TextDecoder();
 
@@ -160,7 +161,7 @@ function parseValues({ data, index }) {
 function valueHandle(slots = []) {
   const h = {
     slots: slots.map((v) => (v === undefined ? undefined : Uint8Array.from(v))),
-    single: undefined,
+    single: none,
     get: () => {
       host.calls.push('get');
       return h.single;
@@ -171,7 +172,7 @@ function valueHandle(slots = []) {
     },
     clear: () => {
       host.calls.push('clear');
-      h.single = undefined;
+      h.single = none;
     },
     getBatch: () => {
       host.calls.push('get-batch');
@@ -310,8 +311,8 @@ test('outside a batch each value state call goes to the host', () => {
   host.handles.count = valueHandle();
   const handler = weir.export(Counter);
   handler.open(info());
-  handler.process({ payload: bytes(0x78), key: bytes(0x6b), timestamp: undefined });
-  handler.process({ payload: bytes(0x78), key: bytes(0x6b), timestamp: undefined });
+  handler.process({ payload: bytes(0x78), key: bytes(0x6b), timestamp: none });
+  handler.process({ payload: bytes(0x78), key: bytes(0x6b), timestamp: none });
   assert.deepEqual(host.calls, ['get', 'set 1', 'get', 'set 2']);
   assert.deepEqual(host.emitted, [['k 1', undefined, undefined], ['k 2', undefined, undefined]]);
 });
@@ -444,8 +445,8 @@ test('the batch index packs an empty key apart from no key (hasKey tells them ap
   }
   // A single element (`process`) packs the same way.
   seen.length = 0;
-  handler.process({ payload: bytes(0x70), key: bytes(), timestamp: 2n ** 64n - 2n });
-  handler.process({ payload: bytes(), key: undefined, timestamp: undefined });
+  handler.process({ payload: bytes(0x70), key: bytes(), timestamp: s64(-2) });
+  handler.process({ payload: bytes(), key: none, timestamp: none });
   assert.deepEqual(seen, [
     [true, [], '', 'p', -2],
     [false, undefined, '', '', undefined],
@@ -544,7 +545,7 @@ test('list and map state page through long states and sync the current record fi
   host.handles.byPage = {
     entries: (after, n) => {
       afters.push(after);
-      const from = after === undefined ? 0 : entries.findIndex(([k]) => k === after) + 1;
+      const from = after == null ? 0 : entries.findIndex(([k]) => k === after) + 1;
       return entries.slice(from, from + n);
     },
   };
@@ -581,8 +582,8 @@ test('every state kind registers its descriptor, TTL and redistribution', () => 
     host.registered.map(([k, d, mode]) => [k, d.name, d.version, d.encoding, d.ttl, mode]),
     [
       ['value', 'v', 2, 'postcard', undefined, undefined],
-      ['list', 'l', 1, 'postcard', { ttlMs: 2000n, update: 'on-create-and-write', visibility: 'never-return-expired' }, undefined],
-      ['map', 'm', 3, 'postcard', { ttlMs: 10n, update: 'on-read-and-write', visibility: 'return-expired-if-not-cleaned-up' }, undefined],
+      ['list', 'l', 1, 'postcard', { ttlMs: i64(2000), update: 'on-create-and-write', visibility: 'never-return-expired' }, undefined],
+      ['map', 'm', 3, 'postcard', { ttlMs: i64(10), update: 'on-read-and-write', visibility: 'return-expired-if-not-cleaned-up' }, undefined],
       ['reducing', 'r', 1, 'postcard', undefined, undefined],
       ['aggregating', 'a', 1, 'postcard', undefined, undefined],
       ['operator-list', 'o', 1, 'postcard', undefined, 'union'],
@@ -701,9 +702,9 @@ test('timers and time are signed milliseconds; migrations convert values', () =>
   handler.open(info());
   host.slots = [0, 1];
   handler.processBatch(batchOf([['a', 'x', 5n], ['b', 'y']]));
-  assert.deepEqual(host.timers, [['register', 5n], ['delete', -3n], ['register', -(2n ** 63n)], ['delete', -3n]]);
+  assert.deepEqual(host.timers, [['register', i64(5)], ['delete', i64(-3)], ['register', i64(-(2n ** 63n))], ['delete', i64(-3)]]);
   assert.deepEqual(host.current, [1], 'the second record is made current before its timer');
-  handler.onTimer({ time: 2n ** 64n - 7n, domain: 'event-time', key: bytes(0x6b) });
+  handler.onTimer({ time: s64(-7), domain: 'event-time', key: bytes(0x6b) });
   assert.deepEqual(host.emitted, [['k -7 event-time', undefined, undefined]]);
   assert.deepEqual(handler.migrateValue('count', 1, bytes(0xac, 0x02)), bytes(0xac, 0x02, 1));
   // A refused timer call fails the record with the host's reason.
