@@ -250,6 +250,18 @@ build_js_guests() {
     fi
     echo "$mode" > target/wasm/.js-mode
     build_script_guests js sdk/js componentize_js
+    # Word count on SpiderMonkey too, whatever the mode: its job
+    # (guest-examples/word-count-js/spidermonkey.toml) keeps that engine
+    # tested end to end.
+    local op
+    for op in tokenizer counter; do
+        build_script_guest "guest-examples/word-count-js/$op" "target/wasm/word_count_js_${op}_spidermonkey.wasm" \
+            sdk/js componentize_spidermonkey
+    done
+}
+
+componentize_spidermonkey() { # app dir, output
+    node sdk/js/build.mjs "$1/app.js" "$2" --engine spidermonkey
 }
 
 # quickjs, spidermonkey or aot, from WEIR_JS_ENGINE and WEIR_JS_AOT.

@@ -16,6 +16,7 @@ fn word_count_gives_the_same_counts_in_rust_python_javascript_c_and_mixed() {
         ("word-count-py", "job.toml", "counts.txt"),
         ("word-count-py", "mixed.toml", "mixed-counts.txt"),
         ("word-count-js", "job.toml", "counts.txt"),
+        ("word-count-js", "spidermonkey.toml", "counts-spidermonkey.txt"),
         ("word-count-c", "job.toml", "counts.txt"),
     ] {
         let copy = ExampleCopy::with_siblings(example, &["word-count"]);
