@@ -183,6 +183,9 @@ extern void __wasm_import_weir_operator_collector_emit(uint8_t *, size_t, int32_
 __attribute__((__import_module__("weir:operator/collector@0.2.0"), __import_name__("emit-batch")))
 extern void __wasm_import_weir_operator_collector_emit_batch(uint8_t *, size_t, uint8_t *, size_t);
 
+__attribute__((__import_module__("weir:operator/collector@0.2.0"), __import_name__("emit-text-batch")))
+extern void __wasm_import_weir_operator_collector_emit_text_batch(uint8_t *, size_t, uint8_t *, size_t);
+
 // Exported Functions from `weir:operator/handler@0.2.0`
 
 __attribute__((__weak__, __export_name__("cabi_post_weir:operator/handler@0.2.0#open")))
@@ -4075,6 +4078,10 @@ void weir_operator_collector_emit(weir_operator_collector_element_t *output) {
 
 void weir_operator_collector_emit_batch(weir_operator_collector_element_batch_t *outputs) {
   __wasm_import_weir_operator_collector_emit_batch((uint8_t *) ((*outputs).data).ptr, ((*outputs).data).len, (uint8_t *) ((*outputs).index).ptr, ((*outputs).index).len);
+}
+
+void weir_operator_collector_emit_text_batch(operator_string_t *text, operator_list_u8_t *index) {
+  __wasm_import_weir_operator_collector_emit_text_batch((uint8_t *) (*text).ptr, (*text).len, (uint8_t *) (*index).ptr, (*index).len);
 }
 
 __attribute__((__export_name__("weir:operator/handler@0.2.0#open")))

@@ -724,6 +724,11 @@ extern void weir_operator_collector_emit(weir_operator_collector_element_t *outp
 // for each. One call and one buffer for many elements is far cheaper;
 // the SDKs buffer output and flush it with this call.
 extern void weir_operator_collector_emit_batch(weir_operator_collector_element_batch_t *outputs);
+// As `emit-batch` with `data` given as text: the bytes are `text` in
+// UTF-8, and `index`'s offsets count those bytes. A guest whose
+// engine has no UTF-8 encoder of its own (QuickJS) hands its output
+// text over as it is, and its bindings encode it natively.
+extern void weir_operator_collector_emit_text_batch(operator_string_t *text, operator_list_u8_t *index);
 
 // Exported Functions from `weir:operator/handler@0.2.0`
 bool exports_weir_operator_handler_open(exports_weir_operator_handler_operator_info_t *info, operator_string_t *err);

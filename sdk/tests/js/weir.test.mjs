@@ -22,7 +22,7 @@ const i64 = QUICKJS ? (n) => Number(BigInt.asIntN(64, BigInt(n))) : (n) => BigIn
 const s64 = QUICKJS ? i64 : (n) => BigInt.asUintN(64, BigInt(n));
 
 // What the fake host holds and saw.
-const host = { registered: [], emitted: [], current: [], timers: [], calls: [], handles: {}, slots: [] };
+const host = { registered: [], emitted: [], emits: [], current: [], timers: [], calls: [], handles: {}, slots: [] };
 const register = (kind) => (descriptor, mode) => {
   host.registered.push([kind, descriptor, mode]);
   const h = host.handles[descriptor.name];
@@ -37,7 +37,16 @@ const fakes = {
   registerAggregating: register('aggregating'),
   registerOperatorList: register('operator-list'),
   registerBroadcastMap: register('broadcast-map'),
-  emitBatch: (b) => host.emitted.push(...decodeOutput(b)),
+  emitBatch: (b) => {
+    host.emits.push('emit-batch');
+    host.emitted.push(...decodeOutput(b));
+  },
+  // Its text is the bytes' UTF-8.
+  emitTextBatch: (text, index) => {
+    assert.equal(typeof text, 'string', 'emit-text-batch takes text');
+    host.emits.push('emit-text-batch');
+    host.emitted.push(...decodeOutput({ data: new TextEncoder().encode(text), index }));
+  },
   registerEventTimeTimer: (t) => {
     if (host.timerError) throw host.timerError;
     host.timers.push(['register', t]);
@@ -202,7 +211,7 @@ function valueHandle(slots = []) {
 const hostErr = (tag, val) => Object.assign(new Error('(see error.payload)'), { payload: { tag, val } });
 
 beforeEach(() => {
-  for (const k of ['registered', 'emitted', 'current', 'timers', 'calls']) host[k].length = 0;
+  for (const k of ['registered', 'emitted', 'emits', 'current', 'timers', 'calls']) host[k].length = 0;
   host.handles = {};
   host.slots = [];
   host.syncError = undefined;
@@ -347,6 +356,37 @@ test('a failing record fails the batch naming the error, reports its index and w
   host.slots = [0];
   handler.processBatch(batchOf([['a', 'x']]));
   assert.deepEqual(host.emitted.at(-1), ['a 2', undefined, undefined]);
+});
+
+test('ASCII text output goes as text, anything else as bytes, to the same records', () => {
+  class Lines {
+    static open() {
+      return new Lines();
+    }
+    process(ctx, e) {
+      if (e.payloadStr === 'bytes') ctx.emit(e.payload, 'k');
+      else ctx.emit(`${e.payloadStr}!`, e.keyStr, e.timestamp);
+    }
+  }
+  const handler = weir.export(Lines);
+  handler.open(info());
+  // Each batch is one call: all ASCII text, then text that is not, then text
+  // with a byte payload.
+  const batches = [
+    [['k1', 'one', 3n], ['k22', 'two']],
+    [['k', 'ça'], ['k', 'plain']],
+    [['k', 'text'], ['k', 'bytes']],
+  ];
+  for (const b of batches) handler.processBatch(batchOf(b));
+  assert.deepEqual(host.emits, ['emit-text-batch', 'emit-batch', 'emit-batch']);
+  assert.deepEqual(host.emitted, [
+    ['one!', 'k1', 3n],
+    ['two!', 'k22', undefined],
+    ['ça!', 'k', undefined],
+    ['plain!', 'k', undefined],
+    ['text!', 'k', undefined],
+    ['bytes', 'k', undefined],
+  ]);
 });
 
 test('output keeps text, bytes, keys and signed timestamps, ASCII or not', () => {

@@ -501,9 +501,20 @@ impl collector::Host for OperatorHost {
     }
 
     fn emit_batch(&mut self, outputs: ElementBatch) -> WtResult<()> {
+        self.emit_records("emit-batch", outputs)
+    }
+
+    fn emit_text_batch(&mut self, text: String, index: Vec<u8>) -> WtResult<()> {
+        self.emit_records("emit-text-batch", ElementBatch { data: text.into_bytes(), index })
+    }
+}
+
+impl OperatorHost {
+    /// `emit-batch` and `emit-text-batch`, named by `call` in errors.
+    fn emit_records(&mut self, call: &str, outputs: ElementBatch) -> WtResult<()> {
         // A guest's offsets are not trusted: a bad one traps the guest here
         // rather than panicking the task later.
-        let outputs = flat::from_wit(outputs).map_err(|e| wasmtime::format_err!("emit-batch: {e}"))?;
+        let outputs = flat::from_wit(outputs).map_err(|e| wasmtime::format_err!("{call}: {e}"))?;
         // What the records reference, counted before anything is copied:
         // records may share bytes, and each is copied on its way out.
         self.budget.charge(outputs.referenced_bytes(), outputs.len() as u64)?;
