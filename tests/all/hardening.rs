@@ -339,6 +339,22 @@ fn a_guest_emitting_a_malformed_batch_index_fails_with_the_entry_named() {
 }
 
 #[test]
+fn emit_text_batch_is_held_to_the_same_index_checks_and_output_limit() {
+    let (dir, ok, err, _, _) = misbehave("bad-text-index", "");
+    assert!(!ok, "{err}");
+    assert!(
+        err.contains("operator 'bad-apple'")
+            && err.contains("emit-text-batch: entry 0 lies outside the 2-byte data buffer"),
+        "{err}"
+    );
+    assert!(!dir.path().join("out.txt").exists() || dir.read("out.txt").is_empty(), "nothing of the batch is output");
+    let (_dir, ok, err, _, peak) = misbehave("text-flood", "[wasm]\nmemory_limit = \"64MiB\"\n");
+    assert!(!ok, "{err}");
+    assert!(err.contains("operator 'bad-apple'") && err.contains("wasm.max_output_bytes"), "{err}");
+    assert!(peak < 512 << 20, "peaked at {} MiB for 4 GiB referenced", peak >> 20);
+}
+
+#[test]
 fn a_guests_clocks_read_the_calls_processing_time() {
     let (dir, ok, err, _, _) = misbehave("clock", "");
     assert!(ok, "{err}");

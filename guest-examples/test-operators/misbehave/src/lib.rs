@@ -88,6 +88,24 @@ impl Operator for Misbehave {
                 collector::emit_batch(&types::ElementBatch { data: b"x".to_vec(), index: index.to_vec() });
                 Ok(())
             }
+            "bad-text-index" => {
+                // emit-text-batch with an entry that reaches past the text's
+                // bytes ("é" is two): checked as emit-batch's index is.
+                use weir_sdk::bindings::weir::operator::collector;
+                let mut index = [0u8; 32];
+                index[4] = 3;
+                collector::emit_text_batch("é", &index);
+                Ok(())
+            }
+            "text-flood" => {
+                // As "flood", with the buffer given as text.
+                use weir_sdk::bindings::weir::operator::collector;
+                let text = "x".repeat(1 << 20);
+                let mut one = [0u8; 32];
+                one[4..8].copy_from_slice(&(text.len() as u32).to_le_bytes());
+                collector::emit_text_batch(&text, &one.repeat(4096));
+                Ok(())
+            }
             "clock" => {
                 let wasi = std::time::SystemTime::now()
                     .duration_since(std::time::UNIX_EPOCH)
