@@ -16,20 +16,21 @@
 //   one, value, reducing and aggregating state are read for the whole batch
 //   with one `get-batch` call per state and written back with one
 //   `set-batch` when it ends; output is buffered and sent with one
-//   `emit-batch` (or `emit-text-batch`) per call; other keyed calls (list and map state, timers)
-//   tell the host which element is current only when they are used. The
-//   operator still sees one `process(ctx, element)` call per record, with
-//   the semantics of per-record calls (a later record of a key sees an
-//   earlier one's write). This is the Rust SDK's design (sdk/src/batch.rs).
+//   `emit-batch` (or `emit-text-batch`) per call; other keyed calls (list
+//   and map state, timers) tell the host which element is current only
+//   when they are used. The operator still sees one `process(ctx,
+//   element)` call per record, with the semantics of per-record calls (a
+//   later record of a key sees an earlier one's write). This is the Rust
+//   SDK's design (sdk/src/batch.rs).
 // - Host errors (`error-code`s) thrown as `weir.WeirError`s carrying the
 //   host's message, and operator exceptions turned into the failing call's
 //   message.
 //
 // The batch calls (`process-batch`, `emit-batch`, `get-batch`,
-// `set-batch`) take two byte lists (`emit-text-batch` text and a byte list): the bytes, and an index of fixed-size
-// little-endian entries (wit/types.wit). A byte list crosses with one copy,
-// and the SDK reads and writes the index as an Int32Array: no object per
-// element or value on either side.
+// `set-batch`) take two byte lists: the bytes (`emit-text-batch`: text),
+// and an index of fixed-size little-endian entries (wit/types.wit). A byte
+// list crosses with one copy, and the SDK reads and writes the index as an
+// Int32Array: no object per element or value on either side.
 
 import {
   registerValue,
@@ -1083,32 +1084,40 @@ const weir = (() => {
   }
 
   // The strings' bytes, with the string fields' offsets moved from UTF-16
-  // units to bytes when some string is not ASCII.
+  // units to bytes when some string is not ASCII. Each string field is one
+  // of `out.strings`, pushed in the order the fields come (payload, then
+  // key, output by output), so one pass pairs them; each is encoded on its
+  // own (a lone surrogate at the end of one and the start of the next are
+  // two characters, not a pair). No Map or Set keyed by numbers: QuickJS
+  // hashes small integers into few buckets.
   function encodeStrings(r, n, joined) {
-    const head = utf8.encode(joined);
-    if (head.length === joined.length) return head;
+    if (!NOT_ASCII.test(joined)) return utf8.encode(joined);
     // Indexed loops throughout: a for-of calls the iterator per item.
     const strings = out.strings;
-    const byteAt = new Map();
-    let chars = 0;
-    let bytesSoFar = 0;
+    const parts = new Array(strings.length);
+    let total = 0;
     for (let k = 0; k < strings.length; k++) {
-      byteAt.set(chars, bytesSoFar);
-      chars += strings[k].length;
-      bytesSoFar += utf8.encode(strings[k]).length;
+      parts[k] = utf8.encode(strings[k]);
+      total += parts[k].length;
     }
-    byteAt.set(chars, bytesSoFar);
-    const inBytes = new Set(out.inBytes);
+    const isBytes = new Uint8Array(n * 8);
+    const inBytes = out.inBytes;
+    for (let i = 0; i < inBytes.length; i++) isBytes[inBytes[i]] = 1;
+    const head = new Uint8Array(total);
+    let k = 0;
+    let bytes = 0;
     const toBytes = (at) => {
-      const start = byteAt.get(r[at]);
-      r[at + 1] = byteAt.get(r[at] + r[at + 1]) - start;
-      r[at] = start;
+      const p = parts[k++];
+      head.set(p, bytes);
+      r[at] = bytes;
+      r[at + 1] = p.length;
+      bytes += p.length;
     };
     for (let i = 0; i < n; i++) {
       const at = i * 8;
-      if (!inBytes.has(at)) toBytes(at);
+      if (!isBytes[at]) toBytes(at);
       // A key's words are zeros without a key (flags bit 0).
-      if (r[at + 4] & 1 && !inBytes.has(at + 2)) toBytes(at + 2);
+      if (r[at + 4] & 1 && !isBytes[at + 2]) toBytes(at + 2);
     }
     return head;
   }

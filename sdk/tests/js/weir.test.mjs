@@ -387,6 +387,13 @@ test('ASCII text output goes as text, anything else as bytes, to the same record
     ['text!', 'k', undefined],
     ['bytes', 'k', undefined],
   ]);
+  // Each string is encoded on its own: halves of a pair split between a
+  // payload and its key are two lone surrogates, as TextEncoder has them.
+  host.emitted.length = 0;
+  const split = weir.export({ open: () => ({ process: (ctx) => ctx.emit('a\ud83d', '\ude00b') }) });
+  split.open(info());
+  split.processBatch(batchOf([['k', 'x']]));
+  assert.deepEqual(host.emitted, [['a\ufffd', '\ufffdb', undefined]]);
 });
 
 test('output keeps text, bytes, keys and signed timestamps, ASCII or not', () => {
