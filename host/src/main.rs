@@ -359,6 +359,12 @@ fn main() -> ExitCode {
             cli::location(&target).and_then(|t| cli::inspect::inspect(&t, key_groups, lookup, config.as_deref()))
         }
     };
+    // RocksDB's static state goes as the process exits: a cache layer still
+    // being written then would abort the process after the job succeeded.
+    #[cfg(feature = "rocksdb")]
+    if !weir_host::state::rocksdb::wait_for_writers(std::time::Duration::from_secs(120)) {
+        tracing::warn!("a RocksDB cache layer was still being written after 120 s; exiting anyway");
+    }
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

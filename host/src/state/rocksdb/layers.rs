@@ -29,7 +29,8 @@ use crate::state::{StateError, StateId};
 use ::rocksdb::{DB, IngestExternalFileOptions, Options, SstFileWriter};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::{Arc, Condvar, Mutex, PoisonError};
+use std::time::Duration;
 
 /// Names of layer files in a checkpoint: `WEIR-LAYER-<seq>-<state>.sst`,
 /// `seq` zero-padded to 20 digits.
@@ -42,6 +43,48 @@ static NEXT_LAYER: AtomicU64 = AtomicU64::new(1);
 /// Names of the links a layer file is ingested through, unique in the
 /// process.
 static NEXT_LINK: AtomicU64 = AtomicU64::new(1);
+
+/// Layer writer threads still running. A subtask may end with its last
+/// layer still being written (a checkpoint may be storing it), and RocksDB
+/// tears its static state down as the process exits: a writer still in
+/// RocksDB then aborts the process ("pthread lock: Invalid argument") after
+/// the job succeeded. The process waits for them ([`wait_for_writers`]).
+static WRITERS: Writers = Writers { running: Mutex::new(0), idle: Condvar::new() };
+
+struct Writers {
+    running: Mutex<usize>,
+    idle: Condvar,
+}
+
+/// One running writer thread, counted until it is dropped, the last thing
+/// the thread does.
+struct Running;
+
+impl Running {
+    fn start() -> Running {
+        *WRITERS.running.lock().unwrap_or_else(PoisonError::into_inner) += 1;
+        Running
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let mut running = WRITERS.running.lock().unwrap_or_else(PoisonError::into_inner);
+        *running -= 1;
+        if *running == 0 {
+            WRITERS.idle.notify_all();
+        }
+    }
+}
+
+/// Waits, at most `limit`, until no layer is being written; whether none
+/// is. The process calls it before it exits.
+pub fn wait_for_writers(limit: Duration) -> bool {
+    let running = WRITERS.running.lock().unwrap_or_else(PoisonError::into_inner);
+    let (running, _) =
+        WRITERS.idle.wait_timeout_while(running, limit, |n| *n > 0).unwrap_or_else(PoisonError::into_inner);
+    *running == 0
+}
 
 /// A layer's SST files, once written; the directory goes when the last
 /// holder (the backend until it ingested them, checkpoints until they are
@@ -120,7 +163,11 @@ impl Layer {
         };
         // Written on this thread if no thread can be started: slower, not wrong.
         let (tx, rx) = std::sync::mpsc::channel::<Box<dyn FnOnce() + Send>>();
+        // Dropped with the closure: at the thread's end, or here if it
+        // cannot start.
+        let running = Running::start();
         let spawned = std::thread::Builder::new().name(format!("weir-layer-{seq}")).spawn(move || {
+            let _running = running;
             if let Ok(job) = rx.recv() {
                 job();
             }

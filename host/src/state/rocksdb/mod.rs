@@ -59,6 +59,7 @@ mod values;
 
 pub use frozen::open_checkpoint;
 pub use handoff::DatabaseHandOff;
+pub use layers::wait_for_writers;
 pub use options::RocksDbMemory;
 pub use parts::RocksDbBackend;
 
