@@ -34,7 +34,7 @@
 // with one copy each: they are used as generated.
 import { readFile, writeFile } from 'node:fs/promises';
 import { existsSync } from 'node:fs';
-import { dirname, join, resolve } from 'node:path';
+import { basename, dirname, join, resolve } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 
 const usage = 'usage: weir-build <app.js> <out.wasm> [--wit <dir>] [--engine quickjs|spidermonkey] [--aot [--weval <path>]]';
@@ -109,15 +109,20 @@ let component;
 try {
   component = engine === 'quickjs' ? await quickjs(source) : await spidermonkey(source);
 } catch (e) {
-  console.error(`weir-build: ${app}: ${sourceLines(String(e && e.message ? e.message : e))}`);
+  // componentize-qjs's messages start with ': '.
+  const message = String(e && e.message ? e.message : e).replace(/^:\s*/, '');
+  console.error(`weir-build: ${app}: ${sourceLines(message)}`);
   process.exit(1);
 }
 await writeFile(out, component);
 
-// An engine's error names a line of the one source: as the operator's own
-// line, or weir.js's.
+// An engine's error names a line of the one source (SpiderMonkey calls it
+// source.js, QuickJS by the operator's file name): as the operator's own
+// line, or weir.js's. Other files (QuickJS resolves relative imports) keep
+// their lines.
 function sourceLines(message) {
-  return message.replace(/\/?(?:source\.js|[^\s/:]+\.m?js):(\d+)/g, (_, n) => {
+  const name = basename(app).replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+  return message.replace(new RegExp(`/?(?:source\\.js|${name}):(\\d+)`, 'g'), (_, n) => {
     const line = Number(n);
     return line > before ? `${app}:${line - before}` : `weir.js:${line - 1}`;
   });
