@@ -202,7 +202,8 @@ componentize_py() { # app dir, output
     "$WEIR_COMPONENTIZE_PY" -d wit -w operator componentize -p sdk/python -p "$1" app -o "$2"
 }
 
-# componentize-js (npm, pinned) builds JavaScript operators into components.
+# componentize-qjs and componentize-js (npm, pinned) build JavaScript operators
+# into components, on QuickJS and on SpiderMonkey.
 ensure_componentize_js() {
     local prefix="${XDG_CACHE_HOME:-$HOME/.cache}/weir/node"
     local entry="$prefix/node_modules/@bytecodealliance/componentize-js/src/componentize.js"
@@ -219,7 +220,7 @@ ensure_componentize_js() {
 }
 
 # TypeScript (npm, pinned) checks the JavaScript SDK's declarations
-# (sdk/js/weir.d.ts), beside componentize-js.
+# (sdk/js/weir.d.ts), beside the engines.
 ensure_typescript() {
     local prefix="${XDG_CACHE_HOME:-$HOME/.cache}/weir/node"
     if [ "$("$prefix/node_modules/.bin/tsc" --version 2>/dev/null)" != "Version 7.0.2" ]; then
