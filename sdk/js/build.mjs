@@ -151,9 +151,10 @@ async function spidermonkey(source) {
     ...(aot ? { enableAot: true, wevalBin: weval } : {}),
     witPath: wit,
     worldName: 'operator',
-    // The host gives operators no clocks, randomness, network or stdio
-    // beyond logging; the engine needs none of them.
-    disableFeatures: ['random', 'clocks', 'http', 'stdio', 'fetch-event'],
+    // The host gives operators no clocks, randomness or network; the engine
+    // needs none of them. Its stdio stays: console output goes to the
+    // host's log, tagged with the operator.
+    disableFeatures: ['random', 'clocks', 'http', 'fetch-event'],
   });
   return built.component;
 }
