@@ -420,6 +420,46 @@ test('output keeps text, bytes, keys and signed timestamps, ASCII or not', () =>
   ]);
 });
 
+test('plain text outputs keep their place among keyed, timed and byte outputs, and calls start anew', () => {
+  // Plain strings (no key, no timestamp) are only collected until another
+  // kind comes or the call ends: each case below switches at another point.
+  class Mixed {
+    static open() {
+      return new Mixed();
+    }
+    process(ctx, e) {
+      const p = e.payloadStr;
+      if (p === 'plain') {
+        ctx.emit('p1');
+        ctx.emit('p2', null);
+      } else if (p === 'keyed') ctx.emit('k1', 'key');
+      else if (p === 'timed') ctx.emit('t1', undefined, 9);
+      else if (p === 'bytes') ctx.emit(new Uint8Array([0x62]));
+      else if (p === 'wide') ctx.emit('ü');
+    }
+  }
+  const handler = weir.export(Mixed);
+  handler.open(info());
+  const calls = [
+    [['k', 'plain'], ['k', 'keyed'], ['k', 'plain']],
+    [['k', 'plain'], ['k', 'timed']],
+    [['k', 'plain'], ['k', 'bytes'], ['k', 'plain']],
+    [['k', 'plain'], ['k', 'wide']],
+    [['k', 'nothing']],
+    [['k', 'plain']],
+  ];
+  const expected = [
+    ['p1', undefined, undefined], ['p2', undefined, undefined], ['k1', 'key', undefined], ['p1', undefined, undefined], ['p2', undefined, undefined],
+    ['p1', undefined, undefined], ['p2', undefined, undefined], ['t1', undefined, 9n],
+    ['p1', undefined, undefined], ['p2', undefined, undefined], ['b', undefined, undefined], ['p1', undefined, undefined], ['p2', undefined, undefined],
+    ['p1', undefined, undefined], ['p2', undefined, undefined], ['ü', undefined, undefined],
+    ['p1', undefined, undefined], ['p2', undefined, undefined],
+  ];
+  for (const c of calls) handler.processBatch(batchOf(c));
+  assert.deepEqual(host.emits, ['emit-text-batch', 'emit-text-batch', 'emit-batch', 'emit-batch', 'emit-text-batch']);
+  assert.deepEqual(host.emitted, expected);
+});
+
 test('open may emit, before any input; its output goes out when open returns', () => {
   weir.export({
     open: (ctx) => {
