@@ -3,9 +3,10 @@
 //! Python, JavaScript and C components in the same run. Throughput is given as a ratio
 //! of the Rust counter's; cold start is the first run's startup (compiling
 //! the component, then instantiating), warm start a later run's (the
-//! component from the module cache). One more JavaScript row runs the
-//! counter's logic with no host calls (`guest-examples/bench-js/counter-bound`):
-//! the interpreter's bound on a JavaScript counter.
+//! component from the module cache). Two more rows run the counter's logic
+//! with no host calls in Python and JavaScript
+//! (`guest-examples/bench-py/counter-bound`, `guest-examples/bench-js/counter-bound`):
+//! each interpreter's bound on a counter.
 //!
 //! Run: `cargo bench -p weir-tests --bench languages` (after `scripts/test`
 //! built the Python, JavaScript and C operators). `WEIR_BENCH_RECORDS` (default 1 M),
@@ -45,6 +46,7 @@ fn main() {
     let keys: u64 = std::env::var("WEIR_BENCH_KEYS").ok().and_then(|v| v.parse().ok()).unwrap_or(100_000);
     let python = script_guest("word_count_py_counter");
     let javascript = script_guest("word_count_js_counter");
+    let python_bound = script_guest("bench_py_counter_bound");
     let bound = script_guest("bench_js_counter_bound");
     let c = script_guest("word_count_c_counter");
     let extra: Vec<(String, String)> = std::env::var("WEIR_BENCH_EXTRA")
@@ -65,6 +67,7 @@ fn main() {
         ("Python".to_string(), python),
         ("JavaScript".to_string(), javascript),
         ("C".to_string(), c),
+        ("Python logic, no host calls".to_string(), python_bound),
         ("JavaScript logic, no host calls".to_string(), bound),
     ];
     rows.extend(extra);

@@ -1,6 +1,7 @@
-"""Profile step 3: step 2 with each count kept as postcard bytes, as the
-host holds it, so decoded and encoded once per record by the SDK's codec.
-The postcard share is this minus step 2."""
+"""Profile step 3: step 2 (the counter's logic with no host calls,
+guest-examples/bench-py/counter-bound) with each count kept as postcard
+bytes, as the host holds it, so decoded and encoded once per record by the
+SDK's codec. The postcard share is this minus step 2."""
 
 from typing import Any
 

@@ -1,7 +1,10 @@
-"""Profile step 2: the counter's logic with no host call. Each record's
-key is sliced from the batch, its count kept in a dict, and its output line
-formatted and kept, as the counter does; nothing reaches the host. The
-interpreter's share is this minus step 1."""
+"""The word-count counter's logic with no host calls, for the languages
+benchmark (tests/benches/languages.rs): the interpreter's own bound on a
+Python counter. Per record, as the SDK counter does: the key sliced from the
+batch, its count read, incremented and stored (in a dict, not in host
+state), and the output line formatted and kept; nothing reaches the host
+but the call's result. Also step 2 of scripts/profile-python: the
+interpreter's share is this minus step 1 (the input alone)."""
 
 from typing import Any
 
