@@ -11,8 +11,10 @@
 //   of about 2 MiB, built in a second or two, that starts (compiled) in
 //   about a second and from the module cache in under 10 ms, and runs the
 //   word-count counter faster than SpiderMonkey interpreted
-//   (docs/benchmarks.md). It has no console: what an operator logs there
-//   is dropped.
+//   (docs/benchmarks.md). QuickJS has no console: the SDK makes one over
+//   WASI's stdout and stderr, which the build imports (wasi/, a subset of
+//   WASI 0.2, added to the contract's world as `operator-console`), and
+//   the host sends to its log.
 // - spidermonkey: SpiderMonkey, through componentize-js. About 13 MiB,
 //   15 to 30 s to build, 7 to 9 s to compile; its console.log reaches the
 //   host's log.
@@ -32,7 +34,8 @@
 // The batch calls of the WIT take byte lists (an index of fixed-size
 // entries beside the bytes), which both engines' bindings lift and lower
 // with one copy each: they are used as generated.
-import { readFile, writeFile } from 'node:fs/promises';
+import { cp, mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
 import { existsSync } from 'node:fs';
 import { basename, dirname, join, resolve } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
@@ -93,14 +96,33 @@ if (!existsSync(join(wit, 'world.wit'))) {
   process.exit(2);
 }
 
+// In front of weir.js: the engine's name, which weir.js reads as it is
+// evaluated (imports are hoisted, so set first); on QuickJS also the WASI
+// streams its console writes to, and the source's layout (WEIR_SOURCE,
+// filled in below once the lines are counted), with which that console
+// names an error's stack lines as the operator's or weir.js's, as build
+// errors are named (sourceLines).
+const prelude =
+  engine === 'quickjs'
+    ? [
+        "import { getStdout as __weirGetStdout } from 'wasi:cli/stdout@0.2.0';",
+        "import { getStderr as __weirGetStderr } from 'wasi:cli/stderr@0.2.0';",
+        "globalThis.WEIR_ENGINE = 'quickjs';",
+        'globalThis.WEIR_STDIO = { stdout: __weirGetStdout, stderr: __weirGetStderr };',
+        'globalThis.WEIR_SOURCE = undefined;',
+      ]
+    : [`globalThis.WEIR_ENGINE = '${engine}';`];
 let source;
-// The lines in front of the operator's: the engine line, then weir.js.
+// The lines in front of the operator's: the prelude, then weir.js.
 let before;
 try {
   const sdk = await readFile(join(here, 'weir.js'), 'utf8');
-  before = 1 + sdk.split('\n').length;
-  // Set first: weir.js reads it as it is evaluated (imports are hoisted).
-  source = `globalThis.WEIR_ENGINE = '${engine}';\n${sdk}\n${await readFile(app, 'utf8')}`;
+  before = prelude.length + sdk.split('\n').length;
+  if (engine === 'quickjs') {
+    const where = { file: basename(app), app, before, prelude: prelude.length };
+    prelude[prelude.length - 1] = `globalThis.WEIR_SOURCE = ${JSON.stringify(where)};`;
+  }
+  source = `${prelude.join('\n')}\n${sdk}\n${await readFile(app, 'utf8')}`;
 } catch (e) {
   console.error(`weir-build: ${e.message}`);
   process.exit(1);
@@ -124,22 +146,47 @@ function sourceLines(message) {
   const name = basename(app).replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
   return message.replace(new RegExp(`/?(?:source\\.js|${name}):(\\d+)`, 'g'), (_, n) => {
     const line = Number(n);
-    return line > before ? `${app}:${line - before}` : `weir.js:${line - 1}`;
+    return line > before ? `${app}:${line - before}` : `weir.js:${line - prelude.length}`;
   });
 }
 
 async function quickjs(source) {
   const entry = process.env.WEIR_COMPONENTIZE_QJS ? pathToFileURL(process.env.WEIR_COMPONENTIZE_QJS).href : 'componentize-qjs';
   const { componentize } = await import(entry);
-  const built = await componentize({
-    witPath: wit,
-    jsSource: source,
-    jsPath: resolve(app),
-    world: 'operator',
-    // The host does not run component-model async.
-    sync: true,
-  });
-  return built.component;
+  const dir = await consoleWit();
+  try {
+    const built = await componentize({
+      witPath: dir,
+      jsSource: source,
+      jsPath: resolve(app),
+      world: 'operator-console',
+      // The host does not run component-model async.
+      sync: true,
+    });
+    return built.component;
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+}
+
+// A copy of the WIT with world `operator-console`: the contract's
+// `operator` and WASI's stdout and stderr (wasi/), in a directory of its
+// own, removed after the build.
+async function consoleWit() {
+  const text = await readFile(join(wit, 'world.wit'), 'utf8');
+  const pkg = /^package\s+([^;\s]+)\s*;/m.exec(text);
+  if (!pkg) throw new Error(`${join(wit, 'world.wit')} declares no package`);
+  const dir = await mkdtemp(join(tmpdir(), 'weir-build-'));
+  await cp(wit, dir, { recursive: true });
+  for (const name of ['io', 'cli']) {
+    await mkdir(join(dir, 'deps', `wasi-${name}`), { recursive: true });
+    await cp(join(here, 'wasi', `${name}.wit`), join(dir, 'deps', `wasi-${name}`, `${name}.wit`));
+  }
+  await writeFile(
+    join(dir, 'weir-build-console.wit'),
+    `package ${pkg[1]};\n\nworld operator-console {\n    include operator;\n    import wasi:cli/stdout@0.2.0;\n    import wasi:cli/stderr@0.2.0;\n}\n`,
+  );
+  return dir;
 }
 
 async function spidermonkey(source) {

@@ -58,13 +58,6 @@ import {
 
 const weir = (() => {
   const QUICKJS = globalThis.WEIR_ENGINE === 'quickjs';
-  // QuickJS has no console, and no import would carry its output to the
-  // host's log: there it is dropped, so that code written for either
-  // engine runs on both (docs/writing-operators.md).
-  if (typeof console === 'undefined') {
-    const drop = () => {};
-    globalThis.console = { log: drop, info: drop, warn: drop, error: drop, debug: drop, trace: drop };
-  }
   const TWO32 = 4294967296;
   const MAX_SAFE = Number.MAX_SAFE_INTEGER;
 
@@ -267,6 +260,88 @@ const weir = (() => {
         return decodeUtf8(bytesOf(input), this.fatal, this.ignoreBOM);
       }
     };
+  }
+
+  // ----------------------------------------------------------- console
+
+  // QuickJS has no console. weir-build's QuickJS builds import WASI's
+  // stdout and stderr (`globalThis.WEIR_STDIO`, set in front of this
+  // file), which the host sends to its log, a line per line, tagged with
+  // the operator: `console.log`, `info`, `debug` and `dir` write to stdout
+  // (logged at INFO), `warn`, `error`, `trace` and a failed `assert` to
+  // stderr (WARN). Without them (a build by other means) console output is
+  // dropped.
+  if (typeof console === 'undefined') {
+    const stdio = globalThis.WEIR_STDIO;
+    const drop = () => {};
+    globalThis.console =
+      stdio === undefined
+        ? { log: drop, info: drop, debug: drop, dir: drop, warn: drop, error: drop, trace: drop, assert: drop }
+        : consoleOver(stdio);
+  }
+
+  // A console writing lines to WASI streams. Each stream is asked for once
+  // (each `get-stdout` makes a new handle). A write that fails (a closed
+  // stream) drops the line: logging never fails the operator.
+  function consoleOver(stdio) {
+    const streams = {};
+    const writer = (name) => (...args) => {
+      try {
+        if (streams[name] === undefined) streams[name] = stdio[name]();
+        const bytes = utf8.encode(`${args.map(shown).join(' ')}\n`);
+        // WASI takes at most 4096 bytes a call.
+        for (let at = 0; at < bytes.length; at += 4096) {
+          streams[name].blockingWriteAndFlush(bytes.subarray(at, at + 4096));
+        }
+      } catch {
+        // Dropped, as above.
+      }
+    };
+    const out = writer('stdout');
+    const err = writer('stderr');
+    const assert = (ok, ...args) => {
+      if (!ok) err('Assertion failed' + (args.length > 0 ? ':' : ''), ...args);
+    };
+    return { log: out, info: out, debug: out, dir: out, warn: err, error: err, trace: err, assert };
+  }
+
+  // A console argument as text, as engines show them: strings as they
+  // are, errors with their name and message, plain objects and arrays as
+  // JSON (where it can be made), anything else as String() does.
+  function shown(v) {
+    if (typeof v === 'string') return v;
+    if (typeof v === 'bigint') return `${v}n`;
+    if (v instanceof Error) {
+      const head = `${v.name}: ${v.message}`;
+      const stack = typeof v.stack === 'string' ? v.stack.trimEnd() : '';
+      return stack === '' ? head : `${head}\n${stackLines(stack)}`;
+    }
+    if (v !== null && typeof v === 'object' && !ArrayBuffer.isView(v)) {
+      try {
+        const json = JSON.stringify(v, (_, x) => (typeof x === 'bigint' ? `${x}n` : x));
+        if (json !== undefined) return json;
+      } catch {
+        // A cycle: String() below.
+      }
+    }
+    try {
+      return String(v);
+    } catch {
+      return Object.prototype.toString.call(v);
+    }
+  }
+
+  // A stack's lines name lines of the one source weir-build made (the
+  // prelude, weir.js, the operator): as the operator's own lines, or
+  // weir.js's, as build errors are (weir-build sets WEIR_SOURCE).
+  function stackLines(stack) {
+    const where = globalThis.WEIR_SOURCE;
+    if (where === undefined || where === null) return stack;
+    return stack.replace(/\(([^()]*):(\d+):(\d+)\)/g, (all, file, line, column) => {
+      if (!file.endsWith(where.file)) return all;
+      const n = Number(line);
+      return n > where.before ? `(${where.app}:${n - where.before}:${column})` : `(weir.js:${n - where.prelude}:${column})`;
+    });
   }
 
   // A WIT s64 or u64 argument: a BigInt for SpiderMonkey's bindings, a

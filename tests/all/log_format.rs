@@ -32,3 +32,68 @@ fn json_logs_are_one_object_per_line_and_the_summary_counts_every_record() {
     assert!(err.contains("job 'logs' finished in"), "{err}");
     assert!(!err.lines().any(|l| l.starts_with('{')), "{err}");
 }
+
+/// QuickJS has no console; the JavaScript SDK's writes to WASI stdout and
+/// stderr, which reach the host's log as any guest's do: stdout at INFO
+/// and stderr at WARN, a line per line, tagged with the operator, with an
+/// error's stack naming the operator's own file and line, and a line
+/// longer than one WASI write (4096 bytes) whole.
+#[test]
+fn a_javascript_operators_console_output_reaches_the_log_tagged_with_the_operator() {
+    let dir = JobDir::new();
+    let records: Vec<String> = (0..5).map(|i| format!("line-{i}")).collect();
+    dir.write("in.txt", records.join("\n") + "\n");
+    dir.write(
+        "job.toml",
+        format!(
+            r#"name = "console"
+
+[[sources]]
+id = "in"
+kind = "file"
+path = "in.txt"
+
+[[operators]]
+uid = "talker"
+module = "{module}"
+input = "in"
+
+[[sinks]]
+id = "out"
+kind = "file"
+input = "talker"
+path = "out.txt"
+"#,
+            module = weir_tests::script_guest("test_operators_js_console")
+        ),
+    );
+    let out = host_command(dir.path(), &["--log-format", "json", "run", "job.toml"]).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert_eq!(dir.read("out.txt"), records.join("\n") + "\n", "records pass through");
+    let guest = |stream: &str, level: &str| -> Vec<String> {
+        err.lines()
+            .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
+            .filter(|l| l["fields"]["stream"] == stream)
+            .map(|l| {
+                assert_eq!(l["level"], level, "{l}");
+                assert_eq!(l["fields"]["operator"], "talker", "{l}");
+                l["fields"]["message"].as_str().unwrap().to_string()
+            })
+            .collect()
+    };
+    let stdout = guest("stdout", "INFO");
+    let mut want = vec![r#"opened 1 {"a":[1,2]} 5n null undefined"#.to_string(), format!("{}ü", "long ".repeat(1000))];
+    want.extend(records.iter().map(|r| format!("record {r}")));
+    assert_eq!(stdout, want, "{err}");
+    let stderr = guest("stderr", "WARN");
+    assert_eq!(stderr.first().map(String::as_str), Some("RangeError: a warning from open"), "{err}");
+    // The stack's first frame is `open`, at the line of the operator's
+    // own file where the error was made.
+    assert!(
+        stderr.get(1).is_some_and(|l| l.trim_start().starts_with("at open (") && l.contains("console/app.js:11:")),
+        "{stderr:?}"
+    );
+    let warned: Vec<&String> = stderr.iter().filter(|l| l.starts_with("warned ")).collect();
+    assert_eq!(warned, records.iter().map(|r| format!("warned {r}")).collect::<Vec<_>>().iter().collect::<Vec<_>>());
+}
