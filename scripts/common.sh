@@ -80,45 +80,36 @@ ensure_moto() {
     export WEIR_MOTO_SERVER="$venv/bin/moto_server"
 }
 
-# tansu (crates.io, pinned), a Kafka-protocol broker the Kafka tests start
-# on loopback, each on its own port with its log in memory or in moto. Built once
-# (about 10 minutes on 2 cores) into ~/.cache/weir/tansu, outside the
-# workspace's target directory so `cargo clean` does not take it.
-ensure_tansu() {
-    local root="${XDG_CACHE_HOME:-$HOME/.cache}/weir/tansu"
-    if [ ! -x "$root/bin/tansu" ]; then
-        echo "==> building tansu 0.6.0 (Kafka-protocol test broker) into $root; about 10 min, once" >&2
-        env -u CARGO_TARGET_DIR cargo install --quiet --locked tansu --version 0.6.0 --features dynostore --root "$root"
+# Java and Maven, from Debian's packages where missing: the Kafka test
+# broker runs on the JVM and its jars come from Maven Central.
+ensure_java() {
+    if ! command -v java >/dev/null 2>&1 || ! command -v mvn >/dev/null 2>&1; then
+        echo "==> installing Java 17 and Maven (the Kafka test broker)" >&2
+        local sudo=""
+        [ "$(id -u)" -ne 0 ] && sudo="sudo"
+        $sudo apt-get update -qq
+        DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq openjdk-17-jre-headless maven >/dev/null
     fi
-    export WEIR_TANSU="$root/bin/tansu"
 }
 
-# ensure_tansu in the background, at the lowest priority, when tansu is
-# missing: its build then takes the cores the other steps leave idle
-# (downloads, installs, the tests' waits) instead of running alone for ten
-# minutes. wait_for_tansu waits for it (showing its output if it failed)
-# and sets WEIR_TANSU. The build is stopped if the script exits first.
-start_tansu_build() {
-    local root="${XDG_CACHE_HOME:-$HOME/.cache}/weir/tansu"
-    [ -x "$root/bin/tansu" ] && return 0
-    TANSU_LOG=$(mktemp)
-    # A session of its own, so that an early exit stops cargo too.
-    setsid nice -n 19 bash -c "source '$REPO/scripts/common.sh' && ensure_tansu" >"$TANSU_LOG" 2>&1 &
-    TANSU_PID=$!
-    trap 'kill -- -"$TANSU_PID" 2>/dev/null || true' EXIT
-    echo "==> building tansu in the background (log: $TANSU_LOG)" >&2
-}
-
-wait_for_tansu() {
-    if [ -n "${TANSU_PID:-}" ]; then
-        if ! wait "$TANSU_PID"; then
-            cat "$TANSU_LOG" >&2
-            echo "building tansu failed (log above)" >&2
-            return 1
-        fi
-        TANSU_PID=
+# Apache Kafka (pinned; tests/kafka-broker/pom.xml), the broker the Kafka
+# and cluster tests and benchmarks start on loopback, each its own KRaft
+# single node (tests/src/kafka.rs): its jars and their dependencies, from
+# Maven Central, copied once into ~/.cache/weir/kafka/<version>/libs.
+# Exports WEIR_KAFKA_LIBS, which the launcher reads.
+KAFKA_VERSION=4.1.1
+ensure_kafka() {
+    local root="${XDG_CACHE_HOME:-$HOME/.cache}/weir/kafka/$KAFKA_VERSION"
+    if [ ! -f "$root/complete" ]; then
+        ensure_java
+        echo "==> installing Apache Kafka $KAFKA_VERSION (test broker) from Maven Central into $root" >&2
+        rm -rf "$root"
+        mvn -q -B -Dstyle.color=never -f "$REPO/tests/kafka-broker/pom.xml" dependency:copy-dependencies \
+            -Dkafka.version="$KAFKA_VERSION" -DincludeScope=runtime -DoutputDirectory="$root/libs"
+        cp "$REPO/tests/kafka-broker/log4j2.properties" "$root/"
+        touch "$root/complete"
     fi
-    ensure_tansu
+    export WEIR_KAFKA_LIBS="$root/libs"
 }
 
 # pytest (PyPI, pinned), which runs the Python SDK's unit tests, in the

@@ -11,7 +11,7 @@ use std::process::Child;
 use std::time::{Duration, Instant};
 use weir_tests::artifacts::{WORD_COUNT_COUNTER, WORD_COUNT_TOKENIZER};
 use weir_tests::host_command;
-use weir_tests::kafka::{Consumed, KafkaBroker, ONE_RECORD_BATCHES};
+use weir_tests::kafka::{Consumed, KafkaBroker};
 
 /// `lines` lines of text over a vocabulary of 300 words, deterministic.
 fn lines(count: usize, seed: u64) -> Vec<String> {
@@ -105,8 +105,6 @@ bootstrap_servers = "{servers}"
 topic = "counts"
 {sink}
 
-[sinks.properties]
-"batch.num.messages" = {ONE_RECORD_BATCHES}
 "#
         ),
     );
@@ -354,8 +352,6 @@ input = "counter"
 bootstrap_servers = "{servers}"
 topic = "counts"
 
-[sinks.properties]
-"batch.num.messages" = {ONE_RECORD_BATCHES}
 "#
         ),
     );
@@ -401,14 +397,19 @@ fn kafka_errors_name_what_is_wrong() {
     let err = dir.fails();
     assert!(err.contains("topic 'nope' does not exist on") && err.contains("create_topic = true"), "{err}");
 
-    // A librdkafka property that does not exist, and a mode not built.
+    // A librdkafka property that does not exist; transactions without
+    // checkpoints, or with a timeout the checkpoints would outlast.
     kafka_job(&dir, &broker, 1, "", "");
     dir.write("job.toml", dir.read("job.toml") + "\"no.such.thing\" = 1\n");
     let err = dir.fails();
     assert!(err.contains("sink 'out'") && err.contains("no.such.thing"), "{err}");
     kafka_job(&dir, &broker, 1, "mode = \"transactions\"", "");
     let err = dir.fails();
-    assert!(err.contains("mode = \"transactions\" is not available yet"), "{err}");
+    assert!(err.contains("sink 'out': mode = \"transactions\" commits at checkpoints: add [checkpointing]"), "{err}");
+    let slow = checkpoints_in(&dir, "").replace("interval = \"100ms\"", "interval = \"2m\"");
+    kafka_job(&dir, &broker, 1, "mode = \"transactions\"\ntransaction_timeout = \"1m\"", &slow);
+    let err = dir.fails();
+    assert!(err.contains("transaction_timeout = 1m is not longer than the checkpoint interval (2m)"), "{err}");
 
     // A parallel file source.
     dir.write("in.txt", "a\n");
@@ -488,7 +489,8 @@ fn a_restore_finds_held_output_in_a_batch_its_first_read_back_begins_inside() {
     };
     let consumer: weir_host::connectors::kafka::KafkaConsumer =
         options.create(&[("enable.partition.eof", "true".into()), ("group.id", "readback".into())]).unwrap();
-    let arrived = published(&consumer, "out", std::slice::from_ref(&held), ident, Duration::from_secs(20)).unwrap();
+    let arrived =
+        published(&consumer, "out", std::slice::from_ref(&held), ident, Duration::from_secs(20), &|| false).unwrap();
     let missing: Vec<u64> = (0..50).filter(|seq| !arrived.contains(0, nonce, *seq)).collect();
     assert!(
         missing.is_empty(),

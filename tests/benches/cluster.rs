@@ -28,7 +28,7 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 use weir_tests::artifacts::WORD_COUNT_COUNTER;
-use weir_tests::kafka::{BulkProducer, KafkaBroker, ONE_RECORD_BATCHES};
+use weir_tests::kafka::{BulkProducer, KafkaBroker};
 use weir_tests::{S3_BUCKET, S3Server};
 
 const PARTITIONS: i32 = 3;
@@ -100,8 +100,6 @@ input = "counter"
 bootstrap_servers = "{servers}"
 topic = "{topic}"
 
-[sinks.properties]
-"batch.num.messages" = {ONE_RECORD_BATCHES}
 "queue.buffering.max.messages" = 1000000
 "#
     )

@@ -23,7 +23,7 @@ use std::collections::HashMap;
 use std::process::Command;
 use std::time::{Duration, Instant};
 use weir_tests::artifacts::WORD_COUNT_COUNTER;
-use weir_tests::kafka::{KafkaBroker, ONE_RECORD_BATCHES};
+use weir_tests::kafka::KafkaBroker;
 
 const PARTITIONS: i32 = 4;
 
@@ -147,8 +147,6 @@ bootstrap_servers = "{servers}"
 topic = "{topic}"
 delivery = "{delivery}"
 
-[sinks.properties]
-"batch.num.messages" = {ONE_RECORD_BATCHES}
 "queue.buffering.max.messages" = 1000000
 "#
     );

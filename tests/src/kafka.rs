@@ -1,34 +1,41 @@
-//! A real Kafka-protocol broker (tansu) on 127.0.0.1 for the Kafka tests,
-//! each on a free port with its log in memory, and a plain rdkafka client
-//! that produces test input and reads output back. `scripts/test` builds
-//! tansu once; `WEIR_TANSU` names the binary (default:
-//! `~/.cache/weir/tansu/bin/tansu`). (tansu 0.6.0's SQLite engine spins
-//! on a fetch of records with headers, which every Weir sink writes, and
-//! its S3 engine loses records it acknowledged when it is stopped.)
+//! Apache Kafka on 127.0.0.1 for the Kafka tests and benchmarks: each
+//! [`KafkaBroker`] is a KRaft single node (broker and controller in one
+//! JVM) on free ports with its log in a directory of its own, started on
+//! the jars `scripts/test` installs from Maven Central (`ensure_kafka` in
+//! `scripts/common.sh`; `WEIR_KAFKA_LIBS` names them, default
+//! `~/.cache/weir/kafka/<version>/libs`), and a plain rdkafka client that
+//! produces test input and reads output back.
 
 use rdkafka::ClientConfig;
-use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+use rdkafka::admin::{AdminClient, AdminOptions, NewPartitions, NewTopic, TopicReplication};
 use rdkafka::client::DefaultClientContext;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::message::{Headers, Message};
 use rdkafka::producer::{BaseRecord, DefaultProducerContext, Producer, ThreadedProducer};
 use rdkafka::{Offset, TopicPartitionList};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-/// What every producer writing to tansu sets `batch.num.messages` to:
-/// tansu 0.6.0 indexes its log by batch, so a fetch from an offset inside a
-/// batch of several records returns nothing, and the end offset it reports
-/// is the last batch's first. With one record per batch both are right.
-pub const ONE_RECORD_BATCHES: &str = "1";
+/// The Apache Kafka version `scripts/common.sh` installs (`KAFKA_VERSION`).
+pub const KAFKA_VERSION: &str = "4.1.1";
+
+/// How long a broker may take to start: a JVM on a loaded 2-core machine
+/// took up to 8 s; the margin is for one that runs tests beside it.
+const START_TIMEOUT: Duration = Duration::from_secs(90);
+
+/// Every test broker's cluster id (16 bytes in URL-safe base64, as Kafka
+/// wants): each broker is a cluster of its own, so they may share it.
+const CLUSTER_ID: &str = "V2Vpci10ZXN0LWJyb2tlcg";
 
 /// A broker process and its working directory.
 pub struct KafkaBroker {
     port: u16,
     dir: tempfile::TempDir,
     child: Option<Child>,
+    settings: Vec<(String, String)>,
 }
 
 /// One record read back.
@@ -49,52 +56,125 @@ pub struct Consumed {
 }
 
 impl KafkaBroker {
-    /// Starts a broker on a free port, keeping its log in memory.
+    /// Starts a broker on free ports.
     pub fn start() -> Self {
-        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-        let mut b = KafkaBroker { port, dir: tempfile::tempdir().unwrap(), child: None };
-        b.start_process();
-        b
+        Self::start_with(&[])
     }
 
-    /// The tansu binary.
-    pub fn binary() -> PathBuf {
-        match std::env::var_os("WEIR_TANSU") {
+    /// Starts a broker with `settings` (broker properties) added to the
+    /// test defaults, or overriding them.
+    pub fn start_with(settings: &[(&str, &str)]) -> Self {
+        let settings = settings.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        let mut b = KafkaBroker { port: 0, dir: tempfile::tempdir().unwrap(), child: None, settings };
+        // Free ports are picked, then bound by the broker: another process
+        // may take one in between, so a start that could not bind is tried
+        // again on other ports.
+        for attempt in 1.. {
+            match b.start_process() {
+                Ok(()) => return b,
+                Err(e) if attempt < 3 && e.contains("Address already in use") => b.stop(),
+                Err(e) => panic!("{e}"),
+            }
+        }
+        unreachable!()
+    }
+
+    /// The directory of the Kafka jars.
+    pub fn libs() -> PathBuf {
+        match std::env::var_os("WEIR_KAFKA_LIBS") {
             Some(p) => PathBuf::from(p),
             None => {
-                let home = std::env::var_os("HOME").map(PathBuf::from).unwrap_or_default();
-                home.join(".cache/weir/tansu/bin/tansu")
+                let cache = std::env::var_os("XDG_CACHE_HOME")
+                    .map(PathBuf::from)
+                    .unwrap_or_else(|| PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".cache"));
+                cache.join("weir/kafka").join(KAFKA_VERSION).join("libs")
             }
         }
     }
 
-    fn start_process(&mut self) {
-        let bin = Self::binary();
-        assert!(
-            bin.is_file(),
-            "{} is missing: scripts/test builds tansu (cargo install tansu --features dynostore); or set WEIR_TANSU",
-            bin.display()
-        );
-        let url = format!("tcp://127.0.0.1:{}", self.port);
-        let log =
-            std::fs::OpenOptions::new().create(true).append(true).open(self.dir.path().join("broker.log")).unwrap();
-        let child = Command::new(&bin)
-            .args(["broker", "--listener-url", &url, "--advertised-listener-url", &url])
-            .args(["--storage-engine", "memory://tansu/"])
+    fn java(libs: &Path) -> Command {
+        let mut c = Command::new("java");
+        // A small heap and the serial collector: many brokers may run at
+        // once beside the tests, on two cores.
+        c.args(["-Xms256m", "-Xmx1g", "-XX:+UseSerialGC", "-Djava.awt.headless=true"]);
+        c.arg(format!("-Dlog4j2.configurationFile={}", libs.with_file_name("log4j2.properties").display()));
+        c.arg("-cp").arg(format!("{}/*", libs.display()));
+        c
+    }
+
+    /// A formatted KRaft log directory, made once per process and copied
+    /// for each broker: formatting starts a JVM of its own (3 s). The
+    /// copies share a cluster id, which separate single-node clusters may.
+    fn formatted() -> &'static Path {
+        static TEMPLATE: OnceLock<tempfile::TempDir> = OnceLock::new();
+        TEMPLATE
+            .get_or_init(|| {
+                let libs = Self::libs();
+                assert!(
+                    libs.join(format!("kafka_2.13-{KAFKA_VERSION}.jar")).is_file(),
+                    "Apache Kafka {KAFKA_VERSION} is not installed in {}: scripts/test installs it \
+                     (source scripts/common.sh && ensure_kafka), or set WEIR_KAFKA_LIBS",
+                    libs.display()
+                );
+                let dir = tempfile::tempdir().unwrap();
+                let props = dir.path().join("format.properties");
+                std::fs::write(&props, properties(9092, 9093, &dir.path().join("data"), &[])).unwrap();
+                let out = Self::java(&libs)
+                    .args(["kafka.tools.StorageTool", "format", "--ignore-formatted", "-t", CLUSTER_ID, "-c"])
+                    .arg(&props)
+                    .output()
+                    .expect("run java (Java 17 or later)");
+                assert!(
+                    out.status.success(),
+                    "formatting a KRaft log directory failed: {}{}",
+                    String::from_utf8_lossy(&out.stdout),
+                    String::from_utf8_lossy(&out.stderr)
+                );
+                dir
+            })
+            .path()
+    }
+
+    fn start_process(&mut self) -> Result<(), String> {
+        let free = || std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        self.port = free();
+        let controller = free();
+        let data = self.dir.path().join("data");
+        if !data.exists() {
+            copy_dir(&Self::formatted().join("data"), &data);
+        }
+        let props = self.dir.path().join("server.properties");
+        let settings: Vec<(&str, &str)> = self.settings.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+        std::fs::write(&props, properties(self.port, controller, &data, &settings)).unwrap();
+        let log_path = self.dir.path().join("broker.log");
+        let log = std::fs::File::create(&log_path).unwrap();
+        let child = Self::java(&Self::libs())
+            .arg("kafka.Kafka")
+            .arg(&props)
             .current_dir(self.dir.path())
+            .stdin(Stdio::null())
             .stdout(Stdio::from(log.try_clone().unwrap()))
             .stderr(Stdio::from(log))
             .spawn()
-            .expect("start tansu");
+            .expect("run java (Java 17 or later)");
         self.child = Some(child);
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while std::net::TcpStream::connect(("127.0.0.1", self.port)).is_err() {
-            assert!(Instant::now() < deadline, "tansu did not listen on port {}: {}", self.port, self.log());
+        let deadline = Instant::now() + START_TIMEOUT;
+        loop {
+            let log = self.log();
+            if log.contains("Kafka Server started") {
+                return Ok(());
+            }
+            if let Some(status) = self.child.as_mut().unwrap().try_wait().unwrap() {
+                return Err(format!("the Kafka broker exited ({status}) before it started:\n{log}"));
+            }
+            if Instant::now() > deadline {
+                return Err(format!("the Kafka broker did not start within {START_TIMEOUT:?}:\n{log}"));
+            }
             std::thread::sleep(Duration::from_millis(50));
         }
     }
 
-    /// Stops the broker.
+    /// Stops the broker (SIGKILL: its log is thrown away with it).
     pub fn stop(&mut self) {
         if let Some(mut c) = self.child.take() {
             let _ = c.kill();
@@ -136,6 +216,18 @@ impl KafkaBroker {
         c
     }
 
+    /// Adds partitions to `topic`, to `total` in all (CreatePartitions).
+    pub fn add_partitions(&self, topic: &str, total: usize) {
+        let admin: AdminClient<DefaultClientContext> = self.config().create().unwrap();
+        let options = AdminOptions::new().operation_timeout(Some(Duration::from_secs(10)));
+        let results =
+            futures::executor::block_on(admin.create_partitions([&NewPartitions::new(topic, total)], &options))
+                .expect("create_partitions");
+        for r in results {
+            r.unwrap_or_else(|(t, e)| panic!("adding partitions to {t}: {e}"));
+        }
+    }
+
     /// Creates `topic` with `partitions` partitions.
     pub fn create_topic(&self, topic: &str, partitions: i32) {
         let admin: AdminClient<DefaultClientContext> = self.config().create().unwrap();
@@ -161,16 +253,15 @@ impl KafkaBroker {
         producer.flush();
     }
 
-    /// A producer for inputs of any size: idempotent, one record per batch
-    /// (as tansu needs), keyed records partitioned as Java clients do, and
-    /// a queue deep enough for a benchmark's input.
+    /// A producer for inputs of any size: idempotent, keyed records
+    /// partitioned as Java clients do, batched as a Java producer would,
+    /// and a queue deep enough for a benchmark's input.
     pub fn bulk_producer(&self) -> BulkProducer {
         BulkProducer(
             self.config()
                 .set("enable.idempotence", "true")
                 .set("partitioner", "murmur2_random")
                 .set("linger.ms", "5")
-                .set("batch.num.messages", ONE_RECORD_BATCHES)
                 .set("queue.buffering.max.messages", "1000000")
                 .set("queue.buffering.max.kbytes", "2000000")
                 .create()
@@ -240,6 +331,57 @@ impl KafkaBroker {
         }
         out.sort_by_key(|c| (c.partition, c.offset));
         out
+    }
+}
+
+/// The broker's properties: a KRaft single node on loopback, with what a
+/// one-node cluster needs (internal topics with one replica) and what makes
+/// tests quick (no delay before a new group's first rebalance), then
+/// `extra`.
+fn properties(port: u16, controller: u16, data: &Path, extra: &[(&str, &str)]) -> String {
+    let mut p: Vec<(String, String)> = [
+        ("process.roles", "broker,controller".to_string()),
+        ("node.id", "1".into()),
+        ("controller.quorum.voters", format!("1@127.0.0.1:{controller}")),
+        ("listeners", format!("PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller}")),
+        ("advertised.listeners", format!("PLAINTEXT://127.0.0.1:{port}")),
+        ("controller.listener.names", "CONTROLLER".into()),
+        ("listener.security.protocol.map", "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT".into()),
+        ("inter.broker.listener.name", "PLAINTEXT".into()),
+        ("log.dirs", data.display().to_string()),
+        ("offsets.topic.replication.factor", "1".into()),
+        ("offsets.topic.num.partitions", "4".into()),
+        ("transaction.state.log.replication.factor", "1".into()),
+        ("transaction.state.log.min.isr", "1".into()),
+        ("transaction.state.log.num.partitions", "4".into()),
+        ("share.coordinator.state.topic.replication.factor", "1".into()),
+        ("share.coordinator.state.topic.min.isr", "1".into()),
+        ("group.initial.rebalance.delay.ms", "0".into()),
+        ("num.partitions", "1".into()),
+        ("auto.create.topics.enable", "false".into()),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v))
+    .collect();
+    for (k, v) in extra {
+        match p.iter_mut().find(|(key, _)| key == k) {
+            Some(e) => e.1 = v.to_string(),
+            None => p.push((k.to_string(), v.to_string())),
+        }
+    }
+    p.iter().map(|(k, v)| format!("{k}={v}\n")).collect()
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        let target = to.join(e.file_name());
+        if e.file_type().unwrap().is_dir() {
+            copy_dir(&e.path(), &target);
+        } else {
+            std::fs::copy(e.path(), target).unwrap();
+        }
     }
 }
 

@@ -105,6 +105,30 @@ pub enum SinkState {
         /// Oldest first.
         batches: Vec<HeldBatch>,
     },
+    /// Kafka sink in `mode = "transactions"`: the transactions ended
+    /// (pre-committed) at this checkpoint's barrier or before and not yet
+    /// committed. A restore commits each one the broker still has open.
+    KafkaTransactions {
+        /// Oldest first.
+        pending: Vec<PendingTxn>,
+    },
+}
+
+/// A Kafka transaction ended at a barrier, as its transaction coordinator
+/// knows it: enough to commit it after a restart, and to tell it from a
+/// later transaction of the same transactional id.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PendingTxn {
+    /// The checkpoint whose barrier ended it.
+    pub checkpoint: u64,
+    /// Its transactional id.
+    pub transactional_id: String,
+    /// The producer id that ran it.
+    pub producer_id: i64,
+    /// That producer's epoch.
+    pub epoch: i16,
+    /// When it began, on the coordinator's clock (ms).
+    pub start_ms: i64,
 }
 
 /// One checkpoint interval's records of a Kafka sink subtask, stored with
@@ -400,6 +424,15 @@ impl CheckpointMetadata {
                     .find(|n| plain_name(n).is_err() || !(n.starts_with(".part-") && n.ends_with(".pending")))
             {
                 return bad(format!("sink '{id}': {name:?} is not a pending part file name"));
+            }
+            if let SinkState::KafkaTransactions { pending } = state
+                && let Some(t) = pending.iter().find(|t| {
+                    t.transactional_id.is_empty()
+                        || t.transactional_id.len() > 249
+                        || t.transactional_id.chars().any(char::is_control)
+                })
+            {
+                return bad(format!("sink '{id}': {:?} is not a transactional id Weir writes", t.transactional_id));
             }
             if let SinkState::Kafka { batches } = state {
                 for b in batches {

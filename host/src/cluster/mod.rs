@@ -261,6 +261,7 @@ fn serve(
                     let _ = released.send(());
                 }
                 Ok((_, GroupEvent::Failed(why))) => tracing::warn!("consumer group: {why}"),
+                Ok((_, GroupEvent::Refused(why))) => return Err(Served::Group(why)),
                 Err(_) => return Err(Served::Group("the membership ended".into())),
             },
             recv(ended) -> message => {
@@ -324,7 +325,10 @@ fn fenced(e: &JobError) -> bool {
             CheckpointingError::Fenced(_)
                 | CheckpointingError::FinalCheckpoint { cause: StorageError::Fenced { .. }, .. }
         ) | JobError::Storage(StorageError::Fenced { .. })
-            | JobError::Task(TaskError::Sink { cause: ConnectorError::Fenced(_), .. })
+            | JobError::Task(TaskError::Sink {
+                cause: ConnectorError::Fenced(_) | ConnectorError::ProducerFenced(_),
+                ..
+            })
     )
 }
 

@@ -163,8 +163,15 @@ pub fn run_job_with(
             if let Some(sink) = connectors.sinks.get(id) {
                 let restore = SinkRestore { id: r.metadata.id, state, storage: &r.storage };
                 let fence = start_with.storage.as_ref().filter(|s| s.is_fenced());
-                sink.publish_finished(OpenAt { job: &spec.name, subtask: 0, restore: Some(restore), fence })
-                    .map_err(|source| TaskError::Sink { id: id.as_str().into(), cause: source })?;
+                sink.publish_finished(OpenAt {
+                    job: &spec.name,
+                    subtask: 0,
+                    restore: Some(restore),
+                    fence,
+                    checkpoint_interval: settings.checkpointing.map(|c| c.interval),
+                    cancelled: &|| false,
+                })
+                .map_err(|source| TaskError::Sink { id: id.as_str().into(), cause: source })?;
             }
         }
         tracing::info!(checkpoint = %r.location, "the job had already finished; its output is published");
@@ -353,9 +360,14 @@ fn resolve_connectors(job: &LoadedJob) -> Result<Connectors, ConfigError> {
     for s in &job.spec.sources {
         c.sources.insert(s.id.clone(), connectors::source(s, &job.spec.base).map_err(invalid)?);
     }
+    let interval = job.settings.checkpointing.map(|c| c.interval);
     for s in &job.spec.sinks {
         let spec = &s.connector;
-        c.sinks.insert(spec.id.clone(), connectors::sink(spec, &job.spec.base).map_err(invalid)?);
+        let sink = connectors::sink(spec, &job.spec.base).map_err(invalid)?;
+        sink.check(interval).map_err(|e| {
+            invalid(connectors::OptionsError { node: format!("sink '{}'", spec.id), message: e.to_string() })
+        })?;
+        c.sinks.insert(spec.id.clone(), sink);
     }
     Ok(c)
 }

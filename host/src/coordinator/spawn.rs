@@ -266,7 +266,7 @@ fn task_body(
                 sink,
                 inputs,
                 reporter,
-                checkpointing: settings.checkpointing.is_some(),
+                checkpoint_interval: settings.checkpointing.map(|c| c.interval),
                 restore,
                 job: a.job.spec.name.as_str().into(),
                 subtask: t.id.subtask,

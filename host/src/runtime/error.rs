@@ -44,6 +44,13 @@ pub enum ConnectorError {
     /// must not be published, now or after a restart.
     #[error("output not published: {0}")]
     Fenced(Box<crate::checkpoint::storage::StorageError>),
+    /// A transactional producer was fenced: another run of the sink
+    /// initialised its transactional id, so this one must stop.
+    #[error("{0}")]
+    ProducerFenced(String),
+    /// The run was cancelled while the connector was busy (opening).
+    #[error("cancelled")]
+    Cancelled,
 }
 
 impl Classify for ConnectorError {
@@ -52,7 +59,9 @@ impl Classify for ConnectorError {
             ConnectorError::Io { .. }
             | ConnectorError::Inconsistent(_)
             | ConnectorError::Unavailable(_)
-            | ConnectorError::Fenced(_) => Domain::External,
+            | ConnectorError::Fenced(_)
+            | ConnectorError::ProducerFenced(_) => Domain::External,
+            ConnectorError::Cancelled => Domain::Internal,
             ConnectorError::BadRecord(_) | ConnectorError::Refused(_) => Domain::User,
         }
     }

@@ -108,6 +108,9 @@ pub struct Inputs {
     /// The minimum watermark, as last reported.
     watermark: i64,
     control: Receiver<Control>,
+    /// A control message [`Inputs::cancel_requested`] took off the channel
+    /// that was not a cancel: the next read returns it first.
+    held_control: Option<Control>,
 }
 
 impl Inputs {
@@ -129,6 +132,7 @@ impl Inputs {
             last_alignment: Duration::ZERO,
             watermark: i64::MIN,
             control,
+            held_control: None,
         }
     }
 
@@ -285,7 +289,22 @@ impl Inputs {
     /// Blocks until the coordinator sends something (after the end of
     /// input); a vanished coordinator reads as a cancel.
     pub fn next_control(&mut self) -> Control {
-        self.control.recv().unwrap_or(Control::Cancel)
+        self.held_control.take().unwrap_or_else(|| self.control.recv().unwrap_or(Control::Cancel))
+    }
+
+    /// Whether the coordinator cancelled the task (or is gone), without
+    /// waiting: for a task busy before it reads its input (a sink
+    /// restoring its output). Another message that came is kept for the
+    /// next read; a cancel stays pending too.
+    pub fn cancel_requested(&mut self) -> bool {
+        if self.held_control.is_none() {
+            self.held_control = match self.control.try_recv() {
+                Ok(c) => Some(c),
+                Err(TryRecvError::Empty) => None,
+                Err(TryRecvError::Disconnected) => Some(Control::Cancel),
+            };
+        }
+        matches!(self.held_control, Some(Control::Cancel))
     }
 
     /// Blocks until the next batch, watermark advance, aligned barrier or
@@ -298,6 +317,11 @@ impl Inputs {
     /// Broadcast input that is ready goes first, so broadcast state is as
     /// fresh as it can be when main input is processed.
     pub fn next_until(&mut self, deadline: Option<Instant>) -> Next {
+        match self.held_control.take() {
+            Some(Control::Cancel) => return Next::Cancelled,
+            Some(c) => return Next::Control(c),
+            None => {}
+        }
         loop {
             if self.channels.is_empty() {
                 return Next::Ended;

@@ -16,7 +16,7 @@ use crate::checkpoint::protocol::CheckpointId;
 use crate::checkpoint::storage::CheckpointStorage;
 use crate::record::Batch;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 /// A sink connector, configured from its `[[sinks]]` entry. One value
 /// serves every run (attempt) of the job; each run opens a writer.
@@ -38,6 +38,14 @@ pub trait Sink: Send + Sync + 'static {
         let _ = at;
         Ok(())
     }
+
+    /// Whether the sink can work with checkpoints every
+    /// `checkpoint_interval` (`None`: no checkpointing); asked before the
+    /// job starts.
+    fn check(&self, checkpoint_interval: Option<Duration>) -> Result<(), ConnectorError> {
+        let _ = checkpoint_interval;
+        Ok(())
+    }
 }
 
 /// Where a sink subtask opens its output.
@@ -53,6 +61,12 @@ pub struct OpenAt<'a> {
     /// mode): a sink publishes held output only while
     /// [`CheckpointStorage::check_fence`] says no other run took over.
     pub fence: Option<&'a Arc<CheckpointStorage>>,
+    /// How often the job checkpoints (`None`: it does not).
+    pub checkpoint_interval: Option<Duration>,
+    /// Whether the run was cancelled meanwhile: a sink whose opening takes
+    /// long (reading its output back after a restore) asks now and then,
+    /// and stops with [`ConnectorError::Cancelled`].
+    pub cancelled: &'a dyn Fn() -> bool,
 }
 
 /// What a checkpoint recorded for a sink.
@@ -113,8 +127,9 @@ pub struct SinkTask {
     pub inputs: Inputs,
     /// Progress and events.
     pub reporter: Reporter,
-    /// Whether the job checkpoints (then the end waits for the final one).
-    pub checkpointing: bool,
+    /// How often the job checkpoints, if it does (then the end waits for
+    /// the final checkpoint).
+    pub checkpoint_interval: Option<Duration>,
     /// The checkpoint to resume from, the position it recorded, and the
     /// storage it is in.
     pub restore: Option<(CheckpointId, SinkState, Arc<CheckpointStorage>)>,
@@ -130,16 +145,27 @@ impl SinkTask {
     /// Runs the sink until every upstream subtask ended (and, with
     /// checkpointing, the final checkpoint completed).
     pub fn run(self) -> Result<Counters, TaskError> {
-        let SinkTask { id, sink, mut inputs, mut reporter, checkpointing, restore, job, subtask, storage } = self;
+        let SinkTask { id, sink, mut inputs, mut reporter, checkpoint_interval, restore, job, subtask, storage } = self;
         let error = |source| TaskError::Sink { id: id.clone(), cause: source };
         let owner = format!("sink-{id}-{subtask}");
-        let open = OpenAt {
-            job: &job,
-            subtask,
-            restore: restore.as_ref().map(|(c, s, st)| SinkRestore { id: *c, state: s, storage: st }),
-            fence: storage.is_fenced().then_some(&storage),
+        // Opening may take long (a restore reading output back); the
+        // coordinator's cancel is watched meanwhile.
+        let opened = {
+            let watch = std::cell::RefCell::new(&mut inputs);
+            let cancelled = || watch.borrow_mut().cancel_requested();
+            sink.open(OpenAt {
+                job: &job,
+                subtask,
+                restore: restore.as_ref().map(|(c, s, st)| SinkRestore { id: *c, state: s, storage: st }),
+                fence: storage.is_fenced().then_some(&storage),
+                checkpoint_interval,
+                cancelled: &cancelled,
+            })
         };
-        let mut out = sink.open(open).map_err(error)?;
+        let mut out = match opened {
+            Err(ConnectorError::Cancelled) => return Err(TaskError::Cancelled),
+            other => other.map_err(error)?,
+        };
         let mut counters = Counters::default();
         let mut last_barrier = 0;
         loop {
@@ -181,7 +207,7 @@ impl SinkTask {
         }
         let state =
             out.checkpoint(&SnapshotAt { id: None, tag: "end", storage: &storage, owner: &owner }).map_err(error)?;
-        if checkpointing {
+        if checkpoint_interval.is_some() {
             // The last output becomes visible only once the final
             // checkpoint records it, so a crash now cannot repeat it.
             reporter.send(TaskEvent::SinkEnded { task: reporter.id().clone(), state, counters });

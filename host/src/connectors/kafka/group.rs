@@ -2,13 +2,13 @@
 //! Weir, decides which member owns which partition of a topic, notices a
 //! member that went silent (`session.timeout.ms`) and moves its
 //! partitions. The member's consumer reads no records (its partitions are
-//! paused): it only holds the assignment. Each change comes out as a
-//! [`GroupEvent`]; a revocation waits until the receiver says the
-//! partitions are let go, so that no partition is ever run by two members
-//! of one generation. A member handed back exactly what was just revoked
-//! from it leaves and joins again as a new member ([`stale`](super::stale)).
+//! paused): it only holds the assignment. Assignment is cooperative
+//! (`cooperative-sticky`): a rebalance revokes only the partitions that
+//! change owner, and every other partition keeps running through it. Each
+//! change comes out as a [`GroupEvent`], in the order the group made it; a
+//! revocation waits until the receiver says the partitions are let go, so
+//! that no partition is ever run by two members of one generation.
 
-use super::stale::StaleWatch;
 use super::{ClusterOptions, Logs, describe};
 use crate::runtime::error::ConnectorError;
 use crossbeam_channel::{Receiver, Sender, bounded, unbounded};
@@ -16,11 +16,11 @@ use rdkafka::ClientContext;
 use rdkafka::TopicPartitionList;
 use rdkafka::config::RDKafkaLogLevel;
 use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext, Rebalance};
-use rdkafka::error::KafkaError;
+use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// A change of what this member owns.
 #[derive(Debug)]
@@ -30,8 +30,13 @@ pub enum GroupEvent {
     /// These partitions go to others: the sender of `released` must be
     /// sent to (or dropped) once nothing runs them here any more.
     Revoked(Vec<i32>, Sender<()>),
-    /// The group could not be reached or refused the member.
+    /// The group could not be reached for a while (the client goes on
+    /// trying).
     Failed(String),
+    /// The group refuses the member as configured (a session timeout the
+    /// broker does not allow, a group it may not join): trying again
+    /// cannot help.
+    Refused(String),
 }
 
 /// This process's membership; leaving is dropping it.
@@ -44,19 +49,6 @@ pub struct GroupMember {
 struct Membership {
     topic: String,
     events: Sender<GroupEvent>,
-    /// Each revocation and assignment, for the member's own thread to
-    /// watch for a rebalance that moved nothing; it passes assignments on.
-    rebalances: Sender<Rebalanced>,
-    /// Revocations so far: an assignment a later revocation took back
-    /// before the member's thread saw it is not passed on.
-    revocations: AtomicU64,
-}
-
-/// One side of a rebalance, as the member's thread hears of it.
-enum Rebalanced {
-    Revoked(Vec<i32>),
-    /// The partitions, and the revocations before them.
-    Assigned(Vec<i32>, u64),
 }
 
 impl ClientContext for Membership {
@@ -82,12 +74,11 @@ impl ConsumerContext for Membership {
     fn pre_rebalance(&self, _: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
         match rebalance {
             Rebalance::Revoke(list) => {
+                // Cooperative: only the partitions that move are listed.
                 let partitions = self.partitions(list);
                 if partitions.is_empty() {
                     return;
                 }
-                self.revocations.fetch_add(1, Ordering::SeqCst);
-                let _ = self.rebalances.send(Rebalanced::Revoked(partitions.clone()));
                 let (released, wait) = bounded(1);
                 // Until the supervisor let the partitions go, the group
                 // must not hand them to another member: this callback
@@ -107,16 +98,15 @@ impl ConsumerContext for Membership {
     fn post_rebalance(&self, consumer: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
         if let Rebalance::Assign(list) = rebalance {
             // The member holds partitions, it does not read them: each
-            // copy of the job reads its own partition with its own offsets.
+            // partition's task reads it with its own offsets.
             if let Err(e) = consumer.pause(list) {
                 tracing::warn!(error = %e, "cannot pause the membership consumer's partitions");
             }
-            // The member's thread passes the assignment on, unless it is
-            // one that moved nothing and the member joins again instead:
-            // starting the partitions' copies only to stop them at once
-            // would hold up the rebalance that follows.
-            let revocations = self.revocations.load(Ordering::SeqCst);
-            let _ = self.rebalances.send(Rebalanced::Assigned(self.partitions(list), revocations));
+            // Cooperative: only the partitions added are listed.
+            let partitions = self.partitions(list);
+            if !partitions.is_empty() {
+                let _ = self.events.send(GroupEvent::Assigned(partitions));
+            }
         }
     }
 }
@@ -125,89 +115,6 @@ impl ConsumerContext for Membership {
 /// at least 100 ms.
 pub fn heartbeat_interval(session_timeout: Duration) -> Duration {
     (session_timeout / 10).max(Duration::from_millis(100))
-}
-
-/// What a member needs to join (and join again).
-struct Joining {
-    cluster: ClusterOptions,
-    group: String,
-    topic: String,
-    session_timeout: Duration,
-    events: Sender<GroupEvent>,
-}
-
-/// A member consumer and what its callbacks tell the member's thread.
-struct Joined {
-    consumer: BaseConsumer<Membership>,
-    rebalances: Receiver<Rebalanced>,
-}
-
-impl Joining {
-    /// A new member consumer, subscribed.
-    fn subscribe(&self) -> Result<Joined, ConnectorError> {
-        let (rebalances, heard) = unbounded();
-        let context = Membership {
-            topic: self.topic.clone(),
-            events: self.events.clone(),
-            rebalances,
-            revocations: AtomicU64::new(0),
-        };
-        let session_ms = self.session_timeout.as_millis().to_string();
-        // A member learns that a rebalance began at its next heartbeat, so
-        // the interval adds to every failover; a tenth of a session keeps
-        // that short at a load the coordinator does not notice.
-        let heartbeat_ms = heartbeat_interval(self.session_timeout).as_millis().to_string();
-        let consumer: BaseConsumer<Membership> = self
-            .cluster
-            .client_config(&[
-                ("group.id", self.group.clone()),
-                ("enable.auto.commit", "false".into()),
-                ("enable.auto.offset.store", "false".into()),
-                ("partition.assignment.strategy", "roundrobin".into()),
-                ("session.timeout.ms", session_ms),
-                ("heartbeat.interval.ms", heartbeat_ms),
-                ("allow.auto.create.topics", "false".into()),
-            ])?
-            .create_with_context(context)
-            .map_err(|e| ConnectorError::Refused(describe(&e)))?;
-        consumer.subscribe(&[&self.topic]).map_err(|e| ConnectorError::Refused(describe(&e)))?;
-        Ok(Joined { consumer, rebalances: heard })
-    }
-
-    /// Serves the group's callbacks until told to stop (false) or until
-    /// a rebalance hands this member back what it had (true).
-    fn serve(&self, joined: &Joined, stop: &AtomicBool, watch: &mut StaleWatch) -> bool {
-        while !stop.load(Ordering::Relaxed) {
-            // The partitions are paused, so records never come.
-            if let Some(Err(e)) = joined.consumer.poll(Duration::from_millis(100)) {
-                tracing::warn!(error = %e, "consumer group");
-            }
-            for heard in joined.rebalances.try_iter() {
-                match heard {
-                    Rebalanced::Revoked(ps) => watch.revoked(&ps),
-                    // A revocation came after it in the same poll: the
-                    // partitions are not this member's any more.
-                    Rebalanced::Assigned(_, before)
-                        if before != joined.consumer.context().revocations.load(Ordering::SeqCst) => {}
-                    Rebalanced::Assigned(ps, _) if watch.rejoin_after(&ps, Instant::now()) => {
-                        tracing::warn!(
-                            group = %self.group,
-                            partitions = ?ps,
-                            "a rebalance handed this member back exactly the partitions it had; if a member \
-                             left, nobody may have been given its partitions, so this member joins again as \
-                             a new one to make the group rebalance in full"
-                        );
-                        return true;
-                    }
-                    Rebalanced::Assigned(ps, _) if ps.is_empty() => {}
-                    Rebalanced::Assigned(ps, _) => {
-                        let _ = self.events.send(GroupEvent::Assigned(ps));
-                    }
-                }
-            }
-        }
-        false
-    }
 }
 
 /// Joins `group` on `cluster` for `topic`; the events come out of the
@@ -219,39 +126,75 @@ pub fn join(
     session_timeout: Duration,
 ) -> Result<(GroupMember, Receiver<GroupEvent>), ConnectorError> {
     let (events, receiver) = unbounded();
-    let joining = Joining {
-        cluster: cluster.clone(),
-        group: group.to_string(),
-        topic: topic.to_string(),
-        session_timeout,
-        events,
-    };
-    let first = joining.subscribe()?;
+    let context = Membership { topic: topic.to_string(), events: events.clone() };
+    let session_ms = session_timeout.as_millis().to_string();
+    // A member learns that a rebalance began at its next heartbeat, so the
+    // interval adds to every failover; a tenth of a session keeps that
+    // short at a load the coordinator does not notice.
+    let heartbeat_ms = heartbeat_interval(session_timeout).as_millis().to_string();
+    let consumer: BaseConsumer<Membership> = cluster
+        .client_config(&[
+            ("group.id", group.to_string()),
+            ("enable.auto.commit", "false".into()),
+            ("enable.auto.offset.store", "false".into()),
+            ("partition.assignment.strategy", "cooperative-sticky".into()),
+            ("session.timeout.ms", session_ms),
+            ("heartbeat.interval.ms", heartbeat_ms),
+            ("allow.auto.create.topics", "false".into()),
+            // Partitions added to the topic are seen this soon, and the
+            // group gives them out.
+            ("topic.metadata.refresh.interval.ms", "5000".into()),
+        ])?
+        .create_with_context(context)
+        .map_err(|e| ConnectorError::Refused(describe(&e)))?;
+    consumer.subscribe(&[topic]).map_err(|e| ConnectorError::Refused(describe(&e)))?;
     let stop = Arc::new(AtomicBool::new(false));
     let stopping = stop.clone();
+    let group = group.to_string();
     let thread = std::thread::Builder::new()
         .name("cluster-member".into())
         .spawn(move || {
-            let mut watch = StaleWatch::new(joining.session_timeout);
-            let mut member = Some(first);
-            while let Some(joined) = member.take() {
-                let again = joining.serve(&joined, &stopping, &mut watch);
-                // Leaving the group revokes what is left; the receiver may
-                // be gone by now, which the callback allows for.
-                joined.consumer.unsubscribe();
-                drop(joined);
-                if again {
-                    match joining.subscribe() {
-                        Ok(next) => member = Some(next),
-                        Err(e) => {
-                            let _ = joining.events.send(GroupEvent::Failed(format!("cannot rejoin the group: {e}")));
-                        }
+            while !stopping.load(Ordering::Relaxed) {
+                // The partitions are paused, so records never come; a poll
+                // serves the group's callbacks.
+                match consumer.poll(Duration::from_millis(100)) {
+                    Some(Err(e)) if refused(&e) => {
+                        let why = match e.rdkafka_error_code() {
+                            Some(RDKafkaErrorCode::InvalidSessionTimeout) => format!(
+                                "session_timeout = {} is outside what the broker allows (its group.min.session.timeout.ms and group.max.session.timeout.ms; 6s to 30m by default)",
+                                humantime::format_duration(session_timeout)
+                            ),
+                            _ => e.to_string(),
+                        };
+                        let _ = events.send(GroupEvent::Refused(format!("group '{group}': {why}")));
+                        break;
                     }
+                    Some(Err(e)) => tracing::warn!(error = %e, "consumer group"),
+                    _ => {}
                 }
             }
+            // Leaving the group revokes what is left; the receiver may be
+            // gone by now, which the callback allows for.
+            consumer.unsubscribe();
         })
         .map_err(|e| ConnectorError::Refused(format!("cannot start the group member's thread: {e}")))?;
     Ok((GroupMember { stop, thread: Some(thread) }, receiver))
+}
+
+/// Whether a consumer error says the group refuses this member as it is
+/// configured, so that trying again cannot help.
+fn refused(e: &KafkaError) -> bool {
+    matches!(
+        e.rdkafka_error_code(),
+        Some(
+            RDKafkaErrorCode::InvalidSessionTimeout
+                | RDKafkaErrorCode::GroupAuthorizationFailed
+                | RDKafkaErrorCode::TopicAuthorizationFailed
+                | RDKafkaErrorCode::InvalidGroupId
+                | RDKafkaErrorCode::GroupMaxSizeReached
+                | RDKafkaErrorCode::InconsistentGroupProtocol
+        )
+    )
 }
 
 impl Drop for GroupMember {

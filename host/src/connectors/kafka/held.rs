@@ -7,10 +7,10 @@
 //! random nonce) and `weir-seq` (its index in the batch).
 //!
 //! A restore publishes the batches its checkpoint still held, minus what
-//! already arrived: it reads each partition's tail back until it passes
-//! the held batches (a record of this sink subtask from an older batch, or
-//! the log's start) and skips exactly the records it found there
-//! ([`published`]). It does not assume that what arrived is a prefix of
+//! already arrived: it reads each partition's tail back, below the high
+//! watermark it found when it began, until it passes the held batches (a
+//! record of this sink subtask from an older batch, or the log's start)
+//! and skips exactly the records it found there ([`published`]). It does not assume that what arrived is a prefix of
 //! what was sent: a producer without retries (cluster mode's) can lose a
 //! request and deliver the next, and the restore fills that gap.
 
@@ -147,22 +147,22 @@ impl Arrived {
 const TAIL_STEP: i64 = 1024;
 
 /// Which records of `held` (the batches being published, oldest first)
-/// `ident` already produced to `topic`: each partition they go to is read
-/// back from ever further before its end until every held record for it
-/// turned up, a read holds a record of `ident` from an older batch
-/// (everything before it is older still: batches go out one after
-/// another), or the log begins. A read stops where the last held record
-/// turned up; otherwise it goes to the end the consumer
-/// finds, not to the end offset the broker reports, which some brokers
-/// report low; and each goes to that end rather than to where the last
-/// one began, because a broker that indexes its log by batch (tansu) skips
-/// the rest of the batch a read begins inside.
+/// `ident` already produced to `topic`. Each partition they go to is read
+/// backwards in growing steps from its high watermark as of now: the held
+/// records were produced (if at all) before this restore began, so they
+/// are below it, and what other writers add meanwhile is never waited for.
+/// The steps stop once every held record for the partition turned up, a
+/// step holds a record of `ident` from an older batch (everything before
+/// it is older still: batches go out one after another), or the log
+/// begins. `cancelled` is asked between records: a restore that is no
+/// longer wanted (its partition was revoked) stops at once.
 pub fn published(
     consumer: &KafkaConsumer,
     topic: &str,
     held: &[Held],
     ident: &[u8],
     timeout: Duration,
+    cancelled: &dyn Fn() -> bool,
 ) -> Result<Arrived, ConnectorError> {
     let nonces: BTreeSet<u64> = held.iter().map(|b| b.nonce).collect();
     let mut expected: BTreeMap<i32, usize> = BTreeMap::new();
@@ -178,23 +178,29 @@ pub fn published(
             .map_err(|e| ConnectorError::Unavailable(format!("cannot read the offsets of {topic}/{p}: {e}")))?;
         let found = arrived.0.entry(p).or_default();
         let began = Instant::now();
-        let (mut start, mut step) = ((high - TAIL_STEP).max(low), TAIL_STEP);
+        let (mut start, mut end, mut step) = ((high - TAIL_STEP).max(low), high, TAIL_STEP);
+        let (mut steps, mut read) = (0, 0);
         loop {
-            let older = read_from(consumer, topic, p, start, ident, timeout, |nonce, seq| {
+            let range = Range { topic, partition: p, from: start, to: end };
+            let older = read_range(consumer, range, ident, timeout, cancelled, |nonce, seq| {
                 let ours = nonces.contains(&nonce);
                 if ours {
                     found.insert((nonce, seq));
                 }
-                // Once every held record turned up there is nothing left to
-                // learn: stop, rather than chase an end that other writers
-                // of the topic keep moving.
+                // Once every held record turned up there is nothing left
+                // to learn.
                 (found.len() < want).then_some(ours)
             })?;
+            steps += 1;
+            read += end - start;
             if older || found.len() >= want || start <= low {
-                tracing::debug!(
+                tracing::info!(
                     topic,
                     partition = p,
+                    high_watermark = high,
                     from = start,
+                    steps,
+                    offsets = read,
                     held = want,
                     found = found.len(),
                     took_ms = began.elapsed().as_millis() as u64,
@@ -202,6 +208,7 @@ pub fn published(
                 );
                 break;
             }
+            end = start;
             step = step.saturating_mul(4);
             start = (start - step).max(low);
         }
@@ -209,18 +216,31 @@ pub fn published(
     Ok(arrived)
 }
 
-/// Reads `topic`/`p` from offset `from` to its end, handing each record
-/// of `ident` (batch nonce, index) to `held`, which says whether it is of
-/// a held batch, or `None` to stop reading here; true if one was not.
-fn read_from(
-    consumer: &KafkaConsumer,
-    topic: &str,
-    p: i32,
+/// Offsets `from..to` of one partition.
+struct Range<'a> {
+    topic: &'a str,
+    partition: i32,
     from: i64,
+    to: i64,
+}
+
+/// Reads `range`, handing each record of `ident` (batch nonce, index) to
+/// `held`, which says whether it is of a held batch, or `None` to stop
+/// reading here; true if one was not. The read ends at the range's end
+/// (a record at or past it, or the partition's end: offsets of
+/// transaction markers are never delivered), never later.
+fn read_range(
+    consumer: &KafkaConsumer,
+    range: Range<'_>,
     ident: &[u8],
     timeout: Duration,
+    cancelled: &dyn Fn() -> bool,
     mut held: impl FnMut(u64, u64) -> Option<bool>,
 ) -> Result<bool, ConnectorError> {
+    let Range { topic, partition: p, from, to } = range;
+    if from >= to {
+        return Ok(false);
+    }
     let mut tpl = TopicPartitionList::new();
     tpl.add_partition_offset(topic, p, rdkafka::Offset::Offset(from))
         .map_err(|e| ConnectorError::Unavailable(format!("cannot read {topic}/{p}: {e}")))?;
@@ -228,11 +248,18 @@ fn read_from(
     let mut older = false;
     let mut deadline = Instant::now() + timeout;
     loop {
+        if cancelled() {
+            let _ = consumer.unassign();
+            return Err(ConnectorError::Cancelled);
+        }
         match consumer.poll(Duration::from_millis(100)) {
             Some(Ok(m)) => {
                 deadline = Instant::now() + timeout;
                 if m.partition() != p || m.topic() != topic {
                     continue;
+                }
+                if m.offset() >= to {
+                    break;
                 }
                 if let Some(h) = m.headers() {
                     let get = |key: &str| h.iter().find(|x| x.key == key).and_then(|x| x.value);
@@ -245,6 +272,9 @@ fn read_from(
                             None => break,
                         }
                     }
+                }
+                if m.offset() + 1 >= to {
+                    break;
                 }
             }
             Some(Err(rdkafka::error::KafkaError::PartitionEOF(eof))) if eof == p => break,

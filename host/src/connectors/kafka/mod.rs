@@ -2,13 +2,14 @@
 //! share: the client configuration, topic metadata with errors that name
 //! the address and topic, and Kafka's own key partitioner. This module and
 //! its children are the only code that sees `rdkafka` types. Cluster mode
-//! uses [`group`] membership, watched by [`stale`].
+//! uses [`group`] membership.
 
 pub mod group;
 pub mod held;
 pub mod sink;
 pub mod source;
-pub mod stale;
+pub mod transactions;
+pub mod txn_client;
 
 use crate::config::units::HumanDuration;
 use crate::runtime::error::ConnectorError;

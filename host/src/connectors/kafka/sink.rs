@@ -8,14 +8,17 @@
 //!   the checkpoint, and produces them with an idempotent producer once it
 //!   completed; a restore produces what its checkpoint held minus what
 //!   the topic shows arrived. Readers see each record once, at checkpoint
-//!   granularity, on any broker. (Kafka transactions, `mode =
-//!   "transactions"`, are not built yet.)
+//!   granularity, on any broker. `mode = "transactions"` sends records as
+//!   they come inside Kafka transactions, committed when the checkpoint
+//!   that ended them completes ([`super::transactions`]); it needs a
+//!   broker with transactions and readers at `read_committed`.
 //! - `at-least-once`: records are produced as they come; every barrier
 //!   waits until all are acknowledged, so nothing before a checkpoint is
 //!   lost; a restore repeats what came after it.
 //! - `none`: produced as they come, never waited for except at the end.
 
 use super::held::{BATCH_HEADER, END, Held, HeldRecord, SEQ_HEADER, SINK_HEADER};
+use super::transactions::{Transactions, TxnSettings};
 use super::{ClusterOptions, KafkaConsumer, describe, partition_counts};
 use crate::checkpoint::metadata::SinkState;
 use crate::config::ConnectorSpec;
@@ -24,6 +27,7 @@ use crate::connectors::{OptionsError, options};
 use crate::record::Batch;
 use crate::runtime::error::ConnectorError;
 use crate::runtime::sink::{OpenAt, Sink, SinkWriter, SnapshotAt};
+use crossbeam_channel::Sender;
 use rdkafka::ClientContext;
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::message::{Header, OwnedHeaders};
@@ -72,6 +76,10 @@ struct Options {
     #[serde(default)]
     create_topic: bool,
     partitions: Option<i32>,
+    /// Transactions: what every transactional id of the sink starts with.
+    transactional_id_prefix: Option<String>,
+    /// Transactions: `transaction.timeout.ms`.
+    transaction_timeout: Option<HumanDuration>,
     #[serde(default)]
     properties: BTreeMap<String, toml::Value>,
 }
@@ -82,8 +90,22 @@ pub struct KafkaSink {
     cluster: ClusterOptions,
     topic: String,
     delivery: Delivery,
+    mode: Mode,
     max_held: u64,
     flush_timeout: Duration,
+    transactional_id_prefix: Option<String>,
+    transaction_timeout: Option<Duration>,
+}
+
+/// The longest transaction timeout Weir picks by itself: Kafka's default
+/// `transaction.max.timeout.ms`.
+const MAX_DEFAULT_TRANSACTION_TIMEOUT: Duration = Duration::from_secs(15 * 60);
+
+/// `transaction_timeout` unless set: ten checkpoint intervals (a restart
+/// must commit a pre-committed transaction before it runs out), at least
+/// a minute, at most Kafka's default ceiling.
+fn default_transaction_timeout(interval: Duration) -> Duration {
+    (interval * 10).clamp(Duration::from_secs(60), MAX_DEFAULT_TRANSACTION_TIMEOUT)
 }
 
 /// Default for `max_held`.
@@ -97,14 +119,29 @@ pub fn build(spec: &ConnectorSpec, _: &Path) -> Result<Arc<dyn Sink>, OptionsErr
         return Err(bad(format!("topic = {:?}: 1 to 249 letters, digits, '.', '_' or '-'", o.topic)));
     }
     let delivery = o.delivery.unwrap_or(Delivery::ExactlyOnce);
-    match (delivery, o.mode) {
-        (Delivery::ExactlyOnce, Some(Mode::Transactions)) => {
-            return Err(bad(
-                "mode = \"transactions\" is not available yet; use mode = \"publish-after-checkpoint\" (exactly-once on any broker)".into(),
-            ));
-        }
-        (Delivery::ExactlyOnce, _) | (_, None) => {}
+    let mode = match (delivery, o.mode) {
+        (Delivery::ExactlyOnce, mode) => mode.unwrap_or(Mode::PublishAfterCheckpoint),
+        (_, None) => Mode::PublishAfterCheckpoint,
         (_, Some(_)) => return Err(bad("mode is for delivery = \"exactly-once\"".into())),
+    };
+    let transactional = delivery == Delivery::ExactlyOnce && mode == Mode::Transactions;
+    if !transactional && (o.transactional_id_prefix.is_some() || o.transaction_timeout.is_some()) {
+        return Err(bad("transactional_id_prefix and transaction_timeout are for mode = \"transactions\"".into()));
+    }
+    if let Some(p) = &o.transactional_id_prefix
+        && (p.is_empty() || p.len() > 200 || p.chars().any(|c| c.is_control() || c.is_whitespace()))
+    {
+        return Err(bad(format!(
+            "transactional_id_prefix = {p:?}: 1 to 200 characters, no spaces or control characters"
+        )));
+    }
+    if transactional
+        && let Some(protocol) = o.properties.get("security.protocol").and_then(|v| v.as_str())
+        && !protocol.eq_ignore_ascii_case("plaintext")
+    {
+        return Err(bad(format!(
+            "mode = \"transactions\" commits a restored checkpoint's transaction by talking to the transaction coordinator itself, over PLAINTEXT only in this version; security.protocol = {protocol:?} is not supported there (use mode = \"publish-after-checkpoint\")"
+        )));
     }
     let cluster = ClusterOptions {
         bootstrap_servers: o.bootstrap_servers,
@@ -119,8 +156,11 @@ pub fn build(spec: &ConnectorSpec, _: &Path) -> Result<Arc<dyn Sink>, OptionsErr
         cluster,
         topic: o.topic,
         delivery,
+        mode,
         max_held: o.max_held.map_or(DEFAULT_MAX_HELD, |b| b.0),
         flush_timeout: o.flush_timeout.map_or(Duration::from_secs(60), |d| d.0),
+        transactional_id_prefix: o.transactional_id_prefix,
+        transaction_timeout: o.transaction_timeout.map(|d| d.0),
     }))
 }
 
@@ -131,7 +171,7 @@ impl Sink for KafkaSink {
             && let SinkState::Kafka { batches } = r.state
         {
             let held = batches.iter().map(|b| Held::load(b, r.storage)).collect::<Result<Vec<_>, _>>()?;
-            w.publish_restored(held)?;
+            w.publish_restored(held, at.cancelled)?;
         }
         Ok(Box::new(w))
     }
@@ -139,15 +179,81 @@ impl Sink for KafkaSink {
     fn publish_finished(&self, at: OpenAt<'_>) -> Result<(), ConnectorError> {
         self.open(at).map(drop)
     }
+
+    fn check(&self, checkpoint_interval: Option<Duration>) -> Result<(), ConnectorError> {
+        if !self.transactional() {
+            return Ok(());
+        }
+        let Some(interval) = checkpoint_interval else {
+            return Err(ConnectorError::Refused(
+                "mode = \"transactions\" commits at checkpoints: add [checkpointing]".into(),
+            ));
+        };
+        let timeout = self.transaction_timeout.unwrap_or_else(|| default_transaction_timeout(interval));
+        if timeout <= interval {
+            return Err(ConnectorError::Refused(format!(
+                "transaction_timeout = {} is not longer than the checkpoint interval ({}): a transaction stays open from one checkpoint until the next completes, so the broker would abort it; raise transaction_timeout (and the broker's transaction.max.timeout.ms if needed)",
+                humantime::format_duration(timeout),
+                humantime::format_duration(interval)
+            )));
+        }
+        Ok(())
+    }
 }
 
 impl KafkaSink {
+    fn transactional(&self) -> bool {
+        self.delivery == Delivery::ExactlyOnce && self.mode == Mode::Transactions
+    }
+
+    /// The transactions of a sink subtask in `mode = "transactions"`,
+    /// recovering what a restored checkpoint pre-committed.
+    fn transactions(
+        &self,
+        at: OpenAt<'_>,
+        failures: &Sender<String>,
+    ) -> Result<Transactions<Deliveries>, ConnectorError> {
+        let interval = at.checkpoint_interval.unwrap_or(Duration::ZERO);
+        let timeout = self.transaction_timeout.unwrap_or_else(|| default_transaction_timeout(interval));
+        let prefix = self.transactional_id_prefix.clone().unwrap_or_else(|| format!("weir-{}-{}", at.job, self.id));
+        let config = self.cluster.client_config(&[
+            ("linger.ms", "5".into()),
+            // Every record is acknowledged within the transaction, or the
+            // transaction cannot commit.
+            ("message.timeout.ms", self.flush_timeout.min(timeout).as_millis().to_string()),
+        ])?;
+        let settings = TxnSettings {
+            ids: format!("{prefix}-{}", at.subtask),
+            config,
+            transaction_timeout: timeout,
+            request_timeout: self.cluster.timeout(),
+            servers: self.cluster.bootstrap_servers.clone(),
+        };
+        let restored = match at.restore.map(|r| r.state) {
+            Some(SinkState::KafkaTransactions { pending }) => pending.as_slice(),
+            _ => &[],
+        };
+        let failures = failures.clone();
+        Transactions::start(
+            settings,
+            restored,
+            Box::new(move || Deliveries { failures: failures.clone() }),
+            at.cancelled,
+        )
+    }
+
     fn writer(&self, at: OpenAt<'_>) -> Result<KafkaWriter, ConnectorError> {
-        let consumer: KafkaConsumer = self
-            .cluster
-            .create(&[("enable.partition.eof", "true".into()), ("group.id", format!("weir-{}", at.job))])?;
+        // The read-back after a restore looks for records as they landed,
+        // committed or not: a read_committed reader would wait at the
+        // last stable offset for other writers' open transactions.
+        let consumer: KafkaConsumer = self.cluster.create(&[
+            ("enable.partition.eof", "true".into()),
+            ("group.id", format!("weir-{}", at.job)),
+            ("isolation.level", "read_uncommitted".into()),
+        ])?;
         let partitions = partition_counts(&consumer, &self.cluster, std::slice::from_ref(&self.topic))?[&self.topic];
         let (failures, failed) = crossbeam_channel::unbounded();
+        let transactions = if self.transactional() { Some(self.transactions(at, &failures)?) } else { None };
         // In cluster mode the producer never sends a record twice: an
         // idempotent producer resends records it had in flight when its
         // process froze, and after records expire it starts a new epoch,
@@ -184,8 +290,21 @@ impl KafkaSink {
             timeout: self.cluster.timeout(),
             next: at.subtask,
             fence: at.fence.cloned(),
+            transactions,
         })
     }
+}
+
+/// `r` as a record for `topic`: its partition, key, value and timestamp.
+fn base_record<'a>(topic: &'a str, r: &HeldRecord<'a>) -> BaseRecord<'a, [u8], [u8]> {
+    let mut record = BaseRecord::<[u8], [u8]>::to(topic).partition(r.partition).payload(r.payload);
+    if let Some(k) = r.key {
+        record = record.key(k);
+    }
+    if let Some(t) = r.timestamp {
+        record = record.timestamp(t);
+    }
+    record
 }
 
 /// Records a cluster-mode publication sends before its first wait for
@@ -238,8 +357,8 @@ impl FenceCheck<'_> {
 
 /// Sends delivery failures to the writer (the producer's own thread
 /// reports them).
-struct Deliveries {
-    failures: crossbeam_channel::Sender<String>,
+pub struct Deliveries {
+    failures: Sender<String>,
 }
 
 impl ClientContext for Deliveries {
@@ -288,6 +407,8 @@ struct KafkaWriter {
     next: u32,
     /// Cluster mode's commit log, checked before each publication.
     fence: Option<std::sync::Arc<crate::checkpoint::storage::CheckpointStorage>>,
+    /// `mode = "transactions"`: the transactions records go out in.
+    transactions: Option<Transactions<Deliveries>>,
 }
 
 impl KafkaWriter {
@@ -303,13 +424,7 @@ impl KafkaWriter {
 
     /// Sends one record, waiting while the producer's queue is full.
     fn send(&self, r: &HeldRecord<'_>, tag: Option<(u64, u64)>) -> Result<(), ConnectorError> {
-        let mut record = BaseRecord::<[u8], [u8]>::to(&self.topic).partition(r.partition).payload(r.payload);
-        if let Some(k) = r.key {
-            record = record.key(k);
-        }
-        if let Some(t) = r.timestamp {
-            record = record.timestamp(t);
-        }
+        let mut record = base_record(&self.topic, r);
         if let Some((nonce, seq)) = tag {
             let (nonce, seq) = (nonce.to_be_bytes(), seq.to_be_bytes());
             record = record.headers(
@@ -342,7 +457,12 @@ impl KafkaWriter {
                 humantime::format_duration(self.flush_timeout)
             ))
         })?;
-        // Every failure was reported before flush returned; the first says it.
+        self.delivered()
+    }
+
+    /// The first delivery failure reported so far, as an error. Every
+    /// failure is reported before a flush returns.
+    fn delivered(&self) -> Result<(), ConnectorError> {
         let first = self.failed.try_iter().next();
         first.map_or(Ok(()), |m| Err(ConnectorError::Unavailable(m)))
     }
@@ -387,13 +507,16 @@ impl KafkaWriter {
 
     /// After a restore: publishes what the checkpoint held, minus what the
     /// topic shows arrived before the process stopped.
-    fn publish_restored(&mut self, held: Vec<Held>) -> Result<(), ConnectorError> {
+    fn publish_restored(&mut self, held: Vec<Held>, cancelled: &dyn Fn() -> bool) -> Result<(), ConnectorError> {
         if held.is_empty() {
             return Ok(());
         }
-        let arrived = super::held::published(&self.consumer, &self.topic, &held, &self.ident, self.timeout)?;
+        let arrived = super::held::published(&self.consumer, &self.topic, &held, &self.ident, self.timeout, cancelled)?;
         let (mut sent, mut skipped) = (0, 0);
         for b in &held {
+            if cancelled() {
+                return Err(ConnectorError::Cancelled);
+            }
             let n = self.publish(b, |p, seq| arrived.contains(p, b.nonce, seq))?;
             sent += n;
             skipped += b.records - n;
@@ -415,6 +538,10 @@ impl SinkWriter for KafkaWriter {
         for r in batch.iter() {
             let partition = self.partition(r.key);
             let record = HeldRecord { partition, key: r.key, payload: r.payload, timestamp: r.timestamp };
+            if let Some(t) = &mut self.transactions {
+                t.send(base_record(&self.topic, &record))?;
+                continue;
+            }
             match self.delivery {
                 Delivery::ExactlyOnce => {
                     self.open.push(&record);
@@ -432,6 +559,11 @@ impl SinkWriter for KafkaWriter {
     }
 
     fn checkpoint(&mut self, at: &SnapshotAt<'_>) -> Result<Option<SinkState>, ConnectorError> {
+        if let Some(t) = &mut self.transactions {
+            let pending = t.pre_commit(at.id.unwrap_or(END))?;
+            self.delivered()?;
+            return Ok(Some(SinkState::KafkaTransactions { pending }));
+        }
         match self.delivery {
             Delivery::ExactlyOnce => {
                 if self.open.records > 0 {
@@ -453,6 +585,9 @@ impl SinkWriter for KafkaWriter {
     }
 
     fn commit(&mut self, upto: Option<u64>) -> Result<(), ConnectorError> {
+        if let Some(t) = &mut self.transactions {
+            return t.commit(upto);
+        }
         let due = self.held.iter().take_while(|b| upto.is_none_or(|c| b.checkpoint <= c)).count();
         for b in self.held.drain(..due).collect::<Vec<_>>() {
             self.publish(&b, |_, _| false)?;
@@ -463,7 +598,10 @@ impl SinkWriter for KafkaWriter {
 
     fn discard(&mut self) -> Result<(), ConnectorError> {
         self.open = Held::default();
-        Ok(())
+        match &mut self.transactions {
+            Some(t) => t.discard(),
+            None => Ok(()),
+        }
     }
 }
 
