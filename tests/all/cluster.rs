@@ -1,4 +1,4 @@
-//! Cluster mode against a real Kafka-protocol broker (tansu) on loopback:
+//! Cluster mode against Apache Kafka on loopback:
 //! several `host run` processes share one job through a consumer group,
 //! each running the partitions the group gives it; a killed member's
 //! partitions resume elsewhere from their checkpoints, a member that joins
@@ -252,7 +252,17 @@ fn members_share_the_partitions_and_a_killed_members_partitions_resume_elsewhere
         assert!(Instant::now() < until, "no output within a minute");
         std::thread::sleep(Duration::from_millis(300));
     }
-    std::thread::sleep(Duration::from_secs(2));
+    // Cooperative assignment moves partitions to the later members in a
+    // second round: wait until every member has claimed some.
+    let until = Instant::now() + Duration::from_secs(60);
+    loop {
+        let owners: BTreeSet<String> = log_owners(&dir).into_values().collect();
+        if members.iter().all(|m| owners.iter().any(|o| o.starts_with(&format!("member {} on", m.id())))) {
+            break;
+        }
+        assert!(Instant::now() < until, "not every member claimed partitions within a minute: {owners:?}");
+        std::thread::sleep(Duration::from_millis(300));
+    }
     let killed = format!("member {} on", members[0].id());
     // What a run killed mid-checkpoint leaves, planted in the partitions of
     // the member about to die under ids of its claims: a checkpoint

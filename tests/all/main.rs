@@ -24,6 +24,10 @@ mod idle_timeout;
 mod incremental_savepoints;
 #[cfg(feature = "kafka")]
 mod kafka;
+#[cfg(feature = "kafka")]
+mod kafka_partitions;
+#[cfg(feature = "kafka")]
+mod kafka_transactions;
 mod languages;
 mod latency;
 mod list_state;

@@ -30,6 +30,10 @@ const START_TIMEOUT: Duration = Duration::from_secs(90);
 /// wants): each broker is a cluster of its own, so they may share it.
 const CLUSTER_ID: &str = "V2Vpci10ZXN0LWJyb2tlcg";
 
+/// A record to produce: key, value, and timestamp in ms (`None`: the
+/// producer's clock).
+pub type Stamped<'a> = (Option<&'a [u8]>, &'a [u8], Option<i64>);
+
 /// A broker process and its working directory.
 pub struct KafkaBroker {
     port: u16,
@@ -253,6 +257,24 @@ impl KafkaBroker {
         producer.flush();
     }
 
+    /// Produces `records` (key, value, timestamp in ms; the producer's
+    /// clock where `None`) to `partition` of `topic`, in order, and waits
+    /// until all are acknowledged.
+    pub fn produce_to(&self, topic: &str, partition: i32, records: &[Stamped<'_>]) {
+        let producer = self.bulk_producer();
+        for (key, value, timestamp) in records {
+            let mut r = BaseRecord::<[u8], [u8]>::to(topic).partition(partition).payload(value);
+            if let Some(k) = key {
+                r = r.key(k);
+            }
+            if let Some(t) = timestamp {
+                r = r.timestamp(*t);
+            }
+            producer.send(r);
+        }
+        producer.flush();
+    }
+
     /// A producer for inputs of any size: idempotent, keyed records
     /// partitioned as Java clients do, batched as a Java producer would,
     /// and a queue deep enough for a benchmark's input.
@@ -277,7 +299,7 @@ impl KafkaBroker {
             .set("group.id", "weir-tests-reader")
             .set("enable.auto.commit", "false")
             .set("enable.partition.eof", "true")
-            .set("isolation.level", std::env::var("WEIR_ISO").unwrap_or("read_committed".into()))
+            .set("isolation.level", "read_committed")
             .create()
             .unwrap();
         let metadata = consumer.fetch_metadata(Some(topic), Duration::from_secs(10)).unwrap();

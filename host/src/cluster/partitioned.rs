@@ -176,6 +176,13 @@ pub fn copy_for(job: &LoadedJob, input: &SharedInput, partition: i32, owner: Str
             s.connector.options.entry("flush_timeout").or_insert_with(|| toml::Value::String(most.clone()));
         }
     }
+    // Each copy has transactional ids of its own: copies sharing them
+    // would fence each other. (The default prefix has the copy's name.)
+    for s in &mut copy.spec.sinks {
+        if let Some(toml::Value::String(prefix)) = s.connector.options.get_mut("transactional_id_prefix") {
+            prefix.push_str(&format!("-p{partition}"));
+        }
+    }
     for s in &mut copy.spec.sources {
         s.parallelism = 1;
         if s.id == input.source_id {

@@ -188,8 +188,15 @@ impl SourceContext {
     }
 
     /// For a source that tracks event time itself (per partition, as
-    /// Flink's Kafka source does): from now on the watermark trails `t`,
-    /// which the source moves with [`SourceContext::set_event_time`].
+    /// Flink's Kafka source does), called before its first record: from
+    /// now on only [`SourceContext::set_event_time`] moves the watermark,
+    /// not the timestamps of the records it emits.
+    pub fn own_event_time(&mut self) {
+        self.own_event_time = true;
+    }
+
+    /// The watermark trails `t` from now on (see
+    /// [`SourceContext::own_event_time`]).
     pub fn set_event_time(&mut self, t: i64) {
         self.own_event_time = true;
         self.max_timestamp = self.max_timestamp.max(t);

@@ -123,6 +123,27 @@ pub struct Logs;
 /// A consumer of this module's.
 pub type KafkaConsumer = BaseConsumer<Logs>;
 
+/// The end of partition `p` of `topic` as `consumer` last heard it from
+/// the broker (cached from fetch answers, no request made); `None` before
+/// any fetch of it answered. rdkafka has no safe call for this.
+pub fn cached_high_watermark(consumer: &KafkaConsumer, topic: &str, p: i32) -> Option<i64> {
+    let topic = std::ffi::CString::new(topic).ok()?;
+    let (mut low, mut high) = (-1i64, -1i64);
+    // SAFETY: the client pointer lives as long as `consumer`; librdkafka
+    // reads the NUL-terminated topic name during the call only and writes
+    // the two offsets through valid pointers.
+    let err = unsafe {
+        rdkafka::bindings::rd_kafka_get_watermark_offsets(
+            consumer.client().native_ptr(),
+            topic.as_ptr(),
+            p,
+            &mut low,
+            &mut high,
+        )
+    };
+    (err == rdkafka::bindings::rd_kafka_resp_err_t::RD_KAFKA_RESP_ERR_NO_ERROR && high >= 0).then_some(high)
+}
+
 impl ClientContext for Logs {
     fn log(&self, level: RDKafkaLogLevel, facility: &str, message: &str) {
         log(level, facility, message);

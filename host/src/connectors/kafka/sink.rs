@@ -211,7 +211,7 @@ impl KafkaSink {
     fn transactions(
         &self,
         at: OpenAt<'_>,
-        failures: &Sender<String>,
+        failures: &Sender<ConnectorError>,
     ) -> Result<Transactions<Deliveries>, ConnectorError> {
         let interval = at.checkpoint_interval.unwrap_or(Duration::ZERO);
         let timeout = self.transaction_timeout.unwrap_or_else(|| default_transaction_timeout(interval));
@@ -315,9 +315,9 @@ const FIRST_CHUNK: u64 = 100;
 /// acknowledged: what the broker acknowledges in an eighth of
 /// `flush_timeout` (every record must be acknowledged within it), at most
 /// twice the last and between 10 and 5000 records. The margin is for a
-/// broker that slows down at once (tansu beside checkpoint uploads on a
-/// busy machine): a chunk not acknowledged in time fails the copy, which
-/// restores and reads its output back.
+/// broker that slows down at once (one sharing a busy machine with
+/// checkpoint uploads, say): a chunk not acknowledged in time fails the
+/// copy, which restores and reads its output back.
 fn next_chunk(size: u64, took: Duration, flush_timeout: Duration) -> u64 {
     let target = flush_timeout.as_secs_f64() / 8.0;
     let paced = size as f64 * target / took.as_secs_f64().max(1e-4);
@@ -358,7 +358,7 @@ impl FenceCheck<'_> {
 /// Sends delivery failures to the writer (the producer's own thread
 /// reports them).
 pub struct Deliveries {
-    failures: Sender<String>,
+    failures: Sender<ConnectorError>,
 }
 
 impl ClientContext for Deliveries {
@@ -377,7 +377,8 @@ impl ProducerContext for Deliveries {
     fn delivery(&self, result: &DeliveryResult<'_>, _: ()) {
         if let Err((e, m)) = result {
             use rdkafka::message::Message;
-            let _ = self.failures.send(format!("a record for {}/{} was not delivered: {e}", m.topic(), m.partition()));
+            let what = format!("a record for {}/{} was not delivered", m.topic(), m.partition());
+            let _ = self.failures.send(super::transactions::delivery_failed(&what, e));
         }
     }
 }
@@ -392,7 +393,7 @@ struct KafkaWriter {
     ident: Vec<u8>,
     producer: ThreadedProducer<Deliveries>,
     /// Delivery failures, from the producer's thread.
-    failed: crossbeam_channel::Receiver<String>,
+    failed: crossbeam_channel::Receiver<ConnectorError>,
     /// Reads output back after a restore.
     consumer: KafkaConsumer,
     /// Exactly-once: records since the last barrier.
@@ -463,8 +464,7 @@ impl KafkaWriter {
     /// The first delivery failure reported so far, as an error. Every
     /// failure is reported before a flush returns.
     fn delivered(&self) -> Result<(), ConnectorError> {
-        let first = self.failed.try_iter().next();
-        first.map_or(Ok(()), |m| Err(ConnectorError::Unavailable(m)))
+        self.failed.try_iter().next().map_or(Ok(()), Err)
     }
 
     /// Produces `batch` (held records) after a completed checkpoint,

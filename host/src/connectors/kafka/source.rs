@@ -6,7 +6,7 @@
 //! parallelism; completed checkpoints' offsets are committed to `group`
 //! for monitoring only. With event time, each partition has its own
 //! watermark and the subtask's is their minimum, leaving out partitions
-//! silent for `pipeline.idle_timeout`. New partitions are picked up every
+//! silent for `pipeline.idle_timeout` that have nothing left to read. New partitions are picked up every
 //! `discovery_interval`.
 
 use super::{ClusterOptions, KafkaConsumer, partition_counts, unreachable};
@@ -280,6 +280,11 @@ impl Source for KafkaSource {
         self.discover(ctx, &consumer, &restored, &mut owned, &mut known)?;
         let mut next_discovery = self.discovery.map(|d| Instant::now() + d);
         let mut event_time = i64::MIN;
+        if self.watermark_lag_ms.is_some() {
+            // Partitions that have sent nothing yet hold event time back:
+            // the first records of another must not move it.
+            ctx.own_event_time();
+        }
         let mut warned: Option<Instant> = None;
         loop {
             let mut all = owned.values().flat_map(|t| t.values());
@@ -295,7 +300,7 @@ impl Source for KafkaSource {
             }
             let message = match consumer.poll(Duration::from_millis(20)) {
                 None => {
-                    self.advance_event_time(ctx, &owned, &mut event_time);
+                    self.advance_event_time(ctx, &consumer, &owned, &mut event_time);
                     ctx.idle()?;
                     continue;
                 }
@@ -331,7 +336,7 @@ impl Source for KafkaSource {
                 *next = offset + 1;
             }
             if self.watermark_lag_ms.is_some() {
-                self.advance_event_time(ctx, &owned, &mut event_time);
+                self.advance_event_time(ctx, &consumer, &owned, &mut event_time);
             }
             let key = match &key {
                 Some(k) => Some(k.as_slice()),
@@ -490,10 +495,16 @@ impl KafkaSource {
     }
 
     /// Moves the subtask's event time to the minimum over its partitions,
-    /// leaving out partitions silent past the idle timeout.
+    /// leaving out idle ones: silent past the idle timeout with nothing
+    /// left to read. A partition with records still to come (the consumer
+    /// fetched others first, or reads slower than they arrive) holds event
+    /// time back however long it was silent: leaving it out would make its
+    /// records late. A partition that has sent nothing yet holds it at the
+    /// start until then, as a Flink split does.
     fn advance_event_time(
         &self,
         ctx: &mut SourceContext,
+        consumer: &KafkaConsumer,
         owned: &BTreeMap<String, BTreeMap<i32, Owned>>,
         current: &mut i64,
     ) {
@@ -502,11 +513,17 @@ impl KafkaSource {
         }
         let idle = ctx.idle_timeout();
         let now = Instant::now();
-        let active = owned
-            .values()
-            .flat_map(|t| t.values())
-            .filter(|o| idle.is_none_or(|t| now.duration_since(o.last_seen) < t));
-        if let Some(min) = active.map(|o| o.max_time).min()
+        let active =
+            owned.iter().flat_map(|(topic, t)| t.iter().map(move |(p, o)| (topic, *p, o))).filter(|(topic, p, o)| {
+                let Some(timeout) = idle else { return true };
+                if now.duration_since(o.last_seen) < timeout {
+                    return true;
+                }
+                // Silent: idle only when caught up with the end the consumer
+                // last heard of (cached from fetches; unknown counts as not).
+                super::cached_high_watermark(consumer, topic, *p).is_none_or(|high| o.next < high)
+            });
+        if let Some(min) = active.map(|(_, _, o)| o.max_time).min()
             && min > *current
         {
             *current = min;

@@ -206,6 +206,11 @@ impl<C: ProducerContext<DeliveryOpaque = ()> + 'static> Transactions<C> {
             if upto.is_some_and(|c| e.checkpoint > c) {
                 break;
             }
+            if e.recorded.is_some() {
+                // Its checkpoint completed and it is not committed yet:
+                // where a crash tests recover-and-commit.
+                crate::crash_point::crash_point("kafka.txn-before-commit");
+            }
             let slot = self.slots[e.slot].as_ref().expect("an ended transaction has a slot");
             slot.producer
                 .commit_transaction(self.settings.request_timeout)
@@ -262,15 +267,33 @@ fn recover(client: &TxnClient, p: &PendingTxn) -> Result<(), ConnectorError> {
     }
 }
 
+/// Whether `e` says the producer's epoch is no longer the transactional
+/// id's: another run initialised it.
+fn fenced(e: &KafkaError) -> bool {
+    matches!(
+        e.rdkafka_error_code(),
+        Some(RDKafkaErrorCode::Fenced | RDKafkaErrorCode::ProducerFenced | RDKafkaErrorCode::InvalidProducerEpoch)
+    )
+}
+
+/// A record `what` describes was not delivered: fenced (another run owns
+/// the producer's transactional id now) is said so, the rest may pass
+/// with a restart.
+pub fn delivery_failed(what: &str, e: &KafkaError) -> ConnectorError {
+    if fenced(e) {
+        ConnectorError::ProducerFenced(format!(
+            "{what}: another run of this sink took its transactional id over (its producer is fenced)"
+        ))
+    } else {
+        ConnectorError::Unavailable(format!("{what}: {e}"))
+    }
+}
+
 /// A transactional producer's call failed: fenced (another run owns the
 /// id now) is said so, for the cluster's supervisor; the rest may pass
 /// with a restart.
 fn failed(id: &str, what: &str, e: KafkaError) -> ConnectorError {
-    let fenced = matches!(
-        e.rdkafka_error_code(),
-        Some(RDKafkaErrorCode::Fenced | RDKafkaErrorCode::ProducerFenced | RDKafkaErrorCode::InvalidProducerEpoch)
-    );
-    if fenced {
+    if fenced(&e) {
         ConnectorError::ProducerFenced(format!(
             "transactional id '{id}' was taken over by another run of this sink (its producer is fenced): cannot {what}"
         ))

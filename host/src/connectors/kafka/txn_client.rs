@@ -136,11 +136,14 @@ impl TxnClient {
         let mut last = Answer::Retry("no bootstrap server".into());
         for server in &self.servers {
             let found = Connection::open(server, deadline).and_then(|mut conn| {
-                let request = FindCoordinatorRequest::default()
-                    .with_key_type(1)
-                    .with_key(StrBytes::from_string(id.to_string()))
-                    .with_coordinator_keys(vec![StrBytes::from_string(id.to_string())]);
-                let response = conn.call(&request, 4)?;
+                // Versions 4 and later ask for a list of keys, earlier ones
+                // for one.
+                let version = conn.version::<FindCoordinatorRequest>(4)?;
+                let key = StrBytes::from_string(id.to_string());
+                let request = FindCoordinatorRequest::default().with_key_type(1);
+                let request =
+                    if version >= 4 { request.with_coordinator_keys(vec![key]) } else { request.with_key(key) };
+                let response = conn.exchange(&request, version)?;
                 // Versions 4 and later answer per key; earlier ones once.
                 let (error, host, port) = match response.coordinators.into_iter().next() {
                     Some(c) => (c.error_code, c.host, c.port),
@@ -250,6 +253,12 @@ impl Connection {
     /// Sends `request` at the highest version both sides speak, up to
     /// `most`, and reads its answer.
     fn call<R: Call>(&mut self, request: &R, most: i16) -> Result<R::Response, Answer> {
+        let version = self.version::<R>(most)?;
+        self.exchange(request, version)
+    }
+
+    /// The highest version of `R` both sides speak, up to `most`.
+    fn version<R: Call>(&self, most: i16) -> Result<i16, Answer> {
         let name = format!("{:?}", R::KEY);
         let Some(&(low, high)) = self.versions.get(&(R::KEY as i16)) else {
             return Err(Answer::Failed(format!("{}: the broker does not offer {name}", self.server)));
@@ -262,7 +271,7 @@ impl Connection {
                 R::VERSIONS.min
             )));
         }
-        self.exchange(request, version)
+        Ok(version)
     }
 
     /// Writes one request frame and reads the answer's.
