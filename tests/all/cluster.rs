@@ -20,7 +20,7 @@ use weir_tests::host_command;
 use weir_tests::kafka::KafkaBroker;
 
 /// `count` words over a vocabulary of 200, deterministic from `seed`.
-fn words(count: usize, seed: u64) -> Vec<String> {
+pub(super) fn words(count: usize, seed: u64) -> Vec<String> {
     let mut x = seed | 1;
     (0..count)
         .map(|_| {
@@ -50,7 +50,7 @@ fn broker_with_words(partitions: i32, counts: i32, input: Vec<String>) -> (Kafka
 
 /// The cluster job: the counter keyed by the Kafka key, straight from the
 /// source, every `rate` records a second per partition.
-fn cluster_job(dir: &JobDir, broker: &KafkaBroker, rate: u32, session: &str) {
+pub(super) fn cluster_job(dir: &JobDir, broker: &KafkaBroker, rate: u32, session: &str) {
     let counter =
         format!("uid = \"counter\"\nmodule = \"{WORD_COUNT_COUNTER}\"\ninput = \"words\"\npartition = \"key\"");
     cluster_job_with(dir, broker, rate, session, &[&counter]);
@@ -102,7 +102,7 @@ topic = "counts"
 
 /// The output so far as `word n` lines, partition by partition (version
 /// 2 of the counter writes `word=n`).
-fn output(broker: &KafkaBroker) -> String {
+pub(super) fn output(broker: &KafkaBroker) -> String {
     broker
         .consume_all("counts")
         .iter()
@@ -158,13 +158,13 @@ fn latest(text: &str) -> BTreeMap<String, u64> {
 
 /// One `host run job.toml` process. Its log goes to a file, so that a
 /// long run never blocks on a full pipe.
-struct Member {
+pub(super) struct Member {
     child: Child,
     log: PathBuf,
 }
 
 impl Member {
-    fn start(dir: &JobDir) -> Member {
+    pub(super) fn start(dir: &JobDir) -> Member {
         let n = std::fs::read_dir(dir.path())
             .unwrap()
             .flatten()
@@ -179,18 +179,18 @@ impl Member {
         Member { child, log }
     }
 
-    fn id(&self) -> u32 {
+    pub(super) fn id(&self) -> u32 {
         self.child.id()
     }
 
     /// Its log once it exited by itself.
-    fn exited(&mut self) -> Option<String> {
+    pub(super) fn exited(&mut self) -> Option<String> {
         let status = self.child.try_wait().ok()??;
         Some(format!("({status}) {}", std::fs::read_to_string(&self.log).unwrap_or_default()))
     }
 
     /// Kills it; its log.
-    fn kill(&mut self) -> String {
+    pub(super) fn kill(&mut self) -> String {
         let _ = self.child.kill();
         let _ = self.child.wait();
         std::fs::read_to_string(&self.log).unwrap_or_default()
@@ -198,7 +198,7 @@ impl Member {
 }
 
 /// Waits until the output holds every word's final count.
-fn wait_complete(broker: &KafkaBroker, want: &BTreeMap<String, u64>, members: &mut [Member]) {
+pub(super) fn wait_complete(broker: &KafkaBroker, want: &BTreeMap<String, u64>, members: &mut [Member]) {
     wait_complete_or(broker, want, members, &String::new)
 }
 
@@ -495,13 +495,13 @@ fn repartition_report(broker: &KafkaBroker, per_copy: &BTreeMap<String, usize>) 
 }
 
 /// Sends `signal` (`-STOP`, `-CONT`) to `member`.
-fn signal(member: &Member, signal: &str) {
+pub(super) fn signal(member: &Member, signal: &str) {
     let ok = std::process::Command::new("kill").args([signal, &member.id().to_string()]).status().unwrap();
     assert!(ok.success(), "kill {signal}");
 }
 
 /// Each partition's commit log: (number, kind, owner) in order.
-fn commit_logs(dir: &JobDir) -> BTreeMap<i32, Vec<(u64, String, String)>> {
+pub(super) fn commit_logs(dir: &JobDir) -> BTreeMap<i32, Vec<(u64, String, String)>> {
     let mut logs = BTreeMap::new();
     let Ok(copies) = std::fs::read_dir(dir.path().join("checkpoints")) else { return logs };
     for copy in copies.flatten() {
@@ -523,7 +523,7 @@ fn commit_logs(dir: &JobDir) -> BTreeMap<i32, Vec<(u64, String, String)>> {
 }
 
 /// Who wrote the last entry of each partition's commit log.
-fn log_owners(dir: &JobDir) -> BTreeMap<i32, String> {
+pub(super) fn log_owners(dir: &JobDir) -> BTreeMap<i32, String> {
     commit_logs(dir).into_iter().filter_map(|(p, log)| Some((p, log.last()?.2.clone()))).collect()
 }
 

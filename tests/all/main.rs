@@ -8,6 +8,7 @@ mod broadcast;
 mod c_sdk;
 mod checkpoints;
 mod cluster;
+mod cluster_group;
 mod control_auth;
 mod crash_points;
 mod dashboard;

@@ -234,9 +234,17 @@ impl KafkaBroker {
 
     /// Creates `topic` with `partitions` partitions.
     pub fn create_topic(&self, topic: &str, partitions: i32) {
+        self.create_topic_with(topic, partitions, &[]);
+    }
+
+    /// Creates `topic` with `partitions` partitions and topic `configs`.
+    pub fn create_topic_with(&self, topic: &str, partitions: i32, configs: &[(&str, &str)]) {
         let admin: AdminClient<DefaultClientContext> = self.config().create().unwrap();
         let options = AdminOptions::new().operation_timeout(Some(Duration::from_secs(10)));
-        let new = NewTopic::new(topic, partitions, TopicReplication::Fixed(1));
+        let mut new = NewTopic::new(topic, partitions, TopicReplication::Fixed(1));
+        for (k, v) in configs {
+            new = new.set(k, v);
+        }
         let results = futures::executor::block_on(admin.create_topics([&new], &options)).expect("create_topics");
         for r in results {
             r.unwrap_or_else(|(t, e)| panic!("creating topic {t}: {e}"));
