@@ -197,6 +197,14 @@ impl Member {
     }
 }
 
+/// A member outlives no test, failed ones included.
+impl Drop for Member {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
 /// Waits until the output holds every word's final count.
 pub(super) fn wait_complete(broker: &KafkaBroker, want: &BTreeMap<String, u64>, members: &mut [Member]) {
     wait_complete_or(broker, want, members, &String::new)

@@ -23,7 +23,9 @@
 //! Sizes: `WEIR_BENCH_RECORDS` (default 10 000 000), `WEIR_BENCH_KEYS`
 //! (default 100 000), `WEIR_BENCH_VALUE_BYTES` (default 100). Without Flink:
 //! `WEIR_BENCH_FLINK=0`. The markdown table goes to stdout, and to
-//! `WEIR_BENCH_OUT` if set.
+//! `WEIR_BENCH_OUT` if set. Each host run's log goes to
+//! `$WEIR_BENCH_LOGS/<topic>.log` if set, at `WEIR_BENCH_RUST_LOG`
+//! (default `error`).
 
 use rdkafka::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer};
@@ -233,11 +235,14 @@ topic = "{topic}"
         .current_dir(dir.path())
         .env("XDG_CACHE_HOME", dir.path().join(".cache"))
         .env("WEIR_RUN_DIR", dir.path().join(".run"))
-        .env("RUST_LOG", "error")
+        .env("RUST_LOG", std::env::var("WEIR_BENCH_RUST_LOG").unwrap_or("error".into()))
         .output()
         .unwrap();
     let elapsed = started.elapsed().as_secs_f64();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    if let Ok(logs) = std::env::var("WEIR_BENCH_LOGS") {
+        std::fs::write(format!("{logs}/{topic}.log"), &out.stderr).unwrap();
+    }
     count as f64 / elapsed
 }
 
