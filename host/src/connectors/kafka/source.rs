@@ -6,8 +6,8 @@
 //! parallelism; completed checkpoints' offsets are committed to `group`
 //! for monitoring only. With event time, each partition has its own
 //! watermark and the subtask's is their minimum, leaving out partitions
-//! silent for `pipeline.idle_timeout` that have nothing left to read. New partitions are picked up every
-//! `discovery_interval`.
+//! silent for `pipeline.idle_timeout` that have nothing left to read. New
+//! partitions are picked up every `discovery_interval`.
 
 use super::{ClusterOptions, KafkaConsumer, partition_counts, unreachable};
 use crate::checkpoint::metadata::PartitionOffsets;
