@@ -3,11 +3,10 @@
 //! SIGKILL crash loops and a broker outage, at-least-once without loss,
 //! restores at another parallelism, and the errors a user meets.
 
-use super::checkpoints::{checkpointing, crash_loop, seed, spawn};
+use super::checkpoints::{checkpointing, crash_loop, seed};
+use super::live_job::{finish, start};
 use super::support::{JobDir, counts_by_key, final_counts};
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::Read;
-use std::process::Child;
 use std::time::{Duration, Instant};
 use weir_tests::artifacts::{WORD_COUNT_COUNTER, WORD_COUNT_TOKENIZER};
 use weir_tests::host_command;
@@ -127,11 +126,11 @@ pub(super) fn checkpoints_in(dir: &JobDir, extra: &str) -> String {
 /// Runs the job in `dir` until it wrote something, stops it with a
 /// savepoint, and returns where the savepoint is.
 fn run_then_stop_with_savepoint(dir: &JobDir) -> String {
-    let child = spawn(dir, &[], &[]);
+    let child = start(dir, &[]);
     wait_for_output(dir, "wc-kafka");
     let out = host_command(dir.path(), &["savepoint", "wc-kafka", "--stop"]).output().unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let (ok, err) = finish(child);
+    let (ok, err) = finish(child, dir);
     assert!(ok, "{err}");
     String::from_utf8_lossy(&out.stdout).trim().to_string()
 }
@@ -193,14 +192,6 @@ pub(super) fn wait_for_output(dir: &JobDir, job: &str) {
     panic!("job {job} never showed output");
 }
 
-/// Waits for `child` to end; its success and stderr.
-pub(super) fn finish(mut child: Child) -> (bool, String) {
-    let status = child.wait().unwrap();
-    let mut err = String::new();
-    child.stderr.take().unwrap().read_to_string(&mut err).unwrap();
-    (status.success(), err)
-}
-
 #[test]
 fn a_crash_in_the_middle_of_publishing_is_repaired_by_the_restore() {
     let (broker, want) = broker_with_lines(5000, 21);
@@ -255,13 +246,13 @@ fn a_broker_that_hangs_for_seconds_mid_run_loses_and_repeats_nothing() {
     let dir = JobDir::new();
     let source = "records_per_second = 300\n[sources.properties]\n\"socket.timeout.ms\" = 1500";
     kafka_job_with(&dir, &broker, 2, source, "", &checkpoints_in(&dir, ""));
-    let mut child = spawn(&dir, &[], &[]);
+    let mut child = start(&dir, &[]);
     wait_for_output(&dir, "wc-kafka");
     broker.freeze();
     std::thread::sleep(Duration::from_secs(4));
     assert!(child.try_wait().unwrap().is_none(), "the job was still running while the broker hung");
     broker.thaw();
-    let (ok, err) = finish(child);
+    let (ok, err) = finish(child, &dir);
     assert!(ok, "{err}");
     // librdkafka says when it gives up on requests (facility REQTMOUT).
     assert!(err.contains("REQTMOUT"), "the source's client timed out requests while the broker hung:\n{err}");
@@ -306,7 +297,7 @@ fn a_savepoint_the_job_goes_on_from_publishes_nothing_so_a_crash_after_it_repeat
     // every partition, and a subtask with none ends at once, after which
     // the job takes no more savepoints.
     kafka_job_with(&dir, &broker, 1, "records_per_second = 300", "", &settings);
-    let mut child = spawn(&dir, &[], &[]);
+    let mut child = start(&dir, &[]);
     wait_for_output(&dir, "wc-kafka");
     let out = host_command(dir.path(), &["savepoint", "wc-kafka"]).output().unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));

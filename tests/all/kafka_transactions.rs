@@ -5,11 +5,12 @@
 //! and the commit; a frozen run whose successor took over is fenced, and
 //! nothing it writes once it wakes becomes visible.
 
-use super::checkpoints::{crash_loop, seed, spawn};
+use super::checkpoints::{crash_loop, seed};
 use super::kafka::{
-    as_lines, assert_exact, broker_with_lines, checkpoints_in, expected, finish, kafka_job, kafka_job_with, lines,
+    as_lines, assert_exact, broker_with_lines, checkpoints_in, expected, kafka_job, kafka_job_with, lines,
     produce_lines,
 };
+use super::live_job::{finish, start};
 use super::support::{JobDir, counts_by_key};
 use std::time::{Duration, Instant};
 use weir_tests::host_command;
@@ -77,17 +78,17 @@ fn latest_checkpoint(dir: &JobDir, job: &str) -> std::path::PathBuf {
 
 /// Waits for `child` to end within `limit` (else kills it and fails);
 /// its success and stderr.
-fn finish_within(mut child: std::process::Child, limit: Duration) -> (bool, String) {
+fn finish_within(mut child: std::process::Child, dir: &JobDir, limit: Duration) -> (bool, String) {
     let until = Instant::now() + limit;
     while child.try_wait().unwrap().is_none() {
         if Instant::now() > until {
             child.kill().unwrap();
-            let (_, log) = finish(child);
+            let (_, log) = finish(child, dir);
             panic!("the run did not end within {limit:?}:\n{log}");
         }
         std::thread::sleep(Duration::from_millis(100));
     }
-    finish(child)
+    finish(child, dir)
 }
 
 #[test]
@@ -100,18 +101,23 @@ fn a_frozen_run_is_fenced_by_its_successor_and_nothing_it_writes_after_waking_be
     let sink = format!("{TRANSACTIONS}\ntransactional_id_prefix = \"wc-fence\"");
     let first = JobDir::new();
     let no_restarts = checkpoints_in(&first, "[restart-strategy]\ntype = \"none\"");
-    // About 67 s of input, paced: it is frozen long before its end.
-    kafka_job_with(&first, &broker, 1, "records_per_second = 150", &sink, &no_restarts);
-    let mut zombie = spawn(&first, &[], &[]);
-    let until = Instant::now() + Duration::from_secs(60);
-    while broker.consume_all("counts").len() < 200 {
+    // About 250 s of input, paced: it is frozen long before its end, however
+    // slowly a loaded machine lets this test look at the output.
+    kafka_job_with(&first, &broker, 1, "records_per_second = 40", &sink, &no_restarts);
+    let started = Instant::now();
+    // Both runs log to files: a checkpoint every 100 ms fills a pipe's
+    // 64 KiB in about a minute, and a full pipe would stall the host.
+    let mut zombie = start(&first, &[]);
+    let until = started + Duration::from_secs(90);
+    while !broker.has_at_least("counts", 200, Duration::from_secs(5)) {
         if Instant::now() > until || zombie.try_wait().unwrap().is_some() {
             let _ = zombie.kill();
-            let (_, log) = finish(zombie);
-            panic!("the first run never committed output:\n{log}");
+            let (_, log) = finish(zombie, &first);
+            panic!("the first run committed no output in {:?}:\n{log}", started.elapsed());
         }
         std::thread::sleep(Duration::from_millis(200));
     }
+    let frozen_after = started.elapsed();
     let signal = |sig: &str| {
         let ok = std::process::Command::new("kill").args([sig, &zombie.id().to_string()]).status().unwrap();
         assert!(ok.success());
@@ -123,28 +129,29 @@ fn a_frozen_run_is_fenced_by_its_successor_and_nothing_it_writes_after_waking_be
     let second = JobDir::new();
     kafka_job(&second, &broker, 1, &sink, &checkpoints_in(&second, ""));
     let from = format!("file://{}", from.display());
-    let mut successor = spawn(&second, &["--from-checkpoint", &from], &[]);
+    let mut successor = start(&second, &["--from-checkpoint", &from]);
     // Once the successor has committed output of its own, it initialised
     // every transactional id: the frozen run's producers are fenced.
     let committed = broker.consume_all("counts").len();
     let until = Instant::now() + Duration::from_secs(60);
-    while broker.consume_all("counts").len() <= committed {
+    while !broker.has_at_least("counts", committed + 1, Duration::from_secs(5)) {
         if Instant::now() > until {
             successor.kill().unwrap();
-            let (_, log) = finish(successor);
+            let (_, log) = finish(successor, &second);
             signal("-KILL");
-            panic!("the successor never committed output:\n{log}");
+            let (_, first_log) = finish(zombie, &first);
+            panic!(
+                "the successor never committed output:\n{log}\nthe first run (frozen after {frozen_after:?}):\n{first_log}"
+            );
         }
         std::thread::sleep(Duration::from_millis(200));
     }
     signal("-CONT");
-    let (ok, log) = finish_within(zombie, Duration::from_secs(90));
+    let (ok, log) = finish_within(zombie, &first, Duration::from_secs(90));
     assert!(!ok, "the woken run ends in an error:\n{log}");
     assert!(log.contains("its producer is fenced"), "the woken run learnt it was fenced:\n{log}");
-    let status = successor.wait().unwrap();
-    let mut err = String::new();
-    std::io::Read::read_to_string(&mut successor.stderr.take().unwrap(), &mut err).unwrap();
-    assert!(status.success(), "{err}");
+    let (ok, err) = finish(successor, &second);
+    assert!(ok, "{err}");
     // Every word's updates 1..n once: nothing the frozen run sent after
     // the successor took over was committed.
     assert_exact(&broker, &want, &format!("successor:\n{err}\nfrozen run:\n{log}"));

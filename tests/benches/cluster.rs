@@ -1,6 +1,6 @@
-//! Cluster mode's costs, against tansu on loopback with checkpoints on moto
-//! (S3), with the real `host` binary and the word-count counter keyed by
-//! the Kafka key. The input: `PARTITIONS` partitions, each with
+//! Cluster mode's costs, against Apache Kafka on loopback with checkpoints
+//! on moto (S3), with the real `host` binary and the word-count counter
+//! keyed by the Kafka key. The input: `PARTITIONS` partitions, each with
 //! `WEIR_BENCH_KEYS` records (default 20 000) of distinct keys of
 //! `WEIR_BENCH_KEY_BYTES` bytes (default 1000), so each partition's state
 //! is about keys x key bytes.
@@ -15,6 +15,10 @@
 //!    the output: for the killed member's partition, that is the session
 //!    running out, the group moving the partition, the new owner restoring
 //!    its state from S3, reading the probe, checkpointing and publishing.
+//!    From the kill on, a producer keeps every partition's input (and so
+//!    the output topic) busy, as a live job's would be. `WEIR_BENCH_RUNS`
+//!    (default 1) failovers, each with its own group, checkpoints and
+//!    output topic over the same input.
 //!
 //! Run: `cargo bench -p weir-tests --bench cluster`. The markdown table
 //! goes to stdout.
@@ -186,81 +190,9 @@ fn main() {
         (f64::NAN, f64::NAN)
     };
 
-    // Failover: three members; all of the input counted and checkpointed.
-    let dir = tempfile::tempdir().unwrap();
-    broker.create_topic("failover", PARTITIONS);
-    std::fs::write(dir.path().join("job.toml"), job("failover", true, &broker.bootstrap(), "failover")).unwrap();
-    let started = Instant::now();
-    let mut members: Vec<Child> = (0..3).map(|i| spawn(dir.path(), &s3, &format!("member-{i}.log"))).collect();
-    let counted = until_output(&reader, "failover", want, started);
-    std::thread::sleep(Duration::from_secs(6));
-    let log = |i: usize| std::fs::read_to_string(dir.path().join(format!("member-{i}.log"))).unwrap_or_default();
-    let victim = (0..3).find(|i| !owned(&log(*i)).is_empty()).expect("a member owns partitions");
-    let moved = owned(&log(victim));
-    // Read the output from here on.
-    let tail: BaseConsumer = ClientConfig::new()
-        .set("bootstrap.servers", broker.bootstrap())
-        .set("group.id", "bench-tail")
-        .set("isolation.level", "read_committed")
-        .create()
-        .unwrap();
-    let mut tpl = TopicPartitionList::new();
-    for p in 0..PARTITIONS {
-        let (_, high) = tail.fetch_watermarks("failover", p, Duration::from_secs(10)).unwrap();
-        tpl.add_partition_offset("failover", p, Offset::Offset(high)).unwrap();
-    }
-    tail.assign(&tpl).unwrap();
-    let _ = members[victim].kill();
-    let killed = Instant::now();
-    let p = broker.bulk_producer();
-    for part in 0..PARTITIONS {
-        send(&p, "in", part, format!("probe-{part}").as_bytes());
-    }
-    p.flush();
-    let mut seen: Vec<Option<f64>> = vec![None; PARTITIONS as usize];
-    while seen.iter().any(Option::is_none) {
-        assert!(killed.elapsed() < Duration::from_secs(300), "probes not all counted in 300 s: {seen:?}");
-        if let Some(Ok(m)) = tail.poll(Duration::from_millis(50)) {
-            let text = String::from_utf8_lossy(m.payload().unwrap_or_default()).into_owned();
-            if let Some(part) =
-                text.strip_prefix("probe-").and_then(|r| r.split(' ').next()).and_then(|p| p.parse::<usize>().ok())
-            {
-                seen[part].get_or_insert(killed.elapsed().as_secs_f64());
-            }
-        }
-    }
-    let restores: Vec<String> = (0..3)
-        .filter(|i| *i != victim)
-        .flat_map(|i| log(i).lines().filter(|l| l.contains("state restored")).map(str::to_string).collect::<Vec<_>>())
-        .collect();
-    // What the survivors did after the kill, to tell where the time went.
-    let kill_time = wall_clock_now(killed.elapsed());
-    let steps = [
-        "partitions assigned",
-        "partitions revoked",
-        "handed over",
-        "handed this member back",
-        "claimed",
-        "state restored",
-        "checkpoint complete",
-        "published",
-    ];
-    let mut timeline: Vec<String> = (0..3)
-        .filter(|i| *i != victim)
-        .flat_map(|i| {
-            log(i)
-                .lines()
-                .filter(|l| l.get(..26).is_some_and(|t| t >= kill_time.as_str()))
-                .filter(|l| steps.iter().any(|s| l.contains(s)))
-                .map(|l| format!("member-{i} {}", l.chars().take(220).collect::<String>()))
-                .collect::<Vec<_>>()
-        })
-        .collect();
-    timeline.sort_by(|a, b| a[9..].cmp(&b[9..]));
-    for mut m in members {
-        let _ = m.kill();
-        let _ = m.wait();
-    }
+    let runs = env_u64("WEIR_BENCH_RUNS", 1);
+    let failovers: Vec<Failover> =
+        (1..=runs).map(|run| failover(&broker, &s3, &reader, &format!("failover-{run}"), want)).collect();
 
     if overhead {
         let records = want as f64;
@@ -274,22 +206,142 @@ fn main() {
         );
         println!();
     }
-    println!("Failover (three members, {}s session; the input counted in {counted:.1}s):", SESSION.as_secs());
-    for (part, s) in seen.iter().enumerate() {
-        let s = s.unwrap_or_default();
-        let whose = if moved.contains(&(part as i32)) { "the killed member's" } else { "a survivor's" };
+    for (run, f) in failovers.iter().enumerate() {
+        f.print(run + 1);
+    }
+}
+
+/// What one failover measured.
+struct Failover {
+    /// Seconds until the input was counted.
+    counted: f64,
+    /// The partitions the killed member owned.
+    moved: Vec<i32>,
+    /// Seconds from the kill until each partition's probe was counted.
+    seen: Vec<Option<f64>>,
+    /// The survivors' log lines after the kill that time the takeover.
+    timeline: Vec<String>,
+}
+
+/// Three members count the input into `topic` under job `name`; one is
+/// killed while the input keeps coming; when each partition's probe is
+/// counted.
+fn failover(broker: &KafkaBroker, s3: &S3Server, reader: &BaseConsumer, name: &str, want: i64) -> Failover {
+    let dir = tempfile::tempdir().unwrap();
+    let topic = name;
+    broker.create_topic(topic, PARTITIONS);
+    std::fs::write(dir.path().join("job.toml"), job(name, true, &broker.bootstrap(), topic)).unwrap();
+    let started = Instant::now();
+    let mut members: Vec<Child> = (0..3).map(|i| spawn(dir.path(), s3, &format!("member-{i}.log"))).collect();
+    let counted = until_output(reader, topic, want, started);
+    std::thread::sleep(Duration::from_secs(6));
+    let log = |i: usize| std::fs::read_to_string(dir.path().join(format!("member-{i}.log"))).unwrap_or_default();
+    let victim = (0..3).find(|i| !owned(&log(*i)).is_empty()).expect("a member owns partitions");
+    let moved = owned(&log(victim));
+    // Read the output from here on.
+    let tail: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", broker.bootstrap())
+        .set("group.id", "bench-tail")
+        .set("isolation.level", "read_committed")
+        .create()
+        .unwrap();
+    let mut tpl = TopicPartitionList::new();
+    for p in 0..PARTITIONS {
+        let (_, high) = tail.fetch_watermarks(topic, p, Duration::from_secs(10)).unwrap();
+        tpl.add_partition_offset(topic, p, Offset::Offset(high)).unwrap();
+    }
+    tail.assign(&tpl).unwrap();
+    let _ = members[victim].kill();
+    let killed = Instant::now();
+    // Input keeps coming to every partition, so the survivors keep the
+    // output topic busy while the killed member's partitions move.
+    let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let busy = {
+        let (done, p) = (done.clone(), broker.bulk_producer());
+        std::thread::spawn(move || {
+            let mut n = 0u64;
+            while !done.load(std::sync::atomic::Ordering::Relaxed) {
+                for part in 0..PARTITIONS {
+                    send(&p, "in", part, format!("busy-{part}-{n}").as_bytes());
+                }
+                n += 1;
+                // About 200 records a second a partition.
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            p.flush();
+        })
+    };
+    let p = broker.bulk_producer();
+    for part in 0..PARTITIONS {
+        send(&p, "in", part, format!("probe-{part}").as_bytes());
+    }
+    p.flush();
+    let mut seen: Vec<Option<f64>> = vec![None; PARTITIONS as usize];
+    while seen.iter().any(Option::is_none) && killed.elapsed() < Duration::from_secs(300) {
+        if let Some(Ok(m)) = tail.poll(Duration::from_millis(50)) {
+            let text = String::from_utf8_lossy(m.payload().unwrap_or_default()).into_owned();
+            if let Some(part) =
+                text.strip_prefix("probe-").and_then(|r| r.split(' ').next()).and_then(|p| p.parse::<usize>().ok())
+            {
+                seen[part].get_or_insert(killed.elapsed().as_secs_f64());
+            }
+        }
+    }
+    done.store(true, std::sync::atomic::Ordering::Relaxed);
+    busy.join().unwrap();
+    // What the survivors did after the kill, to tell where the time went.
+    let kill_time = wall_clock_now(killed.elapsed());
+    let steps = [
+        "partitions assigned",
+        "partitions revoked",
+        "handed over",
+        "claimed the job's commit log",
+        "restoring",
+        "state restored",
+        "read the output back",
+        "first checkpoint since the restore",
+        "first output visible",
+    ];
+    let mut timeline: Vec<String> = (0..3)
+        .filter(|i| *i != victim)
+        .flat_map(|i| {
+            log(i)
+                .lines()
+                .filter(|l| l.get(..26).is_some_and(|t| t >= kill_time.as_str()))
+                .filter(|l| steps.iter().any(|s| l.contains(s)))
+                .map(|l| format!("member-{i} {}", l.chars().take(240).collect::<String>()))
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    timeline.sort_by(|a, b| a[9..].cmp(&b[9..]));
+    for mut m in members {
+        let _ = m.kill();
+        let _ = m.wait();
+    }
+    Failover { counted, moved, seen, timeline }
+}
+
+impl Failover {
+    fn print(&self, run: usize) {
+        let Failover { counted, moved, seen, timeline } = self;
         println!(
-            "- partition {part} ({whose}): its probe counted {s:.1}s after the kill, {:.1}s after the session ran out",
-            s - SESSION.as_secs_f64()
+            "Failover {run} (three members, {}s session, input kept coming; the input counted in {counted:.1}s):",
+            SESSION.as_secs()
         );
-    }
-    println!("- restores on the survivors after the kill (last {}):", restores.len().min(6));
-    for r in restores.iter().rev().take(6) {
-        println!("  {}", r.split_once("INFO ").map_or(r.as_str(), |(_, t)| t));
-    }
-    println!("- the survivors after the kill:");
-    for line in timeline.iter().take(60) {
-        println!("  {line}");
+        for (part, s) in seen.iter().enumerate() {
+            let whose = if moved.contains(&(part as i32)) { "the killed member's" } else { "a survivor's" };
+            match s {
+                Some(s) => println!(
+                    "- partition {part} ({whose}): its probe counted {s:.1}s after the kill, {:.1}s after the session ran out",
+                    s - SESSION.as_secs_f64()
+                ),
+                None => println!("- partition {part} ({whose}): its probe not counted within 300 s"),
+            }
+        }
+        println!("- the survivors after the kill:");
+        for line in timeline.iter().take(80) {
+            println!("  {line}");
+        }
     }
 }
 

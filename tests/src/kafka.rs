@@ -302,6 +302,24 @@ impl KafkaBroker {
     /// Every record of `topic`, partition by partition in offset order,
     /// read with `isolation.level = read_committed`.
     pub fn consume_all(&self, topic: &str) -> Vec<Consumed> {
+        let limit = std::env::var("WEIR_KAFKA_READ_SECS").ok().and_then(|s| s.parse().ok()).unwrap_or(120);
+        let (out, at_end) = self.read_committed(topic, Duration::from_secs(limit), |_| false);
+        assert!(at_end, "reading {topic} back took over {limit} s: {} records and not at the end", out.len());
+        out
+    }
+
+    /// Whether `topic` holds `n` committed records within `limit`. Unlike
+    /// [`consume_all`](Self::consume_all) it never waits for the end, which
+    /// a topic a running job writes to may not reach while it is read.
+    pub fn has_at_least(&self, topic: &str, n: usize, limit: Duration) -> bool {
+        self.read_committed(topic, limit, |read| read >= n).0.len() >= n
+    }
+
+    /// The committed records of `topic` in partition and offset order,
+    /// read until every partition is at its end, `enough` says so (given
+    /// how many were read) or `limit` passes; and whether every partition
+    /// was at its end.
+    fn read_committed(&self, topic: &str, limit: Duration, enough: impl Fn(usize) -> bool) -> (Vec<Consumed>, bool) {
         let consumer: BaseConsumer = self
             .config()
             .set("group.id", "weir-tests-reader")
@@ -320,16 +338,8 @@ impl KafkaBroker {
         consumer.assign(&tpl).unwrap();
         let mut out = Vec::new();
         let mut at_end = std::collections::HashSet::new();
-        let deadline = Instant::now()
-            + Duration::from_secs(
-                std::env::var("WEIR_KAFKA_READ_SECS").ok().and_then(|s| s.parse().ok()).unwrap_or(120),
-            );
-        while at_end.len() < partitions {
-            assert!(
-                Instant::now() < deadline,
-                "reading {topic} back took over two minutes: {} records, partitions at their end {at_end:?} of {partitions}",
-                out.len()
-            );
+        let deadline = Instant::now() + limit;
+        while at_end.len() < partitions && !enough(out.len()) && Instant::now() < deadline {
             match consumer.poll(Duration::from_millis(200)) {
                 Some(Ok(m)) => {
                     at_end.remove(&m.partition());
@@ -360,7 +370,8 @@ impl KafkaBroker {
             }
         }
         out.sort_by_key(|c| (c.partition, c.offset));
-        out
+        let all_at_end = at_end.len() == partitions;
+        (out, all_at_end)
     }
 }
 

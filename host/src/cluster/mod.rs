@@ -352,7 +352,10 @@ fn start(stage: &Stage, slot: Slot, run: u64, ended: Sender<Ended>) -> std::io::
     let name = copy.spec.name.clone();
     let (requests, requests_rx) = unbounded();
     let own = requests.clone();
+    // Every line the copy logs, its tasks' included, names the partition.
+    let span = tracing::info_span!("copy", partition = p);
     let thread = std::thread::Builder::new().name(format!("partition-{p}")).spawn(move || {
+        let _entered = span.enter();
         let result = run_job_with(&copy, &StartFrom::Latest, (own, requests_rx)).map(|_| ());
         let _ = ended.send((slot, run, result));
     })?;

@@ -37,6 +37,10 @@ pub struct History {
     latest_savepoint: Option<CheckpointSummary>,
     latest_failed: Option<CheckpointSummary>,
     latest_restored: Option<RestoredCheckpoint>,
+    /// When the latest restore began, until a checkpoint completes after
+    /// it: the time a restart (or a cluster takeover) takes to store, and
+    /// so to publish, anything new.
+    restore_began: Option<Instant>,
     /// The stored files the latest completed checkpoint (or the restored
     /// one) uses: what the next checkpoint reuses is not new.
     known: HashSet<String>,
@@ -136,6 +140,10 @@ impl History {
             // A savepoint stands alone; a checkpoint's files are what the
             // next one may reuse.
             self.known = files.into_iter().collect();
+            if let Some(began) = self.restore_began.take() {
+                let since_restore_ms = began.elapsed().as_millis() as u64;
+                tracing::info!(checkpoint = id, since_restore_ms, "first checkpoint since the restore");
+            }
             self.latest_completed = Some(summary);
         }
     }
@@ -173,6 +181,7 @@ impl History {
     pub fn restored(&mut self, restored: RestoredCheckpoint) {
         self.counts.restored += 1;
         self.latest_restored = Some(restored);
+        self.restore_began = Some(Instant::now());
     }
 
     /// When the run last restored a checkpoint.

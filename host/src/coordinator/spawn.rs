@@ -358,9 +358,12 @@ fn task_body(
 /// included, becomes the task's last event.
 fn spawn(id: TaskId, body: Body, events: Sender<TaskEvent>) -> JoinHandle<()> {
     let task = id.clone();
+    // The job's span (a cluster copy's partition) goes with its tasks.
+    let span = tracing::Span::current();
     std::thread::Builder::new()
         .name(format!("weir-{id}"))
         .spawn(move || {
+            let _entered = span.enter();
             let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(body)).unwrap_or_else(|p| {
                 let message = p
                     .downcast_ref::<String>()

@@ -144,6 +144,9 @@ pub fn prepare(job: &LoadedJob, start: &StartFrom) -> Result<Start, JobError> {
     // On --resume, what the last run started from, if not a checkpoint of
     // its own.
     let mut resumed_origin = None;
+    // How long finding and reading the checkpoint takes: a restart's or
+    // a cluster takeover's first phase.
+    let began = std::time::Instant::now();
     let restored = match start {
         StartFrom::Beginning => {
             if let (Some(&latest), Some(s)) = (existing.last(), &storage) {
@@ -162,7 +165,13 @@ pub fn prepare(job: &LoadedJob, start: &StartFrom) -> Result<Start, JobError> {
             let s = storage.as_ref().expect("checked");
             let claimed = s.claim()?;
             first_id = claimed.seq.saturating_mul(CLAIM_IDS);
-            tracing::info!(dir = %s.display(), claim = claimed.seq, checkpoint = ?claimed.checkpoint, "claimed the job's commit log");
+            tracing::info!(
+                dir = %s.display(),
+                claim = claimed.seq,
+                checkpoint = ?claimed.checkpoint,
+                took_ms = began.elapsed().as_millis() as u64,
+                "claimed the job's commit log"
+            );
             claimed.checkpoint.map(|id| restore::load(s, id)).transpose()?
         }
         StartFrom::Latest => {
@@ -196,7 +205,12 @@ pub fn prepare(job: &LoadedJob, start: &StartFrom) -> Result<Start, JobError> {
     };
     if let Some(r) = &restored {
         check_compatible(job, r, start.allows_non_restored_state())?;
-        tracing::info!(checkpoint = %r.location, size = %human_bytes(r.metadata.state_size()), "restoring");
+        tracing::info!(
+            checkpoint = %r.location,
+            size = %human_bytes(r.metadata.state_size()),
+            found_in_ms = began.elapsed().as_millis() as u64,
+            "restoring"
+        );
     }
     let highest_id =
         existing.last().copied().unwrap_or(0).max(restored.as_ref().map_or(0, |r| r.metadata.id)).max(first_id);

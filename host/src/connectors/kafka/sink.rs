@@ -291,6 +291,7 @@ impl KafkaSink {
             next: at.subtask,
             fence: at.fence.cloned(),
             transactions,
+            opened: Some(Instant::now()),
         })
     }
 }
@@ -410,9 +411,29 @@ struct KafkaWriter {
     fence: Option<std::sync::Arc<crate::checkpoint::storage::CheckpointStorage>>,
     /// `mode = "transactions"`: the transactions records go out in.
     transactions: Option<Transactions<Deliveries>>,
+    /// When the writer opened, until its first output is visible: a
+    /// takeover's last phase (see [`KafkaWriter::first_output`]).
+    opened: Option<Instant>,
 }
 
 impl KafkaWriter {
+    /// Logs, once, how long after the writer opened its first records
+    /// became visible to readers: the end of a restart's or a cluster
+    /// takeover's time without output.
+    fn first_output(&mut self, records: u64) {
+        if records > 0
+            && let Some(opened) = self.opened.take()
+        {
+            tracing::info!(
+                sink = %self.id,
+                topic = %self.topic,
+                records,
+                since_open_ms = opened.elapsed().as_millis() as u64,
+                "first output visible"
+            );
+        }
+    }
+
     fn partition(&mut self, key: Option<&[u8]>) -> i32 {
         match key {
             Some(k) => super::partition_for_key(k, self.partitions),
@@ -529,6 +550,7 @@ impl KafkaWriter {
             already_there = skipped,
             "published the output the restored checkpoint held"
         );
+        self.first_output(sent);
         Ok(())
     }
 }
@@ -539,7 +561,7 @@ impl SinkWriter for KafkaWriter {
             let partition = self.partition(r.key);
             let record = HeldRecord { partition, key: r.key, payload: r.payload, timestamp: r.timestamp };
             if let Some(t) = &mut self.transactions {
-                t.send(base_record(&self.topic, &record))?;
+                t.send(base_record(&self.topic, &record)).map_err(|e| t.explain(e))?;
                 continue;
             }
             match self.delivery {
@@ -560,9 +582,10 @@ impl SinkWriter for KafkaWriter {
 
     fn checkpoint(&mut self, at: &SnapshotAt<'_>) -> Result<Option<SinkState>, ConnectorError> {
         if let Some(t) = &mut self.transactions {
-            let pending = t.pre_commit(at.id.unwrap_or(END))?;
-            self.delivered()?;
-            return Ok(Some(SinkState::KafkaTransactions { pending }));
+            // Disjoint from `t`: the failures `delivered` reads.
+            let failed = &self.failed;
+            let pending = t.pre_commit(at.id.unwrap_or(END)).and_then(|p| failed.try_iter().next().map_or(Ok(p), Err));
+            return pending.map(|pending| Some(SinkState::KafkaTransactions { pending })).map_err(|e| t.explain(e));
         }
         match self.delivery {
             Delivery::ExactlyOnce => {
@@ -586,12 +609,15 @@ impl SinkWriter for KafkaWriter {
 
     fn commit(&mut self, upto: Option<u64>) -> Result<(), ConnectorError> {
         if let Some(t) = &mut self.transactions {
-            return t.commit(upto);
+            let committed = t.commit(upto).map_err(|e| t.explain(e))?;
+            self.first_output(committed);
+            return Ok(());
         }
         let due = self.held.iter().take_while(|b| upto.is_none_or(|c| b.checkpoint <= c)).count();
         for b in self.held.drain(..due).collect::<Vec<_>>() {
-            self.publish(&b, |_, _| false)?;
+            let sent = self.publish(&b, |_, _| false)?;
             self.held_bytes -= b.bytes.len() as u64;
+            self.first_output(sent);
         }
         Ok(())
     }
@@ -599,7 +625,7 @@ impl SinkWriter for KafkaWriter {
     fn discard(&mut self) -> Result<(), ConnectorError> {
         self.open = Held::default();
         match &mut self.transactions {
-            Some(t) => t.discard(),
+            Some(t) => t.discard().map_err(|e| t.explain(e)),
             None => Ok(()),
         }
     }

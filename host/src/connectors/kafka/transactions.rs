@@ -57,6 +57,8 @@ struct Ended {
     slot: usize,
     /// How the coordinator knows it; `None` if it holds no records.
     recorded: Option<PendingTxn>,
+    /// How many records it holds.
+    records: u64,
 }
 
 /// A sink subtask's transactions.
@@ -187,7 +189,7 @@ impl<C: ProducerContext<DeliveryOpaque = ()> + 'static> Transactions<C> {
                 start_ms: info.start_ms,
             })
         };
-        self.ended.push_back(Ended { checkpoint, slot: k, recorded });
+        self.ended.push_back(Ended { checkpoint, slot: k, recorded, records: self.open_records });
         let busy: Vec<usize> = self.ended.iter().map(|e| e.slot).collect();
         let Some(free) = (0..SLOTS).find(|k| !busy.contains(k)) else {
             return Err(ConnectorError::Unavailable(format!(
@@ -200,8 +202,10 @@ impl<C: ProducerContext<DeliveryOpaque = ()> + 'static> Transactions<C> {
     }
 
     /// Commits every ended transaction whose checkpoint is `upto` or
-    /// older (`None`: all of them), oldest first.
-    pub fn commit(&mut self, upto: Option<u64>) -> Result<(), ConnectorError> {
+    /// older (`None`: all of them), oldest first; how many records that
+    /// made visible.
+    pub fn commit(&mut self, upto: Option<u64>) -> Result<u64, ConnectorError> {
+        let mut committed = 0;
         while let Some(e) = self.ended.front() {
             if upto.is_some_and(|c| e.checkpoint > c) {
                 break;
@@ -215,9 +219,31 @@ impl<C: ProducerContext<DeliveryOpaque = ()> + 'static> Transactions<C> {
             slot.producer
                 .commit_transaction(self.settings.request_timeout)
                 .map_err(|err| failed(&slot.id, "commit the transaction", err))?;
+            committed += e.records;
             self.ended.pop_front();
         }
-        Ok(())
+        Ok(committed)
+    }
+
+    /// `e`, or that the producer is fenced when a slot's producer says so.
+    /// librdkafka raises fencing as the producer's fatal error, and what
+    /// fails first (a queued record purged, a send refused as fatal, a
+    /// flush timing out) does not name the cause.
+    pub fn explain(&self, e: ConnectorError) -> ConnectorError {
+        if matches!(e, ConnectorError::ProducerFenced(_)) {
+            return e;
+        }
+        for slot in self.slots.iter().flatten() {
+            if let Some((code, reason)) = slot.producer.client().fatal_error()
+                && fenced_code(code)
+            {
+                return ConnectorError::ProducerFenced(format!(
+                    "transactional id '{}' was taken over by another run of this sink (its producer is fenced: {reason}); what failed first: {e}",
+                    slot.id
+                ));
+            }
+        }
+        e
     }
 
     /// Aborts the open transaction (the job stopped with a savepoint:
@@ -270,10 +296,11 @@ fn recover(client: &TxnClient, p: &PendingTxn) -> Result<(), ConnectorError> {
 /// Whether `e` says the producer's epoch is no longer the transactional
 /// id's: another run initialised it.
 fn fenced(e: &KafkaError) -> bool {
-    matches!(
-        e.rdkafka_error_code(),
-        Some(RDKafkaErrorCode::Fenced | RDKafkaErrorCode::ProducerFenced | RDKafkaErrorCode::InvalidProducerEpoch)
-    )
+    e.rdkafka_error_code().is_some_and(fenced_code)
+}
+
+fn fenced_code(code: RDKafkaErrorCode) -> bool {
+    matches!(code, RDKafkaErrorCode::Fenced | RDKafkaErrorCode::ProducerFenced | RDKafkaErrorCode::InvalidProducerEpoch)
 }
 
 /// A record `what` describes was not delivered: fenced (another run owns
