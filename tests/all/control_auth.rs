@@ -2,7 +2,8 @@
 //! carry the bearer token of the job's run file (mode 0600, in a run
 //! directory of mode 0700); a missing or wrong token is refused with 401,
 //! the CLI exits non-zero and names the token, and the job runs on
-//! untouched. A run directory others can write is refused.
+//! untouched. A request whose Host names another machine (DNS rebinding)
+//! is refused with 421. A run directory others can write is refused.
 
 use super::live_job::{finish, host, start, text};
 use super::support::{JobDir, final_counts};
@@ -104,6 +105,17 @@ pub(super) fn request_with(port: u16, method: &str, path: &str, token: Option<&s
     (code, answer.split_once("\r\n\r\n").map(|(_, b)| b.to_string()).unwrap_or_default())
 }
 
+/// `request` (its head, and body if any) sent as is to the control port;
+/// the whole answer.
+fn raw_request(port: u16, request: &str) -> String {
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    s.write_all(request.as_bytes()).unwrap();
+    let mut answer = String::new();
+    s.read_to_string(&mut answer).unwrap();
+    answer
+}
+
 /// `host status guarded --json` answered with the job running.
 fn running(dir: &JobDir) -> bool {
     let out = host(dir, &["status", "guarded", "--json"]);
@@ -151,6 +163,25 @@ fn only_the_run_files_token_steers_the_job() {
     }
     let (code, body) = request(port, "GET", "/v1/job", Some(&token));
     assert_eq!(code, 200, "{body}");
+    // DNS rebinding: a page whose name resolves to 127.0.0.1 sends its own
+    // name as Host, and is refused, the token (or rest.auth = "none")
+    // notwithstanding; the machine's addresses and localhost pass.
+    for (host, want) in [("rebind.example", 421), ("localhost.rebind.example", 421), ("localhost", 200), ("[::1]", 200)]
+    {
+        for path in ["/v1/job", "/"] {
+            let answer = raw_request(
+                port,
+                &format!(
+                    "GET {path} HTTP/1.1\r\nHost: {host}:{port}\r\nAuthorization: Bearer {token}\r\nConnection: close\r\n\r\n"
+                ),
+            );
+            let code: u16 = answer.split(' ').nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
+            assert_eq!(code, want, "GET {path} with Host {host}: {answer}");
+            if want == 421 {
+                assert!(answer.contains("DNS rebinding"), "{answer}");
+            }
+        }
+    }
     let status: serde_json::Value = serde_json::from_str(&body).unwrap();
     assert_eq!(status["job"], "guarded");
     assert_eq!(status["state"], "running", "the refused cancels changed nothing");

@@ -104,6 +104,7 @@ input = "counter"
 bootstrap_servers = "{servers}"
 topic = "{topic}"
 
+[sinks.properties]
 "queue.buffering.max.messages" = 1000000
 "#
     )
@@ -123,10 +124,16 @@ fn spawn(dir: &Path, s3: &S3Server, log: &str) -> Child {
         .unwrap()
 }
 
-/// Seconds from `started` until `topic` holds `want` records.
-fn until_output(reader: &BaseConsumer, topic: &str, want: i64, started: Instant) -> f64 {
+/// Seconds from `started` until `topic` holds `want` records; fails if
+/// one of the `hosts` writing it exits first.
+fn until_output(reader: &BaseConsumer, topic: &str, want: i64, started: Instant, hosts: &mut [Child]) -> f64 {
     while output_count(reader, topic) < want {
         assert!(started.elapsed() < Duration::from_secs(1800), "{topic}: no complete output in 30 minutes");
+        for h in hosts.iter_mut() {
+            if let Some(status) = h.try_wait().unwrap() {
+                panic!("{topic}: a host exited ({status}) before the output was complete: see its log");
+            }
+        }
         std::thread::sleep(Duration::from_millis(50));
     }
     started.elapsed().as_secs_f64()
@@ -146,7 +153,7 @@ fn overhead_run(
     std::fs::write(dir.path().join("job.toml"), job(name, cluster, &broker.bootstrap(), name)).unwrap();
     let started = Instant::now();
     let mut host = spawn(dir.path(), s3, "host.log");
-    let secs = until_output(reader, name, want, started);
+    let secs = until_output(reader, name, want, started, std::slice::from_mut(&mut host));
     let _ = host.kill();
     let _ = host.wait();
     secs
@@ -233,7 +240,7 @@ fn failover(broker: &KafkaBroker, s3: &S3Server, reader: &BaseConsumer, name: &s
     std::fs::write(dir.path().join("job.toml"), job(name, true, &broker.bootstrap(), topic)).unwrap();
     let started = Instant::now();
     let mut members: Vec<Child> = (0..3).map(|i| spawn(dir.path(), s3, &format!("member-{i}.log"))).collect();
-    let counted = until_output(reader, topic, want, started);
+    let counted = until_output(reader, topic, want, started, &mut members);
     std::thread::sleep(Duration::from_secs(6));
     let log = |i: usize| std::fs::read_to_string(dir.path().join(format!("member-{i}.log"))).unwrap_or_default();
     let victim = (0..3).find(|i| !owned(&log(*i)).is_empty()).expect("a member owns partitions");
@@ -289,6 +296,9 @@ fn failover(broker: &KafkaBroker, s3: &S3Server, reader: &BaseConsumer, name: &s
     }
     done.store(true, std::sync::atomic::Ordering::Relaxed);
     busy.join().unwrap();
+    // The sink logs its first output once the publication is acknowledged,
+    // a moment after a reader can see it.
+    std::thread::sleep(Duration::from_secs(1));
     // What the survivors did after the kill, to tell where the time went.
     let kill_time = wall_clock_now(killed.elapsed());
     let steps = [

@@ -30,6 +30,7 @@ pub mod api;
 pub mod client;
 pub mod dashboard;
 pub mod group;
+mod host_header;
 pub mod metrics;
 pub mod operations;
 pub mod server;

@@ -366,6 +366,7 @@ fn router(shared: Arc<Shared>, table: Operations) -> Router {
         .merge(super::dashboard::router())
         .layer(tower_http::timeout::RequestBodyTimeoutLayer::new(BODY_TIMEOUT))
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
+        .layer(axum::middleware::from_fn(super::host_header::check))
         .with_state(App { shared, operations: table })
 }
 
