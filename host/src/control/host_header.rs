@@ -38,7 +38,7 @@ fn allowed(host: &str) -> bool {
     name.parse::<IpAddr>().is_ok()
         || name == "localhost"
         || name.ends_with(".localhost")
-        || machine_names().iter().any(|m| *m == name)
+        || machine_names().contains(&name)
 }
 
 /// This machine's host name, short and as the kernel has it.
