@@ -497,3 +497,50 @@ fn a_restore_finds_held_output_in_a_batch_its_first_read_back_begins_inside() {
     );
     assert!(!arrived.contains(0, nonce + 1, 0) && !arrived.contains(1, nonce, 0));
 }
+
+#[test]
+fn a_read_back_that_is_cancelled_stops_at_once_however_much_it_has_left_to_read() {
+    use weir_host::connectors::kafka::held::{Held, HeldRecord, published};
+    use weir_host::runtime::error::ConnectorError;
+    // An output partition of 3 M records of others and none of the held
+    // batch's: the read back reads all of it, backwards to the log's
+    // start. A member whose partition is revoked meanwhile cancels it, and
+    // must answer the group long before such a read would end.
+    let broker = KafkaBroker::start();
+    broker.create_topic("out", 1);
+    let p = broker.bulk_producer();
+    for i in 0..3_000_000u32 {
+        p.send(rdkafka::producer::BaseRecord::<[u8], [u8]>::to("out").partition(0).payload(&i.to_be_bytes()[..]));
+    }
+    p.flush();
+    let mut held = Held { checkpoint: 3, nonce: 0xcafe, ..Held::default() };
+    held.push(&HeldRecord { partition: 0, key: None, payload: b"never sent", timestamp: None });
+    let options = weir_host::connectors::kafka::ClusterOptions {
+        bootstrap_servers: broker.bootstrap(),
+        request_timeout: None,
+        create_topic: false,
+        partitions: None,
+        properties: Default::default(),
+    };
+    let read_back = |cancel_after: Option<Duration>| {
+        let consumer: weir_host::connectors::kafka::KafkaConsumer =
+            options.create(&[("enable.partition.eof", "true".into()), ("group.id", "readback".into())]).unwrap();
+        let began = Instant::now();
+        let cancelled = || cancel_after.is_some_and(|after| began.elapsed() >= after);
+        let result =
+            published(&consumer, "out", std::slice::from_ref(&held), b"job/out/0", Duration::from_secs(30), &cancelled);
+        (result, began.elapsed())
+    };
+    let (whole, full) = read_back(None);
+    let arrived = whole.unwrap();
+    assert!(!arrived.contains(0, 0xcafe, 0), "the held record was never sent");
+    // However fast this machine reads, the cancel comes a tenth of the way
+    // in, and the read ends within half a second of it.
+    let cancel_at = full / 10;
+    let (cut, took) = read_back(Some(cancel_at));
+    assert!(matches!(cut, Err(ConnectorError::Cancelled)), "the cancelled read back: {:?}", cut.map(|_| ()));
+    assert!(
+        took < cancel_at + Duration::from_millis(500),
+        "the read back of 3 M records takes {full:?}; cancelled after {cancel_at:?}, it ended after {took:?}"
+    );
+}
