@@ -2,9 +2,9 @@
 //! file is fsynced; its name (a create, a rename) once the directory holding
 //! it is fsynced, and that directory's own name once its parent is. Until
 //! then the kernel may lose any of them, whatever order they were written
-//! in. Everything Weir publishes as committed on a local disk (checkpoint
-//! files and `_metadata`, the transactional sink's part files) goes through
-//! here first.
+//! in. The transactional sink's part files go through here; checkpoint
+//! storage syncs through the directories it holds open
+//! (`checkpoint::storage::local`), which never follow a link.
 
 use std::fs::File;
 use std::io;
@@ -13,22 +13,6 @@ use std::path::Path;
 /// Fsyncs the file or directory at `path`.
 pub fn sync(path: &Path) -> io::Result<()> {
     File::open(path)?.sync_all()
-}
-
-/// Fsyncs `path`, then each directory from its parent up to and including
-/// `top`: the file's bytes, its name, and the names of the directories
-/// leading to it, up to one that already stood.
-pub fn sync_up_to(path: &Path, top: &Path) -> io::Result<()> {
-    sync(path)?;
-    let mut dir = path.parent();
-    while let Some(d) = dir {
-        sync(d)?;
-        if d == top || !d.starts_with(top) {
-            break;
-        }
-        dir = d.parent();
-    }
-    Ok(())
 }
 
 /// Creates `path` and its missing parents, fsyncing the parent of each
@@ -57,7 +41,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn syncs_stop_at_the_top_and_creation_makes_the_chain() {
+    fn creation_makes_the_chain() {
         let tmp = tempfile::tempdir().unwrap();
         let deep = tmp.path().join("a/b/c");
         create_dir_all(&deep).unwrap();
@@ -65,9 +49,7 @@ mod tests {
         create_dir_all(&deep).unwrap();
         let file = deep.join("f");
         std::fs::write(&file, b"x").unwrap();
-        sync_up_to(&file, &tmp.path().join("a")).unwrap();
-        // A top that is not above the file stops after its own directory.
-        sync_up_to(&file, Path::new("/nonexistent")).unwrap();
+        sync(&file).unwrap();
         assert!(sync(&tmp.path().join("missing")).is_err());
     }
 }

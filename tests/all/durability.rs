@@ -72,7 +72,18 @@ fn parse(trace: &str, cwd: &Path) -> Vec<Call> {
             None if !p.starts_with('/') => cwd.join(p).display().to_string(),
             None => p.to_string(),
         };
-        let mut paths: Vec<String> = args.split('"').skip(1).step_by(2).map(absolute).collect();
+        // A path an *at call names is relative to a directory descriptor,
+        // which `-y` prints before it as `5</abs/dir>`.
+        let pieces: Vec<&str> = args.split('"').collect();
+        let mut paths: Vec<String> = Vec::new();
+        for k in (1..pieces.len()).step_by(2) {
+            let before = pieces[k - 1].trim_end().trim_end_matches(',').trim_end();
+            let dir = before.strip_suffix('>').and_then(|b| b.rsplit_once('<')).map(|(_, d)| d);
+            paths.push(match dir {
+                Some(d) if !pieces[k].starts_with('/') => format!("{d}/{}", pieces[k]),
+                _ => absolute(pieces[k]),
+            });
+        }
         if name == "fsync" || name == "fdatasync" {
             // fsync(7</path/to/file>)
             if let Some(p) = args.split_once('<').and_then(|(_, p)| p.split_once('>')).map(|(p, _)| p) {

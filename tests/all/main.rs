@@ -17,10 +17,12 @@ mod every_state;
 mod example_copy;
 mod fraud_detection;
 mod fuzz_regressions;
+mod guest_budgets;
 mod guest_failures;
 mod hand_over;
 mod hardening;
 mod host_new;
+mod hostile_storage;
 mod idle_timeout;
 mod incremental_savepoints;
 #[cfg(feature = "kafka")]

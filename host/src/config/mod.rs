@@ -7,6 +7,7 @@ pub mod job;
 pub mod rest;
 pub mod settings;
 pub mod units;
+pub mod wasm;
 
 pub use job::{ClusterSpec, ConnectorSpec, InputSpec, InvalidJob, JobSpec, OperatorSpec, Partition, SinkSpec};
 pub use rest::{RestAuth, RestSettings};
@@ -14,6 +15,7 @@ pub use settings::{
     BackendKind, CheckpointMode, CheckpointSettings, RestartStrategy, RocksDbSettings, S3Settings, Settings,
     SettingsError, SettingsFile, StorageSettings,
 };
+pub use wasm::GuestBudgets;
 
 use crate::fault::{Classify, Domain, RetryHint};
 use std::path::{Path, PathBuf};

@@ -3,6 +3,7 @@
 //! `state.checkpoints.dir`) written as valid TOML.
 
 use super::units::{ByteSize, HumanDuration};
+pub use super::wasm::{CacheSection, GuestBudgets, WasmSection};
 
 /// Settings that parse but that this host cannot run with; the message
 /// names the files and the key.
@@ -203,38 +204,6 @@ impl CheckpointingSection {
     }
 }
 
-/// `wasm.*`: limits on guests and the compiled-module cache.
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct WasmSection {
-    /// Longest a single call into a guest may run before it is interrupted.
-    pub call_timeout: Option<HumanDuration>,
-    /// Most linear memory one guest instance may grow to, all its memories
-    /// together.
-    pub memory_limit: Option<ByteSize>,
-    /// Most bytes (payloads and keys) one call into a guest may emit.
-    pub max_output_bytes: Option<ByteSize>,
-    /// Most records one call into a guest may emit.
-    pub max_output_records: Option<u64>,
-    /// Seeds the guests' randomness, for reproducible runs (unset: the
-    /// operating system's secure randomness).
-    pub random_seed: Option<u64>,
-    /// `wasm.cache.*` (host file only: the cache holds native code).
-    #[serde(default)]
-    pub cache: CacheSection,
-}
-
-/// `wasm.cache.*`.
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct CacheSection {
-    /// Whether compiled modules are cached on disk.
-    pub enabled: Option<bool>,
-    /// Where; defaults to `$XDG_CACHE_HOME/weir/components` or
-    /// `~/.cache/weir/components`.
-    pub dir: Option<PathBuf>,
-}
-
 /// `pipeline.*`: how records move between tasks.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -305,6 +274,8 @@ pub struct Settings {
     pub max_output_bytes: u64,
     /// Output limit per guest call, in records.
     pub max_output_records: u64,
+    /// What a guest may make the host hold on its behalf (`wasm.max_state_bytes`, ...).
+    pub budgets: GuestBudgets,
     /// Seed of the guests' randomness, if reproducible.
     pub random_seed: Option<u64>,
     /// Compiled-module cache directory; none disables the cache.
@@ -498,7 +469,13 @@ impl SettingsFile {
             ));
         }
         let rocksdb = RocksDbSettings {
-            localdir: rocks.localdir.unwrap_or_else(|| std::env::temp_dir().join("weir-rocksdb")),
+            // Per user: a directory shared by every user of the machine
+            // could be planted first, or changed under the host. The
+            // directory is created 0700 and checked (owner, mode, no link)
+            // before a backend opens in it (`checkpoint::restore::backend`).
+            localdir: rocks.localdir.unwrap_or_else(|| {
+                std::env::temp_dir().join(format!("weir-rocksdb-{}", rustix::process::geteuid().as_raw()))
+            }),
             block_cache: rocks.block_cache.map(|b| b.0).unwrap_or(64 << 20),
             write_buffers: rocks.write_buffers.map(|b| b.0).unwrap_or(64 << 20),
             write_cache: rocks.write_cache.map(|b| b.0).unwrap_or(64 << 20),
@@ -543,6 +520,7 @@ impl SettingsFile {
         if !(1..=100_000_000).contains(&max_output_records) {
             return Err(bad!("{origin}: wasm.max_output_records must be between 1 and 100000000"));
         }
+        let budgets = self.wasm.budgets(origin)?;
         let cache_dir = if self.wasm.cache.enabled.unwrap_or(true) {
             self.wasm.cache.dir.clone().or_else(default_cache_dir)
         } else {
@@ -561,6 +539,7 @@ impl SettingsFile {
             memory_limit,
             max_output_bytes,
             max_output_records,
+            budgets,
             random_seed: self.wasm.random_seed,
             cache_dir,
             batch_size,

@@ -16,14 +16,69 @@
 //! that relies on it is reported: a sealed file before the checkpoint
 //! records it as pending, a publish before the sink acknowledges it, a
 //! restore's withdrawals before new output is written.
+//!
+//! The directory may hold the user's own files: only names Weir writes
+//! ([`WeirName`]: `.inprogress-<pid>`, `.part-<tag>.pending`, `part-<tag>`,
+//! the tag a zero-padded checkpoint id or `end`) are ever deleted or
+//! counted as output, so `part-notes` is left alone. No link is followed:
+//! the in-progress file is opened with `O_NOFOLLOW`, a link under one of
+//! Weir's names is removed as a link (never what it names), and a pending
+//! file that is not a regular file is not published.
 
 use crate::checkpoint::metadata::SinkState;
 use crate::runtime::error::ConnectorError;
 use std::fs::File;
 use std::io::{BufWriter, Write};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 const IN_PROGRESS: &str = ".inprogress";
+
+/// A name the sink writes, parsed: nothing else in its directory is its.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WeirName {
+    /// `.inprogress-<pid>`.
+    InProgress,
+    /// `.part-<tag>.pending`.
+    Pending(Tag),
+    /// `part-<tag>`.
+    Published(Tag),
+}
+
+/// What a part file's name says it covers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Tag {
+    /// Checkpoint `n`'s barrier sealed it.
+    Checkpoint(u64),
+    /// The job's end sealed it.
+    End,
+}
+
+impl Tag {
+    fn parse(tag: &str) -> Option<Tag> {
+        match tag {
+            "end" => Some(Tag::End),
+            // Digits only: `u64::from_str` would also take a leading `+`.
+            t if !t.is_empty() && t.len() <= 20 && t.bytes().all(|b| b.is_ascii_digit()) => {
+                t.parse().ok().map(Tag::Checkpoint)
+            }
+            _ => None,
+        }
+    }
+}
+
+impl WeirName {
+    /// What `name` is, if it is one of the sink's.
+    pub fn parse(name: &str) -> Option<WeirName> {
+        if let Some(pid) = name.strip_prefix(IN_PROGRESS).and_then(|n| n.strip_prefix('-')) {
+            return (!pid.is_empty() && pid.bytes().all(|b| b.is_ascii_digit())).then_some(WeirName::InProgress);
+        }
+        if let Some(tag) = name.strip_prefix(".part-").and_then(|n| n.strip_suffix(".pending")) {
+            return Tag::parse(tag).map(WeirName::Pending);
+        }
+        name.strip_prefix("part-").and_then(Tag::parse).map(WeirName::Published)
+    }
+}
 
 /// The sink's directory and the files it has not published yet.
 pub struct PartFiles {
@@ -35,6 +90,7 @@ pub struct PartFiles {
 
 /// The name a pending file is published under.
 pub fn published_name(pending: &str) -> Option<String> {
+    let WeirName::Pending(_) = WeirName::parse(pending)? else { return None };
     let tag = pending.strip_prefix(".part-")?.strip_suffix(".pending")?;
     Some(format!("part-{tag}"))
 }
@@ -45,7 +101,10 @@ impl PartFiles {
     /// published output (it would mix two runs).
     pub fn fresh(dir: &Path) -> Result<Self, ConnectorError> {
         crate::durable::create_dir_all(dir).map_err(io("create", dir))?;
-        let published = list(dir)?.into_iter().filter(|n| n.starts_with("part-")).collect::<Vec<_>>();
+        let published = list(dir)?
+            .into_iter()
+            .filter(|n| matches!(WeirName::parse(n), Some(WeirName::Published(_))))
+            .collect::<Vec<_>>();
         if !published.is_empty() {
             return Err(ConnectorError::Refused(format!(
                 "{} already holds published output of an earlier run ({}{}): remove it to start over, or continue that run with --resume",
@@ -69,10 +128,16 @@ impl PartFiles {
         files.publish_all()?;
         files.discard_unpublished(&[])?;
         if let Some(id) = id {
-            // Published names carry the checkpoint id, zero-padded, or "end".
+            // Published names carry the checkpoint id, zero-padded, or "end"
+            // (the job's last output, after every checkpoint). Anything
+            // else is not the sink's, whatever its name starts with.
             let later: Vec<String> = list(dir)?
                 .into_iter()
-                .filter(|n| n.strip_prefix("part-").is_some_and(|t| t.parse::<u64>().map_or(true, |c| c > id)))
+                .filter(|n| match WeirName::parse(n) {
+                    Some(WeirName::Published(Tag::Checkpoint(c))) => c > id,
+                    Some(WeirName::Published(Tag::End)) => true,
+                    _ => false,
+                })
                 .collect();
             if !later.is_empty() {
                 tracing::warn!(
@@ -81,8 +146,7 @@ impl PartFiles {
                     "withdrawing output published after checkpoint {id}: the job restarts from an older checkpoint and writes these records again"
                 );
                 for name in later {
-                    let path = dir.join(&name);
-                    std::fs::remove_file(&path).map_err(io("remove", &path))?;
+                    remove_own(dir, &name)?;
                 }
                 // Withdrawn for good: a power loss must not bring them back
                 // beside the records written again.
@@ -94,10 +158,9 @@ impl PartFiles {
 
     fn discard_unpublished(&self, keep: &[String]) -> Result<(), ConnectorError> {
         for name in list(&self.dir)? {
-            let unpublished = name.starts_with(".part-") || name.starts_with(IN_PROGRESS);
+            let unpublished = matches!(WeirName::parse(&name), Some(WeirName::InProgress | WeirName::Pending(_)));
             if unpublished && !keep.contains(&name) {
-                let path = self.dir.join(&name);
-                std::fs::remove_file(&path).map_err(io("remove", &path))?;
+                remove_own(&self.dir, &name)?;
             }
         }
         Ok(())
@@ -107,7 +170,14 @@ impl PartFiles {
     pub fn write_line(&mut self, line: &[u8]) -> Result<(), ConnectorError> {
         if self.current.is_none() {
             let path = self.dir.join(format!("{IN_PROGRESS}-{}", std::process::id()));
-            let f = File::create(&path).map_err(io("create", &path))?;
+            // Not through a link planted under the name.
+            let f = std::fs::OpenOptions::new()
+                .write(true)
+                .create(true)
+                .truncate(true)
+                .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
+                .open(&path)
+                .map_err(io("create", &path))?;
             self.current = Some((BufWriter::with_capacity(1 << 20, f), path));
         }
         let (w, path) = self.current.as_mut().expect("opened above");
@@ -175,10 +245,17 @@ impl PartFiles {
                 published_name(&name)
                     .ok_or_else(|| ConnectorError::Inconsistent(format!("{name} is not a pending part file")))?,
             );
-            if from.exists() {
+            let kind = std::fs::symlink_metadata(&from).ok().map(|m| m.file_type());
+            if kind.is_some_and(|k| !k.is_file()) {
+                return Err(ConnectorError::Inconsistent(format!(
+                    "{} is not a regular file (a link or a special file): not published",
+                    from.display()
+                )));
+            }
+            if kind.is_some() {
                 std::fs::rename(&from, &to).map_err(io("publish", &from))?;
                 crate::crash_point::crash_point("sink.published");
-            } else if !to.exists() {
+            } else if std::fs::symlink_metadata(&to).is_err() {
                 return Err(ConnectorError::Inconsistent(format!(
                     "{} is missing: the checkpoint lists it as pending and it was never published",
                     from.display()
@@ -194,6 +271,25 @@ impl PartFiles {
 fn io(op: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> ConnectorError {
     let path = path.to_path_buf();
     move |source| ConnectorError::Io { op, path, cause: source }
+}
+
+/// Removes `name`, one of the sink's own names, from `dir`: a file, or a
+/// link planted under the name (the link itself, never what it names);
+/// anything else there (a directory) is left, with a warning.
+fn remove_own(dir: &Path, name: &str) -> Result<(), ConnectorError> {
+    debug_assert!(WeirName::parse(name).is_some(), "{name} is not the sink's");
+    let path = dir.join(name);
+    match std::fs::symlink_metadata(&path) {
+        Ok(m) if m.file_type().is_file() || m.file_type().is_symlink() => {
+            std::fs::remove_file(&path).map_err(io("remove", &path))
+        }
+        Ok(_) => {
+            tracing::warn!(path = %path.display(), "not a file the sink wrote: left as it is");
+            Ok(())
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(io("remove", &path)(e)),
+    }
 }
 
 fn list(dir: &Path) -> Result<Vec<String>, ConnectorError> {
@@ -251,5 +347,38 @@ mod tests {
         // An older checkpoint withdraws what later ones published.
         PartFiles::restore(tmp.path(), Some(3), &[]).unwrap();
         assert!(names(tmp.path()).is_empty());
+    }
+
+    #[test]
+    fn only_the_sinks_own_names_are_deleted_and_no_link_is_followed() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("out");
+        std::fs::create_dir(&dir).unwrap();
+        let victim = tmp.path().join("victim");
+        std::fs::write(&victim, b"precious").unwrap();
+        for user in ["part-notes", ".part-notes", ".inprogress-notes", "part-0x1", ".part-1.pending.bak"] {
+            std::fs::write(dir.join(user), b"mine").unwrap();
+        }
+        std::os::unix::fs::symlink(&victim, dir.join(format!("{IN_PROGRESS}-{}", std::process::id()))).unwrap();
+        std::os::unix::fs::symlink(&victim, dir.join(".part-0000000002.pending")).unwrap();
+        // A fresh run: the user's files stay and do not count as output;
+        // the links under the sink's names go, their target stays.
+        let mut p = PartFiles::fresh(&dir).unwrap();
+        let mine = ["part-notes", ".part-notes", ".inprogress-notes", "part-0x1", ".part-1.pending.bak"];
+        let mut want: Vec<&str> = mine.to_vec();
+        want.sort();
+        assert_eq!(names(&dir), want);
+        p.write_line(b"out").unwrap();
+        p.seal("0000000001").unwrap();
+        p.publish_all().unwrap();
+        assert_eq!(std::fs::read(&victim).unwrap(), b"precious");
+        // A restore from a savepoint numbered 0 withdraws the sink's own
+        // later output only.
+        PartFiles::restore(&dir, Some(0), &[]).unwrap();
+        assert_eq!(names(&dir), want);
+        assert_eq!(WeirName::parse("part-end"), Some(WeirName::Published(Tag::End)));
+        assert_eq!(WeirName::parse("part-+1"), None);
+        assert_eq!(WeirName::parse(".inprogress-12"), Some(WeirName::InProgress));
+        assert_eq!(published_name(".part-notes.pending"), None);
     }
 }

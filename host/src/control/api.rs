@@ -220,6 +220,10 @@ pub struct GuestMetrics {
     pub traps: u64,
     /// Calls interrupted at `wasm.call_timeout` that failed an attempt.
     pub interruptions: u64,
+    /// Lines of guest stdout and stderr dropped past `wasm.max_log_lines`
+    /// or `wasm.max_log_bytes` in a call.
+    #[serde(default)]
+    pub log_lines_dropped: u64,
     /// The state backend: "hashmap" or "rocksdb".
     pub backend: String,
     /// Bytes of the subtask's state in the latest completed checkpoint

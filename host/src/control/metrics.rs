@@ -93,7 +93,7 @@ pub fn encode(m: &Metrics) -> String {
     let input_watermark = Family::<TaskLabels, Gauge>::default();
     let output_watermark = Family::<TaskLabels, Gauge>::default();
     // Per operator subtask: what no JVM stream processor has.
-    let guest_gauges: [GuestGauge; 6] = [
+    let guest_gauges: [GuestGauge; 7] = [
         ("task_guestMemoryBytes", "Bytes of linear memory the guest instance has", Family::default(), |g| {
             Some(g.memory_bytes)
         }),
@@ -106,6 +106,12 @@ pub fn encode(m: &Metrics) -> String {
             "Guest calls interrupted at wasm.call_timeout that failed an attempt",
             Family::default(),
             |g| Some(g.interruptions),
+        ),
+        (
+            "task_guestLogLinesDropped",
+            "Lines of guest log dropped past wasm.max_log_lines or wasm.max_log_bytes in a call",
+            Family::default(),
+            |g| Some(g.log_lines_dropped),
         ),
         ("task_stateSize", "Bytes of the subtask's state in the latest completed checkpoint", Family::default(), |g| {
             g.state_bytes
@@ -224,6 +230,7 @@ mod tests {
                     )]
                     .into(),
                     traps: 1,
+                    log_lines_dropped: 9000,
                     backend: "rocksdb".into(),
                     state_bytes: None,
                     key_groups: 64,
@@ -252,6 +259,7 @@ mod tests {
             r#"weir_task_guestMemoryBytes{job_name="wc",task_name="counter",subtask_index="1",role="operator"} 1048576"#,
             r#"weir_task_guestMemoryPeakBytes{job_name="wc",task_name="counter",subtask_index="1",role="operator"} 2097152"#,
             r#"weir_task_guestTraps{job_name="wc",task_name="counter",subtask_index="1",role="operator"} 1"#,
+            r#"weir_task_guestLogLinesDropped{job_name="wc",task_name="counter",subtask_index="1",role="operator"} 9000"#,
             r#"weir_task_keyGroups{job_name="wc",task_name="counter",subtask_index="1",role="operator"} 64"#,
             r#"weir_task_guestCalls{job_name="wc",task_name="counter",subtask_index="1",export="process-batch"} 5"#,
             r#"weir_task_guestCallTimeMs{job_name="wc",task_name="counter",subtask_index="1",export="process-batch"} 2.5"#,

@@ -624,7 +624,7 @@ mod tests {
 
     #[test]
     fn only_the_token_opens_the_api() {
-        assert!(status_of(b"GET /v1/job HTTP/1.1\r\nhost: x\r\n\r\n").contains("401"));
+        assert!(status_of(b"GET /v1/job HTTP/1.1\r\nhost: 127.0.0.1\r\n\r\n").contains("401"));
         // Right length, wrong bytes; and a prefix of the token.
         assert!(status_of(b"GET /v1/job HTTP/1.1\r\nauthorization: Bearer fuzy\r\n\r\n").contains("401"));
         assert!(status_of(b"GET /v1/job HTTP/1.1\r\nauthorization: Bearer fuz\r\n\r\n").contains("401"));
@@ -636,18 +636,18 @@ mod tests {
     #[test]
     fn the_dashboard_is_open_and_its_data_behind_the_token() {
         // The page asks for the token; its assets need none.
-        let answer = String::from_utf8_lossy(&answer_raw(b"GET / HTTP/1.1\r\nhost: x\r\n\r\n")).into_owned();
+        let answer = String::from_utf8_lossy(&answer_raw(b"GET / HTTP/1.1\r\nhost: 127.0.0.1\r\n\r\n")).into_owned();
         assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
         assert!(answer.contains("id=\"token-form\""), "{answer}");
         assert!(answer.contains("content-security-policy: default-src 'self'"), "{answer}");
-        assert!(status_of(b"GET /assets/app.js HTTP/1.1\r\nhost: x\r\n\r\n").contains("200"));
+        assert!(status_of(b"GET /assets/app.js HTTP/1.1\r\nhost: 127.0.0.1\r\n\r\n").contains("200"));
         // A wrong token: asked again; the right one reaches the (absent) job.
-        assert!(status_of(b"GET /?token=fuzy HTTP/1.1\r\nhost: x\r\n\r\n").contains("401"));
-        assert!(status_of(b"GET /?token=fuzz HTTP/1.1\r\nhost: x\r\n\r\n").contains("503"));
+        assert!(status_of(b"GET /?token=fuzy HTTP/1.1\r\nhost: 127.0.0.1\r\n\r\n").contains("401"));
+        assert!(status_of(b"GET /?token=fuzz HTTP/1.1\r\nhost: 127.0.0.1\r\n\r\n").contains("503"));
         assert!(status_of(b"GET / HTTP/1.1\r\nauthorization: Bearer fuzz\r\n\r\n").contains("503"));
         // The API stays behind the token.
-        assert!(status_of(b"GET /v1/job?token=fuzz HTTP/1.1\r\nhost: x\r\n\r\n").contains("401"));
-        assert!(status_of(b"GET /nothing HTTP/1.1\r\nhost: x\r\n\r\n").contains("401"));
+        assert!(status_of(b"GET /v1/job?token=fuzz HTTP/1.1\r\nhost: 127.0.0.1\r\n\r\n").contains("401"));
+        assert!(status_of(b"GET /nothing HTTP/1.1\r\nhost: 127.0.0.1\r\n\r\n").contains("401"));
     }
 
     /// A `POST /v1/rescales` with the token and `body`.

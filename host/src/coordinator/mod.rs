@@ -323,7 +323,7 @@ pub fn run_job_with(
             match failure.kind {
                 FailureKind::Trap => counts.0 += 1,
                 FailureKind::Timeout => counts.1 += 1,
-                FailureKind::Returned | FailureKind::OutOfMemory => {}
+                FailureKind::Returned | FailureKind::OutOfMemory | FailureKind::OverBudget => {}
             }
         }
         // The latest checkpoint this run completed, else where it started.

@@ -334,6 +334,7 @@ fn task_body(
                     memory_limit: settings.memory_limit,
                     max_output_bytes: settings.max_output_bytes,
                     max_output_records: settings.max_output_records,
+                    budgets: settings.budgets,
                     random_seed,
                 },
                 inputs,

@@ -5,7 +5,7 @@
 use super::events::TaskId;
 use crate::checkpoint::restore::RestoreError;
 use crate::fault::{Classify, Domain, RetryHint};
-use crate::wasm::{GuestFailure, WasmError};
+use crate::wasm::{FailureKind, GuestFailure, WasmError};
 use std::path::PathBuf;
 use std::sync::Arc;
 use thiserror::Error;
@@ -172,6 +172,9 @@ impl Classify for TaskError {
             // that depends on timing or processing time); which failures
             // repeat is the operator's business, so the restart strategy
             // decides, as Flink's does.
+            // Past a budget of host memory it would pass it again (a
+            // call_timeout, by contrast, may depend on the machine's load).
+            TaskError::Guest { failure, .. } if failure.kind == FailureKind::OverBudget => RetryHint::NoRetry,
             TaskError::Guest { .. } => RetryHint::Restart,
             TaskError::State { cause, .. } => cause.retry(),
             TaskError::Source { cause, .. } | TaskError::Sink { cause, .. } => cause.retry(),
@@ -187,7 +190,6 @@ impl Classify for TaskError {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::wasm::FailureKind;
 
     fn guest(kind: FailureKind) -> TaskError {
         TaskError::Guest {
@@ -205,6 +207,7 @@ mod tests {
         let cases: Vec<(TaskError, Domain, RetryHint)> = vec![
             (guest(FailureKind::Trap), Domain::User, RetryHint::Restart),
             (guest(FailureKind::Returned), Domain::User, RetryHint::Restart),
+            (guest(FailureKind::OverBudget), Domain::User, RetryHint::NoRetry),
             (TaskError::Source { id: "in".into(), cause: io() }, Domain::External, RetryHint::Restart),
             (
                 TaskError::Source {

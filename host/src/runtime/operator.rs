@@ -42,6 +42,7 @@ use std::time::{Duration, Instant};
 pub struct GuestTotals {
     carried: BTreeMap<&'static str, CallMetrics>,
     memory_peak: u64,
+    log_lines_dropped: u64,
 }
 
 impl GuestTotals {
@@ -53,6 +54,7 @@ impl GuestTotals {
             total.time_ns += c.time_ns;
         }
         self.memory_peak = self.memory_peak.max(old.memory_bytes());
+        self.log_lines_dropped += old.log_lines_dropped();
     }
 
     /// The metrics with `now` the instance in use.
@@ -68,6 +70,7 @@ impl GuestTotals {
             memory_bytes,
             memory_peak_bytes: self.memory_peak.max(memory_bytes),
             calls,
+            log_lines_dropped: self.log_lines_dropped + now.log_lines_dropped(),
             backend: backend.to_string(),
             key_groups,
             ..GuestMetrics::default()

@@ -280,6 +280,7 @@ impl Subtask<'_> {
             memory_limit: self.settings.memory_limit,
             max_output_bytes: self.settings.max_output_bytes,
             max_output_records: self.settings.max_output_records,
+            budgets: self.settings.budgets,
             random_seed: header.seed,
         };
         let mut instance =

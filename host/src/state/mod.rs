@@ -511,6 +511,15 @@ pub trait StateBackend: Send {
     /// Number of keys that hold a value in a keyed state (for tests and
     /// inspection).
     fn key_count(&self, state: StateId) -> usize;
+
+    /// Bytes of state (timers included) this backend holds in the host's
+    /// memory, as it counts them on every write: keys and values with an
+    /// estimate of each entry's overhead. A counter, so reading it after
+    /// every write costs nothing. `None`: the backend keeps its state on
+    /// disk, and its own settings bound its memory (RocksDB).
+    fn memory_bytes(&self) -> Option<u64> {
+        None
+    }
 }
 
 /// A backend's state at the instant of [`StateBackend::freeze`].

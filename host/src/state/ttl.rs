@@ -495,6 +495,10 @@ impl<B: StateBackend> StateBackend for TtlBackend<B> {
         self.inner.adopt_key_groups(hand_offs)
     }
 
+    fn memory_bytes(&self) -> Option<u64> {
+        self.inner.memory_bytes()
+    }
+
     fn key_count(&self, s: StateId) -> usize {
         self.inner.key_count(s)
     }

@@ -1,6 +1,6 @@
 //! One running operator instance: a wasmtime store with its [`OperatorHost`],
-//! and the calls into the guest with deadline, memory limit and failure
-//! reporting.
+//! and the calls into the guest with deadline, memory limit, budgets and
+//! failure reporting.
 
 use super::OperatorInfo;
 use super::bindings::exports::weir::operator::handler::Timer;
@@ -8,10 +8,12 @@ use super::bindings::weir::operator::types::TimeDomain as WitTimeDomain;
 use super::bindings::{Operator, OperatorPre};
 use super::engine::deadline_ticks;
 use super::flat;
+use super::host::budgets::BudgetExceeded;
 use super::host::clocks::{CallMonotonicClock, CallTime, CallWallClock, Reseed, SegmentRng};
 use super::host::{Input, Migration, OperatorHost, Phase};
-use super::log_stream::{GuestLog, Stream};
+use super::log_stream::{GuestLog, LogBudget, Stream};
 use super::module::WasmError;
+use crate::config::GuestBudgets;
 use crate::control::CallMetrics;
 use crate::record::{Batch, Record, Records};
 use crate::state::key_group::key_hash;
@@ -32,6 +34,10 @@ pub enum FailureKind {
     Timeout,
     /// The guest tried to grow memory past `wasm.memory_limit`.
     OutOfMemory,
+    /// The guest passed a budget of host memory (`wasm.max_state_bytes`,
+    /// `wasm.max_state_write_bytes`, `wasm.max_timers`): the job stops
+    /// without a restart, which would replay the same input into it.
+    OverBudget,
 }
 
 /// A failed guest call.
@@ -71,6 +77,8 @@ pub struct Limits {
     pub max_output_bytes: u64,
     /// Records a call may emit.
     pub max_output_records: u64,
+    /// What a guest may make the host hold: state, writes, timers, log.
+    pub budgets: GuestBudgets,
     /// Seed of the guest's randomness, for reproducible runs; `None`: the
     /// operating system's secure randomness.
     pub random_seed: Option<u64>,
@@ -89,6 +97,13 @@ pub struct OperatorInstance {
     time: Arc<CallTime>,
     /// Restarts the seeded randomness.
     reseed: Reseed,
+    /// The log budget both streams share.
+    log: Arc<LogBudget>,
+    /// Log lines dropped past the budget, over every call.
+    log_dropped: u64,
+    /// Operator uid and subtask, for the log's summary.
+    uid: Arc<str>,
+    subtask: u32,
 }
 
 impl OperatorInstance {
@@ -101,8 +116,9 @@ impl OperatorInstance {
         max_parallelism: u32,
         limits: Limits,
     ) -> Result<Self, WasmError> {
-        let stdout = GuestLog::new(uid.clone(), subtask, Stream::Stdout);
-        let stderr = GuestLog::new(uid.clone(), subtask, Stream::Stderr);
+        let log = Arc::new(LogBudget::new(limits.budgets.max_log_lines, limits.budgets.max_log_bytes));
+        let stdout = GuestLog::new(uid.clone(), subtask, Stream::Stdout, log.clone());
+        let stderr = GuestLog::new(uid.clone(), subtask, Stream::Stderr, log.clone());
         let time = Arc::new(CallTime::default());
         // No preopened directories, no sockets, no environment, no
         // arguments: the guest reaches nothing but what the WIT grants. Its
@@ -133,7 +149,44 @@ impl OperatorInstance {
             subtask,
             message: format!("{e:#}"),
         })?;
-        Ok(OperatorInstance { store, world, ticks, limits, stderr, calls: Default::default(), time, reseed })
+        let mut instance = OperatorInstance {
+            store,
+            world,
+            ticks,
+            limits,
+            stderr,
+            calls: Default::default(),
+            time,
+            reseed,
+            log,
+            log_dropped: 0,
+            uid: uid.clone(),
+            subtask,
+        };
+        instance.report_dropped_log("instantiation");
+        Ok(instance)
+    }
+
+    /// Says once, if the guest's log went past its budget since the last
+    /// report, how much was dropped; and counts it.
+    fn report_dropped_log(&mut self, during: &str) {
+        let (lines, bytes) = self.log.reset();
+        if lines > 0 {
+            self.log_dropped += lines;
+            let (max_lines, max_bytes) = self.log.limits();
+            tracing::warn!(
+                operator = %self.uid,
+                subtask = self.subtask,
+                dropped_lines = lines,
+                dropped_bytes = bytes,
+                "guest log dropped: {lines} lines ({bytes} bytes) written in one {during} call past wasm.max_log_lines ({max_lines}) or wasm.max_log_bytes ({max_bytes})"
+            );
+        }
+    }
+
+    /// Lines of guest log dropped past the budget, over every call.
+    pub fn log_lines_dropped(&self) -> u64 {
+        self.log_dropped
     }
 
     /// From now on the guest's clocks read `pinned` while it holds a time
@@ -211,6 +264,7 @@ impl OperatorInstance {
         }
         let element = self.store.data().current_index();
         self.store.data_mut().phase = Phase::Idle;
+        self.report_dropped_log(phase.export());
         // A guest woken early from a sleep past the deadline has run past
         // it, whatever it did next (unless it ran out of memory first).
         let out_of_memory = result.is_err() && self.store.data().limiter.exceeded;
@@ -225,7 +279,10 @@ impl OperatorInstance {
     }
 
     fn classify(&mut self, e: wasmtime::Error, element: Option<usize>) -> GuestFailure {
-        if self.store.data().limiter.exceeded {
+        if let Some(b) = e.downcast_ref::<BudgetExceeded>() {
+            let message = b.to_string();
+            self.failure(FailureKind::OverBudget, message, element)
+        } else if self.store.data().limiter.exceeded {
             let message = format!("exceeded wasm.memory_limit of {} bytes", self.limits.memory_limit);
             self.failure(FailureKind::OutOfMemory, message, element)
         } else if matches!(e.downcast_ref::<wasmtime::Trap>(), Some(wasmtime::Trap::Interrupt)) {

@@ -2,10 +2,20 @@
 //! with the operator uid, subtask and stream. The last stderr lines are kept
 //! so a trap report can quote what the guest said before it died (a Rust
 //! panic message, for instance).
+//!
+//! A guest's text never reaches the log raw: control characters (carriage
+//! returns and escape sequences included) and Unicode's bidirectional
+//! formatting characters are written escaped (`\u{1b}`), so a line cannot
+//! forge another line or reorder what a reader sees. Both streams share one
+//! budget per call ([`LogBudget`]: `wasm.max_log_lines` and
+//! `wasm.max_log_bytes`); lines past it are dropped and counted, and the
+//! instance reports the count once the call ends.
 
 use bytes::Bytes;
+use std::borrow::Cow;
 use std::collections::VecDeque;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use wasmtime_wasi::cli::{IsTerminal, StdoutStream};
@@ -25,6 +35,63 @@ pub enum Stream {
     Stderr,
 }
 
+/// What one call may log, both streams together, and what it logged and
+/// dropped so far. Counters only: taking a line is two atomic adds.
+#[derive(Debug)]
+pub struct LogBudget {
+    max_lines: u64,
+    max_bytes: u64,
+    lines: AtomicU64,
+    bytes: AtomicU64,
+    dropped_lines: AtomicU64,
+    dropped_bytes: AtomicU64,
+}
+
+impl LogBudget {
+    /// A budget of `max_lines` lines and `max_bytes` bytes (newlines
+    /// included) per call.
+    pub fn new(max_lines: u64, max_bytes: u64) -> Self {
+        LogBudget {
+            max_lines,
+            max_bytes,
+            lines: AtomicU64::new(0),
+            bytes: AtomicU64::new(0),
+            dropped_lines: AtomicU64::new(0),
+            dropped_bytes: AtomicU64::new(0),
+        }
+    }
+
+    /// A new call starts with the whole budget. Returns the lines and bytes
+    /// the last call dropped.
+    pub fn reset(&self) -> (u64, u64) {
+        self.lines.store(0, Relaxed);
+        self.bytes.store(0, Relaxed);
+        (self.dropped_lines.swap(0, Relaxed), self.dropped_bytes.swap(0, Relaxed))
+    }
+
+    /// The limits, for messages: (`max_log_lines`, `max_log_bytes`).
+    pub fn limits(&self) -> (u64, u64) {
+        (self.max_lines, self.max_bytes)
+    }
+
+    /// Takes a line of `len` bytes (with its newline), or counts it
+    /// dropped; once a line is dropped, every later one of the call is.
+    fn take(&self, len: usize) -> bool {
+        let len = len as u64;
+        let lines = self.lines.load(Relaxed);
+        let bytes = self.bytes.load(Relaxed);
+        if self.dropped_lines.load(Relaxed) == 0 && lines < self.max_lines && bytes + len <= self.max_bytes {
+            self.lines.store(lines + 1, Relaxed);
+            self.bytes.store(bytes + len, Relaxed);
+            true
+        } else {
+            self.dropped_lines.fetch_add(1, Relaxed);
+            self.dropped_bytes.fetch_add(len, Relaxed);
+            false
+        }
+    }
+}
+
 /// Shared by every handle the guest opens on one stream.
 #[derive(Clone)]
 pub struct GuestLog {
@@ -37,14 +104,15 @@ struct Inner {
     stream: Stream,
     partial: Vec<u8>,
     recent: VecDeque<String>,
+    budget: Arc<LogBudget>,
 }
 
 impl GuestLog {
-    /// A log for one stream of one subtask.
-    pub fn new(uid: Arc<str>, subtask: u32, stream: Stream) -> Self {
-        GuestLog {
-            inner: Arc::new(Mutex::new(Inner { uid, subtask, stream, partial: Vec::new(), recent: VecDeque::new() })),
-        }
+    /// A log for one stream of one subtask, within `budget` (shared with
+    /// the subtask's other stream).
+    pub fn new(uid: Arc<str>, subtask: u32, stream: Stream, budget: Arc<LogBudget>) -> Self {
+        let inner = Inner { uid, subtask, stream, partial: Vec::new(), recent: VecDeque::new(), budget };
+        GuestLog { inner: Arc::new(Mutex::new(inner)) }
     }
 
     fn write(&self, bytes: &[u8]) {
@@ -78,16 +146,54 @@ impl GuestLog {
 
 impl Inner {
     fn emit(&mut self, line: &[u8]) {
-        let text = String::from_utf8_lossy(line).into_owned();
+        let logged = self.budget.take(line.len() + 1);
+        // A dropped stdout line costs nothing more; stderr's is still
+        // kept among the last lines, for a trap report (a panic message
+        // after a flood of output).
+        if !logged && matches!(self.stream, Stream::Stdout) {
+            return;
+        }
+        let text = escape(&String::from_utf8_lossy(line)).into_owned();
         match self.stream {
             Stream::Stdout => tracing::info!(operator = %self.uid, subtask = self.subtask, stream = "stdout", "{text}"),
-            Stream::Stderr => tracing::warn!(operator = %self.uid, subtask = self.subtask, stream = "stderr", "{text}"),
+            Stream::Stderr if logged => {
+                tracing::warn!(operator = %self.uid, subtask = self.subtask, stream = "stderr", "{text}")
+            }
+            Stream::Stderr => {}
         }
         if self.recent.len() == KEEP_LINES {
             self.recent.pop_front();
         }
         self.recent.push_back(text);
     }
+}
+
+/// Whether `c` must not reach the log as it is: a control character (C0,
+/// DEL, C1: carriage return, escape, backspace ...), a line or paragraph
+/// separator, or a bidirectional formatting character (marks, embeddings,
+/// overrides, isolates), which reorders how the rest of a line displays.
+fn unsafe_in_log(c: char) -> bool {
+    c.is_control()
+        || matches!(c, '\u{061c}' | '\u{200e}' | '\u{200f}' | '\u{2028}' | '\u{2029}')
+        || ('\u{202a}'..='\u{202e}').contains(&c)
+        || ('\u{2066}'..='\u{2069}').contains(&c)
+}
+
+/// `text` with every character [`unsafe_in_log`] says must not reach the
+/// log written as `\u{..}`; borrowed when there is none (the usual case).
+pub fn escape(text: &str) -> Cow<'_, str> {
+    if !text.chars().any(unsafe_in_log) {
+        return Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 16);
+    for c in text.chars() {
+        if unsafe_in_log(c) {
+            out.extend(c.escape_unicode());
+        } else {
+            out.push(c);
+        }
+    }
+    Cow::Owned(out)
 }
 
 impl IsTerminal for GuestLog {
@@ -138,5 +244,35 @@ impl tokio::io::AsyncWrite for GuestLog {
 
     fn poll_shutdown(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
         Poll::Ready(Ok(()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn control_and_bidi_characters_are_escaped() {
+        assert!(matches!(escape("plain text, ünïcode"), Cow::Borrowed(_)));
+        assert_eq!(
+            escape("a\rb\x1b[31mc\u{202e}d\u{2066}e\u{7f}\u{85}"),
+            "a\\u{d}b\\u{1b}[31mc\\u{202e}d\\u{2066}e\\u{7f}\\u{85}"
+        );
+        assert_eq!(escape("tab\there"), "tab\\u{9}here");
+    }
+
+    #[test]
+    fn lines_past_the_budget_are_dropped_and_counted() {
+        let b = LogBudget::new(2, 100);
+        assert!(b.take(10) && b.take(10));
+        assert!(!b.take(1), "a third line");
+        assert_eq!(b.reset(), (1, 1));
+        assert!(b.take(60));
+        assert!(!b.take(50), "past the bytes");
+        assert!(!b.take(1), "and everything after, though it would fit");
+        assert_eq!(b.reset(), (2, 51));
+        assert_eq!(b.reset(), (0, 0));
+        let silent = LogBudget::new(0, 0);
+        assert!(!silent.take(0));
     }
 }

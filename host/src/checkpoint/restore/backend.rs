@@ -132,6 +132,7 @@ fn empty(spec: &BackendSpec, name: &str, range: KeyGroupRange) -> Result<Box<dyn
         #[cfg(feature = "rocksdb")]
         BackendKind::RocksDb => {
             use crate::state::rocksdb::RocksDbBackend;
+            local_dir(spec)?;
             let db = RocksDbBackend::open(&spec.rocksdb.localdir, name, range, memory(&spec.rocksdb))?;
             Ok(Box::new(TtlBackend::new(db, spec.clock.clone(), spec.max_parallelism)))
         }
@@ -197,16 +198,25 @@ fn adopt_files(
     }
 }
 
+/// The RocksDB local directory, created 0700 if missing, and refused if it
+/// is a link, belongs to another user or others may write it: they could
+/// plant or swap the databases and checkpoints it holds.
+fn local_dir(spec: &BackendSpec) -> Result<&Path, RestoreError> {
+    let dir = &spec.rocksdb.localdir;
+    crate::checkpoint::storage::local::beneath::ensure_private_dir(dir, false)
+        .map_err(|e| RestoreError::Storage(crate::checkpoint::storage::StorageError::Local(e)))?;
+    Ok(dir)
+}
+
 /// A scratch directory for downloads, under the RocksDB local directory
 /// (where restored files end up, so adopting them is a rename), removed
 /// when dropped.
 fn scratch_dir(spec: &BackendSpec) -> Result<tempfile::TempDir, RestoreError> {
-    let dir = &spec.rocksdb.localdir;
-    std::fs::create_dir_all(dir).map_err(|cause| RestoreError::Local { path: dir.clone(), cause })?;
+    let dir = local_dir(spec)?;
     tempfile::Builder::new()
         .prefix("restore-")
         .tempdir_in(dir)
-        .map_err(|cause| RestoreError::Local { path: dir.clone(), cause })
+        .map_err(|cause| RestoreError::Local { path: dir.to_path_buf(), cause })
 }
 
 /// One stored subtask state as a canonical snapshot stream, whatever form

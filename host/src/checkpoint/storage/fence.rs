@@ -210,7 +210,7 @@ impl CheckpointStorage {
         let bytes = serde_json::to_vec(entry).expect("an entry encodes");
         let opts = PutOptions { mode: PutMode::Create, ..Default::default() };
         match self.runtime.block_on(self.store.put_opts(&self.path(&relative), PutPayload::from(bytes), opts)) {
-            Ok(_) => self.persist(&relative).map(|()| true),
+            Ok(_) => Ok(true),
             Err(object_store::Error::AlreadyExists { .. }) => Ok(false),
             Err(cause) => Err(StorageError::Io { op: "writing", location: self.location(&relative), cause }),
         }

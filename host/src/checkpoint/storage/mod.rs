@@ -10,11 +10,16 @@
 //! to `<job>/`, so a job directory can be copied elsewhere and still read.
 //!
 //! On a local directory every object written is made durable before the
-//! call returns (the file, then the directories naming it: see
-//! [`crate::durable`]), so the coordinator's order (state files, then
+//! call returns (the file, then the directory naming it, each new directory
+//! in its parent), so the coordinator's order (state files, then
 //! `_metadata`, then `Complete`, then retention) is also the order on disk.
+//! A local directory is Weir's own store ([`local`]): nothing beneath it is
+//! reached through a link, and a job or savepoint directory holding a link,
+//! a FIFO or another non-regular file, or a directory another user owns or
+//! others may write, is refused when it is opened.
 
 mod fence;
+pub mod local;
 mod reader;
 mod stores;
 
@@ -28,10 +33,11 @@ use crate::config::StorageSettings;
 use crate::fault::{Classify, Domain, RetryHint};
 use bytes::Bytes;
 use futures::TryStreamExt;
+use local::LocalStore;
+use local::beneath::LocalError;
 use object_store::path::Path as ObjectPath;
 use object_store::{ObjectStore, PutMode, PutOptions, PutPayload};
 use std::fmt;
-use std::path::PathBuf;
 use std::sync::Arc;
 use stores::{open_dir, runtime};
 use thiserror::Error;
@@ -80,14 +86,6 @@ pub enum StorageError {
         /// The limit.
         limit: u64,
     },
-    /// An object was written but could not be made durable.
-    #[error("syncing {location} to disk: {cause}")]
-    Sync {
-        /// Where.
-        location: String,
-        /// The file system's error.
-        cause: std::io::Error,
-    },
     /// A read, write, list or delete failed.
     #[error("{op} {location}: {cause}")]
     Io {
@@ -109,6 +107,11 @@ pub enum StorageError {
     /// The background runtime that drives the store could not start.
     #[error("cannot start the storage runtime: {0}")]
     Runtime(std::io::Error),
+    /// A local directory holds what Weir does not use (a link, a FIFO or
+    /// another non-regular file, a directory another user owns or others
+    /// may write), or its file system failed.
+    #[error(transparent)]
+    Local(LocalError),
 }
 
 impl Classify for StorageError {
@@ -118,9 +121,10 @@ impl Classify for StorageError {
             StorageError::AlreadyCommitted { .. }
             | StorageError::Fenced { .. }
             | StorageError::Io { .. }
-            | StorageError::Sync { .. }
             | StorageError::Corrupt { .. } => Domain::External,
             StorageError::Runtime(_) => Domain::Internal,
+            StorageError::Local(e) if e.is_refusal() => Domain::User,
+            StorageError::Local(_) => Domain::External,
         }
     }
 
@@ -128,10 +132,12 @@ impl Classify for StorageError {
         match self {
             // A store that was down may be up again; a lost race for one
             // checkpoint id does not repeat (the next attempt takes another).
-            StorageError::Io { .. }
-            | StorageError::Sync { .. }
-            | StorageError::AlreadyCommitted { .. }
-            | StorageError::Runtime(_) => RetryHint::Restart,
+            StorageError::Io { .. } | StorageError::AlreadyCommitted { .. } | StorageError::Runtime(_) => {
+                RetryHint::Restart
+            }
+            // What lies in the directory stays until someone removes it.
+            StorageError::Local(e) if e.is_refusal() => RetryHint::NoRetry,
+            StorageError::Local(_) => RetryHint::Restart,
             // Fenced: another run owns the job now; a restart of this one
             // would only be fenced again.
             StorageError::BadDir { .. }
@@ -149,11 +155,10 @@ pub struct CheckpointStorage {
     root: ObjectPath,
     /// The job directory as the user would write it, for messages.
     display: String,
-    /// `root` on the local file system, for a `file://` directory.
-    local: Option<PathBuf>,
-    /// Whether writes to `local` are fsynced (`state.checkpoints.fsync`,
-    /// on by default).
-    fsync: bool,
+    /// The store again, for a `file://` directory, for the calls that go
+    /// to it directly; `root` is a path in it. It fsyncs its writes unless
+    /// `state.checkpoints.fsync` is off.
+    local: Option<Arc<LocalStore>>,
     /// Some(limit) when the store is host memory.
     memory_limit: Option<u64>,
     inline_threshold: u64,
@@ -187,7 +192,6 @@ impl CheckpointStorage {
                 root: ObjectPath::from(job),
                 display: format!("memory:/{job}"),
                 local: None,
-                fsync: false,
                 memory_limit: Some(settings.memory_max_state_size),
                 inline_threshold: settings.inline_threshold,
                 savepoint: false,
@@ -195,19 +199,20 @@ impl CheckpointStorage {
                 runtime,
             });
         };
-        let stores::OpenDir { store, root, local } = open_dir(dir, &settings.s3)?;
-        Ok(CheckpointStorage {
+        let stores::OpenDir { store, root, local } = open_dir(dir, &settings.s3, settings.fsync)?;
+        let storage = CheckpointStorage {
             store,
             root: root.child(job),
             display: format!("{}/{job}", dir.trim_end_matches('/')),
-            local: local.map(|l| l.join(job)),
-            fsync: settings.fsync,
+            local,
             memory_limit: None,
             inline_threshold: settings.inline_threshold,
             savepoint: false,
             fence: settings.fenced_by.as_deref().map(fence::Fence::new),
             runtime,
-        })
+        };
+        storage.check_local()?;
+        Ok(storage)
     }
 
     /// Opens savepoint directory `uri` (`file://` or `s3://`, with the S3
@@ -217,19 +222,31 @@ impl CheckpointStorage {
         let runtime = runtime()?;
         let uri = uri.trim_end_matches('/');
         let uri = uri.strip_suffix("/_metadata").unwrap_or(uri);
-        let stores::OpenDir { store, root, local } = open_dir(uri, &settings.s3)?;
-        Ok(CheckpointStorage {
+        let stores::OpenDir { store, root, local } = open_dir(uri, &settings.s3, settings.fsync)?;
+        let storage = CheckpointStorage {
             store,
             root,
             display: uri.to_string(),
             local,
-            fsync: settings.fsync,
             memory_limit: None,
             inline_threshold: settings.inline_threshold,
             savepoint: true,
             fence: None,
             runtime,
-        })
+        };
+        storage.check_local()?;
+        Ok(storage)
+    }
+
+    /// On a local directory, checks the job's (or savepoint's) whole tree
+    /// before anything reads, writes or deletes in it: a link (planted
+    /// `chk-<n>`, `shared` or state file), a FIFO or other non-regular
+    /// file, or a directory another user owns or others may write, is
+    /// refused with its path rather than followed or waited on.
+    fn check_local(&self) -> Result<(), StorageError> {
+        let Some(local) = &self.local else { return Ok(()) };
+        let root = self.root.as_ref().split('/').filter(|p| !p.is_empty()).collect::<Vec<_>>();
+        local.walk(&root, true).map(|_| ()).map_err(StorageError::Local)
     }
 
     /// Where checkpoint `id` keeps its files, relative to the root, with a
@@ -263,17 +280,6 @@ impl CheckpointStorage {
 
     fn location(&self, relative: &str) -> String {
         format!("{}/{relative}", self.display)
-    }
-
-    /// Makes `relative`, just written, durable on a local directory: the
-    /// file, then every directory from its own up to the one holding the
-    /// job's (or savepoint's) directory. Stores elsewhere are durable when
-    /// a write returns.
-    fn persist(&self, relative: &str) -> Result<(), StorageError> {
-        let Some(local) = self.local.as_ref().filter(|_| self.fsync) else { return Ok(()) };
-        let top = local.parent().unwrap_or(local);
-        crate::durable::sync_up_to(&local.join(relative), top)
-            .map_err(|cause| StorageError::Sync { location: self.location(relative), cause })
     }
 
     /// Stores the state of `task` for checkpoint `id`: inlined in the
@@ -347,7 +353,6 @@ impl CheckpointStorage {
             None => Ok(StateHandle::Inline { data: head }),
             Some(w) => {
                 self.runtime.block_on(w.finish()).map_err(io)?;
-                self.persist(&relative)?;
                 Ok(StateHandle::File { path: relative, size, crc32: hasher.finalize() })
             }
         }
@@ -375,7 +380,6 @@ impl CheckpointStorage {
             .block_on(self.store.put(&self.path(relative), PutPayload::from(bytes)))
             .map_err(|source| StorageError::Io { op: "writing", location: self.location(relative), cause: source })?;
         crate::crash_point::crash_point("storage.object-written");
-        self.persist(relative)?;
         Ok((size, crc))
     }
 
@@ -429,42 +433,13 @@ impl CheckpointStorage {
     }
 
     /// Deletes, in a local directory, the files writes cut short left:
-    /// object_store writes `<name>#<n>` and renames it into place, so a
-    /// kill in between leaves a file no listing shows. Only for a run that
-    /// is the job's only writer. Returns how many.
+    /// a write goes to `<name>#<n>` and is renamed into place, so a kill in
+    /// between leaves a file no listing shows. Only for a run that is the
+    /// job's only writer. Returns how many.
     pub fn delete_staged(&self) -> Result<usize, StorageError> {
-        let Some(root) = &self.local else { return Ok(0) };
-        let io = |op, path: &std::path::Path, e: std::io::Error| StorageError::Io {
-            op,
-            location: path.display().to_string(),
-            cause: object_store::Error::Generic { store: "LocalFileSystem", source: Box::new(e) },
-        };
-        let staged = |name: &std::ffi::OsStr| {
-            name.to_str()
-                .and_then(|n| n.rsplit_once('#'))
-                .is_some_and(|(_, n)| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
-        };
-        let mut deleted = 0;
-        let mut dirs = vec![root.clone()];
-        while let Some(dir) = dirs.pop() {
-            let entries = match std::fs::read_dir(&dir) {
-                Ok(entries) => entries,
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
-                Err(e) => return Err(io("listing", &dir, e)),
-            };
-            for entry in entries {
-                let entry = entry.map_err(|e| io("listing", &dir, e))?;
-                // The entry's own type: a symbolic link is not followed.
-                let kind = entry.file_type().map_err(|e| io("listing", &entry.path(), e))?;
-                if kind.is_dir() {
-                    dirs.push(entry.path());
-                } else if kind.is_file() && staged(&entry.file_name()) {
-                    std::fs::remove_file(entry.path()).map_err(|e| io("deleting", &entry.path(), e))?;
-                    deleted += 1;
-                }
-            }
-        }
-        Ok(deleted)
+        let Some(local) = &self.local else { return Ok(0) };
+        let root = self.root.as_ref().split('/').filter(|p| !p.is_empty()).collect::<Vec<_>>();
+        local.delete_staged(&root).map_err(StorageError::Local)
     }
 
     /// Writes `_metadata` of checkpoint `id`, create-only: if it exists
@@ -476,7 +451,6 @@ impl CheckpointStorage {
         let opts = PutOptions { mode: PutMode::Create, ..Default::default() };
         match self.runtime.block_on(self.store.put_opts(&path, PutPayload::from(bytes), opts)) {
             Ok(_) => {
-                self.persist(&relative)?;
                 let committed = self.append_commit(id);
                 if committed.is_err() {
                     // Not committed: nothing may take it for a checkpoint.
@@ -499,22 +473,23 @@ impl CheckpointStorage {
     }
 
     /// Opens `relative` in local directory `local`. Part by part, each a
-    /// plain name: the path stays under the directory whatever a file
-    /// read from storage said.
-    fn open_local(&self, local: &std::path::Path, relative: &str) -> Result<std::fs::File, StorageError> {
-        let location = self.location(relative);
-        let mut path = local.to_path_buf();
+    /// plain name, none a link, the file itself a regular one (a FIFO is
+    /// refused, not waited on): the path stays under the directory
+    /// whatever a file read from storage said.
+    fn open_local(&self, local: &LocalStore, relative: &str) -> Result<std::fs::File, StorageError> {
+        let mut parts: Vec<&str> = self.root.as_ref().split('/').filter(|p| !p.is_empty()).collect();
         for part in relative.split('/') {
-            path = crate::paths::join_under(&path, part)
-                .map_err(|e| StorageError::Corrupt { location: location.clone(), message: e.to_string() })?;
+            crate::paths::plain_name(part)
+                .map_err(|e| StorageError::Corrupt { location: self.location(relative), message: e.to_string() })?;
+            parts.push(part);
         }
-        std::fs::File::open(&path).map_err(|e| {
-            let path = path.display().to_string();
-            let cause = match e.kind() {
-                std::io::ErrorKind::NotFound => object_store::Error::NotFound { path, source: Box::new(e) },
-                _ => object_store::Error::Generic { store: "LocalFileSystem", source: Box::new(e) },
-            };
-            StorageError::Io { op: "reading", location, cause }
+        // A missing file stays object_store's NotFound, which callers
+        // look for (an optional file, a segment not written).
+        local.open_read(&parts).map_err(|e| match e {
+            LocalError::NotFound { .. } => {
+                StorageError::Io { op: "reading", location: self.location(relative), cause: local::to_store(e) }
+            }
+            other => StorageError::Local(other),
         })
     }
 
@@ -535,7 +510,7 @@ impl CheckpointStorage {
             self.open_local(local, relative)?.take(max + 1).read_to_end(&mut bytes).map_err(|e| StorageError::Io {
                 op: "reading",
                 location: self.location(relative),
-                cause: object_store::Error::Generic { store: "LocalFileSystem", source: Box::new(e) },
+                cause: object_store::Error::Generic { store: "local", source: Box::new(e) },
             })?;
             return if bytes.len() as u64 > max { Err(too_large()) } else { Ok(Bytes::from(bytes)) };
         }

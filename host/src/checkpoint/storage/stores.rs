@@ -1,10 +1,11 @@
-//! The object stores behind a checkpoint directory: a local directory or
-//! S3 (or an S3-compatible store), and the runtime that drives them.
+//! The object stores behind a checkpoint directory: a local directory
+//! (Weir's own store, [`super::local`], which follows no link) or S3 (or an
+//! S3-compatible store), and the runtime that drives them.
 
 use super::StorageError;
+use super::local::LocalStore;
 use object_store::path::Path as ObjectPath;
 use object_store::{ObjectStore, ObjectStoreScheme};
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -22,16 +23,18 @@ pub(super) struct OpenDir {
     pub store: Arc<dyn ObjectStore>,
     /// The directory's path inside `store`.
     pub root: ObjectPath,
-    /// For `file://`, the directory on the local file system.
-    pub local: Option<PathBuf>,
+    /// For `file://`, the same store, for the calls that go to the local
+    /// file system directly.
+    pub local: Option<Arc<LocalStore>>,
 }
 
 /// The store behind a `file://` or `s3://` directory, the path of the
 /// directory in it, and for `file://` the directory on the local file
-/// system (created, durably, if missing). object_store parses the
+/// system (created 0700, durably, if missing; refused if another user owns
+/// it or others may write it). object_store parses the
 /// URI; the stores are built here rather than by `parse_url_opts`, which
 /// cannot set the retry policy S3 needs (see [`s3_store`]).
-pub(super) fn open_dir(dir: &str, s3: &crate::config::S3Settings) -> Result<OpenDir, StorageError> {
+pub(super) fn open_dir(dir: &str, s3: &crate::config::S3Settings, fsync: bool) -> Result<OpenDir, StorageError> {
     let bad = |message: String| StorageError::BadDir { dir: dir.to_string(), message };
     if !(dir.starts_with("file://") || dir.starts_with("s3://")) {
         return Err(bad("must start with file:// or s3://".into()));
@@ -46,11 +49,8 @@ pub(super) fn open_dir(dir: &str, s3: &crate::config::S3Settings) -> Result<Open
             let path = url.to_file_path().ok().filter(|p| p.is_absolute()).ok_or_else(|| {
                 bad("a file:// directory must be absolute, as in file:///var/lib/weir/checkpoints".into())
             })?;
-            crate::durable::create_dir_all(&path).map_err(|e| bad(format!("cannot create {}: {e}", path.display())))?;
-            let local = object_store::local::LocalFileSystem::new_with_prefix(&path)
-                .map_err(|e| bad(e.to_string()))?
-                .with_automatic_cleanup(true);
-            Ok(OpenDir { store: Arc::new(local), root: ObjectPath::default(), local: Some(path) })
+            let local = Arc::new(LocalStore::open(&path, fsync).map_err(StorageError::Local)?);
+            Ok(OpenDir { store: local.clone(), root: ObjectPath::default(), local: Some(local) })
         }
         ("s3", Ok((ObjectStoreScheme::AmazonS3, prefix))) => {
             let store = s3_store(&url, s3).map_err(|e| bad(e.to_string()))?;

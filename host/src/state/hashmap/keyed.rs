@@ -2,6 +2,7 @@
 //! group, each behind an `Arc` so a snapshot can share it copy-on-write.
 //! Entries keep small keys and values inline and store no hash.
 
+use super::size::{self, Held};
 use crate::state::key_group::KeyGroupRange;
 use crate::state::{KeyRef, StateError};
 use hashbrown::HashTable;
@@ -77,34 +78,42 @@ impl<V: Clone> Keyed<V> {
         Ok(self.group_mut(range, k)?.find_mut(table_hash(k), |e| *e.key == *key).map(|e| &mut e.value))
     }
 
+    /// The key's value, inserted by `init` if missing; and the bytes a new
+    /// entry adds ([`size::entry`]), 0 for one that was there.
     #[inline]
     pub(super) fn get_or_insert(
         &mut self,
         range: KeyGroupRange,
         k: &KeyRef<'_>,
         init: impl FnOnce() -> V,
-    ) -> Result<&mut V, StateError> {
+    ) -> Result<(&mut V, u64), StateError> {
         let key = k.key;
         let hash = table_hash(k);
         let table = self.group_mut(range, k)?;
-        let entry = table
-            .entry(hash, |e| *e.key == *key, rehash)
-            .or_insert_with(|| Entry { key: InlineKey::from_slice(key), value: init() });
-        Ok(&mut entry.into_mut().value)
+        let mut added = 0;
+        let entry = table.entry(hash, |e| *e.key == *key, rehash).or_insert_with(|| {
+            added = size::entry(key);
+            Entry { key: InlineKey::from_slice(key), value: init() }
+        });
+        Ok((&mut entry.into_mut().value, added))
     }
 
-    pub(super) fn remove(&mut self, range: KeyGroupRange, k: &KeyRef<'_>) -> Result<(), StateError> {
+    /// Removes the key; returns the bytes that frees ([`size::removed`]).
+    pub(super) fn remove(&mut self, range: KeyGroupRange, k: &KeyRef<'_>) -> Result<u64, StateError>
+    where
+        V: Held,
+    {
         let key = k.key;
         let hash = table_hash(k);
         let i = Self::index(range, k)?;
         // Look before writing, so a miss does not copy a shared group.
         if self.groups[i].find(hash, |e| *e.key == *key).is_none() {
-            return Ok(());
+            return Ok(0);
         }
-        if let Ok(e) = Arc::make_mut(&mut self.groups[i]).find_entry(hash, |e| *e.key == *key) {
-            e.remove();
-        }
-        Ok(())
+        Ok(match Arc::make_mut(&mut self.groups[i]).find_entry(hash, |e| *e.key == *key) {
+            Ok(e) => size::removed(&e.remove().0),
+            Err(_) => 0,
+        })
     }
 
     pub(super) fn len(&self) -> usize {

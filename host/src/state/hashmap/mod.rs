@@ -19,6 +19,7 @@
 
 mod handoff;
 mod keyed;
+mod size;
 
 pub use handoff::KeyGroupHandOff;
 
@@ -58,6 +59,10 @@ pub struct HashMapBackend {
     /// (time, key group, key): the firing order, and per key group for
     /// snapshots.
     timers: [Arc<Timers>; 2],
+    /// Bytes of everything above as [`size`] estimates them, kept by every
+    /// write (a counter add, nothing more), read by the host against
+    /// `wasm.max_state_bytes`.
+    bytes: u64,
 }
 
 fn domain_index(d: TimeDomain) -> usize {
@@ -75,7 +80,15 @@ impl HashMapBackend {
             descriptors: Vec::new(),
             tables: Vec::new(),
             timers: [Arc::new(Timers::new()), Arc::new(Timers::new())],
+            bytes: 0,
         }
+    }
+
+    /// Accounts a write that added `added` bytes and freed `freed`.
+    #[inline]
+    fn count(&mut self, added: u64, freed: u64) {
+        debug_assert!(self.bytes + added >= freed, "state bytes went below zero");
+        self.bytes = (self.bytes + added).saturating_sub(freed);
     }
 
     fn values(&mut self, s: StateId) -> &mut Keyed<InlineValue> {
@@ -188,31 +201,43 @@ impl StateBackend for HashMapBackend {
     fn value_set_many(&mut self, s: StateId, keys: &[KeyRef<'_>], values: &[Option<&[u8]>]) -> Result<(), StateError> {
         let range = self.range;
         let table = self.values(s);
-        for (k, v) in keys.iter().zip(values) {
-            match v {
-                Some(v) => {
-                    let slot = table.get_or_insert(range, k, InlineValue::new)?;
-                    slot.clear();
-                    slot.extend_from_slice(v);
+        let (mut added, mut freed) = (0, 0);
+        let mut write = || {
+            for (k, v) in keys.iter().zip(values) {
+                match v {
+                    Some(v) => {
+                        let (slot, new) = table.get_or_insert(range, k, InlineValue::new)?;
+                        freed += slot.len() as u64;
+                        added += new + v.len() as u64;
+                        slot.clear();
+                        slot.extend_from_slice(v);
+                    }
+                    None => freed += table.remove(range, k)?,
                 }
-                None => table.remove(range, k)?,
             }
-        }
-        Ok(())
+            Ok::<(), StateError>(())
+        };
+        let r = write();
+        self.count(added, freed);
+        r
     }
 
     #[inline]
     fn value_set(&mut self, s: StateId, k: KeyRef<'_>, value: &[u8]) -> Result<(), StateError> {
         let range = self.range;
-        let slot = self.values(s).get_or_insert(range, &k, InlineValue::new)?;
+        let (slot, new) = self.values(s).get_or_insert(range, &k, InlineValue::new)?;
+        let old = slot.len() as u64;
         slot.clear();
         slot.extend_from_slice(value);
+        self.count(new + value.len() as u64, old);
         Ok(())
     }
 
     fn value_clear(&mut self, s: StateId, k: KeyRef<'_>) -> Result<(), StateError> {
         let range = self.range;
-        self.values(s).remove(range, &k)
+        let freed = self.values(s).remove(range, &k)?;
+        self.count(0, freed);
+        Ok(())
     }
 
     fn list_add(&mut self, s: StateId, k: KeyRef<'_>, values: &[&[u8]]) -> Result<(), StateError> {
@@ -220,17 +245,24 @@ impl StateBackend for HashMapBackend {
             return Ok(());
         }
         let range = self.range;
-        let list = self.lists(s).get_or_insert(range, &k, Vec::new)?;
+        let (list, new) = self.lists(s).get_or_insert(range, &k, Vec::new)?;
         list.extend(values.iter().map(|v| v.to_vec()));
+        self.count(new + size::list(values), 0);
         Ok(())
     }
 
     fn list_update(&mut self, s: StateId, k: KeyRef<'_>, values: Vec<Vec<u8>>) -> Result<(), StateError> {
         let range = self.range;
         if values.is_empty() {
-            return self.lists(s).remove(range, &k);
+            let freed = self.lists(s).remove(range, &k)?;
+            self.count(0, freed);
+            return Ok(());
         }
-        *self.lists(s).get_or_insert(range, &k, Vec::new)? = values;
+        let added = size::list(&values);
+        let (list, new) = self.lists(s).get_or_insert(range, &k, Vec::new)?;
+        let freed = size::list(list);
+        *list = values;
+        self.count(new + added, freed);
         Ok(())
     }
 
@@ -246,7 +278,9 @@ impl StateBackend for HashMapBackend {
 
     fn list_clear(&mut self, s: StateId, k: KeyRef<'_>) -> Result<(), StateError> {
         let range = self.range;
-        self.lists(s).remove(range, &k)
+        let freed = self.lists(s).remove(range, &k)?;
+        self.count(0, freed);
+        Ok(())
     }
 
     fn map_get(&mut self, s: StateId, k: KeyRef<'_>, uk: &[u8]) -> Result<Option<Vec<u8>>, StateError> {
@@ -256,32 +290,34 @@ impl StateBackend for HashMapBackend {
 
     fn map_put(&mut self, s: StateId, k: KeyRef<'_>, uk: &[u8], value: &[u8]) -> Result<(), StateError> {
         let range = self.range;
-        let map = self.maps(s).get_or_insert(range, &k, BTreeMap::new)?;
-        match map.get_mut(uk) {
+        let (map, new) = self.maps(s).get_or_insert(range, &k, BTreeMap::new)?;
+        let (added, freed) = match map.get_mut(uk) {
             Some(v) => {
+                let old = v.len() as u64;
                 v.clear();
                 v.extend_from_slice(value);
+                (value.len() as u64, old)
             }
             None => {
                 map.insert(uk.to_vec(), value.to_vec());
+                (size::map_item(uk, value), 0)
             }
-        }
+        };
+        self.count(new + added, freed);
         Ok(())
     }
 
     fn map_remove(&mut self, s: StateId, k: KeyRef<'_>, uk: &[u8]) -> Result<(), StateError> {
         let range = self.range;
         let maps = self.maps(s);
-        let now_empty = match maps.get_mut(range, &k)? {
-            Some(m) => {
-                m.remove(uk);
-                m.is_empty()
-            }
-            None => false,
+        let (mut freed, now_empty) = match maps.get_mut(range, &k)? {
+            Some(m) => (m.remove(uk).map_or(0, |v| size::map_item(uk, &v)), m.is_empty()),
+            None => (0, false),
         };
         if now_empty {
-            maps.remove(range, &k)?;
+            freed += maps.remove(range, &k)?;
         }
+        self.count(0, freed);
         Ok(())
     }
 
@@ -319,16 +355,23 @@ impl StateBackend for HashMapBackend {
 
     fn map_clear(&mut self, s: StateId, k: KeyRef<'_>) -> Result<(), StateError> {
         let range = self.range;
-        self.maps(s).remove(range, &k)
+        let freed = self.maps(s).remove(range, &k)?;
+        self.count(0, freed);
+        Ok(())
     }
 
     fn operator_list_add(&mut self, s: StateId, values: &[&[u8]]) -> Result<(), StateError> {
         self.operator_list(s).extend(values.iter().map(|v| v.to_vec()));
+        self.count(size::list(values), 0);
         Ok(())
     }
 
     fn operator_list_update(&mut self, s: StateId, values: Vec<Vec<u8>>) -> Result<(), StateError> {
-        *self.operator_list(s) = values;
+        let added = size::list(&values);
+        let list = self.operator_list(s);
+        let freed = size::list(list);
+        *list = values;
+        self.count(added, freed);
         Ok(())
     }
 
@@ -345,12 +388,14 @@ impl StateBackend for HashMapBackend {
     }
 
     fn broadcast_put(&mut self, s: StateId, uk: &[u8], value: &[u8]) -> Result<(), StateError> {
-        self.broadcast(s).insert(uk.to_vec(), value.to_vec());
+        let old = self.broadcast(s).insert(uk.to_vec(), value.to_vec());
+        self.count(size::map_item(uk, value), old.map_or(0, |v| size::map_item(uk, &v)));
         Ok(())
     }
 
     fn broadcast_remove(&mut self, s: StateId, uk: &[u8]) -> Result<(), StateError> {
-        self.broadcast(s).remove(uk);
+        let old = self.broadcast(s).remove(uk);
+        self.count(0, old.map_or(0, |v| size::map_item(uk, &v)));
         Ok(())
     }
 
@@ -372,13 +417,17 @@ impl StateBackend for HashMapBackend {
     }
 
     fn broadcast_clear(&mut self, s: StateId) -> Result<(), StateError> {
+        let freed = size::map(self.broadcast(s));
         self.broadcast(s).clear();
+        self.count(0, freed);
         Ok(())
     }
 
     fn timer_register(&mut self, d: TimeDomain, k: KeyRef<'_>, time: i64) -> Result<(), StateError> {
         self.check_range(&k)?;
-        Arc::make_mut(&mut self.timers[domain_index(d)]).insert((time, k.key_group, k.key.to_vec()));
+        if Arc::make_mut(&mut self.timers[domain_index(d)]).insert((time, k.key_group, k.key.to_vec())) {
+            self.count(size::timer(k.key), 0);
+        }
         Ok(())
     }
 
@@ -387,6 +436,7 @@ impl StateBackend for HashMapBackend {
         let entry = (time, k.key_group, k.key.to_vec());
         if self.timers[domain_index(d)].contains(&entry) {
             Arc::make_mut(&mut self.timers[domain_index(d)]).remove(&entry);
+            self.count(0, size::timer(k.key));
         }
         Ok(())
     }
@@ -395,7 +445,9 @@ impl StateBackend for HashMapBackend {
         if self.timers[domain_index(d)].first()?.0 > up_to {
             return None;
         }
-        Arc::make_mut(&mut self.timers[domain_index(d)]).pop_first().map(|(t, _, k)| (t, k))
+        let (t, _, k) = Arc::make_mut(&mut self.timers[domain_index(d)]).pop_first()?;
+        self.count(0, size::timer(&k));
+        Some((t, k))
     }
 
     fn timer_next(&self, d: TimeDomain) -> Option<i64> {
@@ -472,7 +524,14 @@ impl StateBackend for HashMapBackend {
         if tables.len() != hand_offs.len() {
             return None;
         }
-        Some(tables.into_iter().map(|t| t.adopt_into(self)).sum())
+        let taken = tables.into_iter().map(|t| t.adopt_into(self)).sum();
+        // Tables came by pointer, past the counted writes.
+        self.bytes = size::recount(&self.tables, &self.timers);
+        Some(taken)
+    }
+
+    fn memory_bytes(&self) -> Option<u64> {
+        Some(self.bytes)
     }
 
     fn key_count(&self, s: StateId) -> usize {

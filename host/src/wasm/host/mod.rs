@@ -6,6 +6,7 @@
 //! call costs no table lookup; guests cannot forge handles (the component
 //! model maps them), so an id always names a state this subtask registered.
 
+pub mod budgets;
 pub mod clocks;
 pub mod limits;
 mod state;
@@ -21,6 +22,7 @@ use crate::record::{Record, RecordRef, Records};
 use crate::state::key_group::{key_group_of_hash, key_hash};
 use crate::state::{KeyRef, Redistribution, StateBackend, StateDescriptor, StateError, StateId, StateKind, TtlConfig};
 use crate::wasm::Limits;
+use budgets::StateBudget;
 use clocks::CallTime;
 use limits::{OutputBudget, StoreLimiter};
 use std::sync::Arc;
@@ -171,6 +173,8 @@ pub struct OperatorHost {
     pub limiter: StoreLimiter,
     /// What the guest may still emit in this call.
     budget: OutputBudget,
+    /// State and timers the guest may still hold or write.
+    state_budget: StateBudget,
     /// When the current call began, as the guest's clocks read it.
     time: Arc<CallTime>,
     /// When the instance was created (the monotonic clock's zero).
@@ -216,6 +220,7 @@ impl OperatorHost {
             table: ResourceTable::new(),
             limiter: StoreLimiter::new(limits.memory_limit),
             budget: OutputBudget::new(limits.max_output_bytes, limits.max_output_records),
+            state_budget: StateBudget::new(limits.budgets),
             time,
             created: Instant::now(),
             deadline: None,
@@ -242,6 +247,7 @@ impl OperatorHost {
         self.deadline = now.checked_add(timeout);
         self.overslept = false;
         self.budget.reset();
+        self.state_budget.reset();
     }
 
     /// The state backend, without the rest.
@@ -377,7 +383,8 @@ impl OperatorHost {
                 return Ok(Err(ErrorCode::OutOfRange(entry as u32)));
             }
         };
-        let OperatorHost { backend, batch, slots, max_parallelism, .. } = self;
+        self.state_budget.write(values.data.len() as u64)?;
+        let OperatorHost { backend, batch, slots, max_parallelism, state_budget, .. } = self;
         let (Some(b), Some(slots)) = (batch.as_deref(), slots.as_ref()) else {
             return Ok(Err(ErrorCode::NoCurrentKey));
         };
@@ -393,6 +400,7 @@ impl OperatorHost {
         if let Err(e) = backend.value_set_many(s, &keys, &values) {
             return finish(Err(e));
         }
+        state_budget.held(backend.memory_bytes())?;
         Ok(Ok(()))
     }
 

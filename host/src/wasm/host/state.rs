@@ -2,7 +2,8 @@
 //! map and accumulator state, operator list state, broadcast state and
 //! timers, each a thin translation of a guest call into a
 //! [`StateBackend`](crate::state::StateBackend) call on the subtask's
-//! backend, with the current key the batch or timer gives.
+//! backend, with the current key the batch or timer gives. Every write is
+//! charged to the guest's budgets ([`super::budgets`]) on its way.
 
 use super::{BatchValues, OperatorHost, Phase, finish};
 use crate::state::{Redistribution, StateId, StateKind, TimeDomain};
@@ -14,6 +15,38 @@ use wasmtime::Result as WtResult;
 use wasmtime::component::Resource;
 
 type KS = keyed_state::ValueState;
+
+/// Bytes of `values` together.
+fn total(values: &[Vec<u8>]) -> usize {
+    values.iter().map(Vec::len).sum()
+}
+
+impl OperatorHost {
+    /// A write of `bytes` (values and user keys) to state: taken from the
+    /// call's write budget before `f` writes anything, and the state the
+    /// backend then holds checked against its budget.
+    #[inline]
+    fn write<R>(
+        &mut self,
+        bytes: usize,
+        f: impl FnOnce(&mut Self) -> WtResult<Result<R, ErrorCode>>,
+    ) -> WtResult<Result<R, ErrorCode>> {
+        self.state_budget.write(bytes as u64)?;
+        let r = f(self)?;
+        self.state_budget.held(self.backend.memory_bytes())?;
+        Ok(r)
+    }
+
+    /// A timer registration (its time counts as 8 bytes written), then the
+    /// subtask's pending timers checked against their budget.
+    fn register_timer(&mut self, domain: TimeDomain, t: i64) -> WtResult<Result<(), ErrorCode>> {
+        let r = self.write(8, |h| h.keyed(|b, k| b.timer_register(domain, k, t)))?;
+        let pending =
+            self.backend.timer_count(TimeDomain::EventTime) + self.backend.timer_count(TimeDomain::ProcessingTime);
+        self.state_budget.timers(pending)?;
+        Ok(r)
+    }
+}
 
 impl keyed_state::Host for OperatorHost {
     fn register_value(&mut self, d: WitDescriptor) -> WtResult<Result<Resource<KS>, ErrorCode>> {
@@ -53,7 +86,7 @@ impl keyed_state::HostValueState for OperatorHost {
     #[inline]
     fn set(&mut self, h: Resource<KS>, value: Vec<u8>) -> WtResult<Result<(), ErrorCode>> {
         let s = h.rep();
-        self.keyed(|b, k| b.value_set(s, k, &value))
+        self.write(value.len(), |h| h.keyed(|b, k| b.value_set(s, k, &value)))
     }
 
     fn clear(&mut self, h: Resource<KS>) -> WtResult<Result<(), ErrorCode>> {
@@ -82,7 +115,7 @@ impl keyed_state::HostAccumulatorState for OperatorHost {
 
     fn set(&mut self, h: Resource<keyed_state::AccumulatorState>, value: Vec<u8>) -> WtResult<Result<(), ErrorCode>> {
         let s = h.rep();
-        self.keyed(|b, k| b.value_set(s, k, &value))
+        self.write(value.len(), |h| h.keyed(|b, k| b.value_set(s, k, &value)))
     }
 
     fn clear(&mut self, h: Resource<keyed_state::AccumulatorState>) -> WtResult<Result<(), ErrorCode>> {
@@ -112,18 +145,18 @@ type LS = keyed_state::ListState;
 impl keyed_state::HostListState for OperatorHost {
     fn add(&mut self, h: Resource<LS>, value: Vec<u8>) -> WtResult<Result<(), ErrorCode>> {
         let s = h.rep();
-        self.keyed(|b, k| b.list_add(s, k, &[&value]))
+        self.write(value.len(), |h| h.keyed(|b, k| b.list_add(s, k, &[&value])))
     }
 
     fn add_all(&mut self, h: Resource<LS>, values: Vec<Vec<u8>>) -> WtResult<Result<(), ErrorCode>> {
         let s = h.rep();
         let refs: Vec<&[u8]> = values.iter().map(Vec::as_slice).collect();
-        self.keyed(|b, k| b.list_add(s, k, &refs))
+        self.write(total(&values), |h| h.keyed(|b, k| b.list_add(s, k, &refs)))
     }
 
     fn update(&mut self, h: Resource<LS>, values: Vec<Vec<u8>>) -> WtResult<Result<(), ErrorCode>> {
         let s = h.rep();
-        self.keyed(|b, k| b.list_update(s, k, values))
+        self.write(total(&values), |h| h.keyed(|b, k| b.list_update(s, k, values)))
     }
 
     fn read(&mut self, h: Resource<LS>, start: u32, max: u32) -> WtResult<Result<Vec<Vec<u8>>, ErrorCode>> {
@@ -156,7 +189,7 @@ impl keyed_state::HostMapState for OperatorHost {
 
     fn put(&mut self, h: Resource<MS>, user_key: Vec<u8>, value: Vec<u8>) -> WtResult<Result<(), ErrorCode>> {
         let s = h.rep();
-        self.keyed(|b, k| b.map_put(s, k, &user_key, &value))
+        self.write(user_key.len() + value.len(), |h| h.keyed(|b, k| b.map_put(s, k, &user_key, &value)))
     }
 
     fn remove(&mut self, h: Resource<MS>, user_key: Vec<u8>) -> WtResult<Result<(), ErrorCode>> {
@@ -220,16 +253,16 @@ impl operator_state::Host for OperatorHost {
 
 impl operator_state::HostOperatorListState for OperatorHost {
     fn add(&mut self, h: Resource<Ols>, value: Vec<u8>) -> WtResult<Result<(), ErrorCode>> {
-        finish(self.backend.operator_list_add(h.rep(), &[&value]))
+        self.write(value.len(), |o| finish(o.backend.operator_list_add(h.rep(), &[&value])))
     }
 
     fn add_all(&mut self, h: Resource<Ols>, values: Vec<Vec<u8>>) -> WtResult<Result<(), ErrorCode>> {
         let refs: Vec<&[u8]> = values.iter().map(Vec::as_slice).collect();
-        finish(self.backend.operator_list_add(h.rep(), &refs))
+        self.write(total(&values), |o| finish(o.backend.operator_list_add(h.rep(), &refs)))
     }
 
     fn update(&mut self, h: Resource<Ols>, values: Vec<Vec<u8>>) -> WtResult<Result<(), ErrorCode>> {
-        finish(self.backend.operator_list_update(h.rep(), values))
+        self.write(total(&values), |o| finish(o.backend.operator_list_update(h.rep(), values)))
     }
 
     fn read(&mut self, h: Resource<Ols>, start: u32, max: u32) -> WtResult<Result<Vec<Vec<u8>>, ErrorCode>> {
@@ -284,7 +317,7 @@ impl broadcast_state::HostBroadcastMapState for OperatorHost {
         if let Err(e) = self.broadcast_writable(h.rep()) {
             return Ok(Err(e));
         }
-        finish(self.backend.broadcast_put(h.rep(), &k, &v))
+        self.write(k.len() + v.len(), |o| finish(o.backend.broadcast_put(h.rep(), &k, &v)))
     }
 
     fn remove(&mut self, h: Resource<Bms>, k: Vec<u8>) -> WtResult<Result<(), ErrorCode>> {
@@ -338,11 +371,11 @@ impl broadcast_state::HostBroadcastMapState for OperatorHost {
 
 impl timers::Host for OperatorHost {
     fn register_event_time_timer(&mut self, t: i64) -> WtResult<Result<(), ErrorCode>> {
-        self.keyed(|b, k| b.timer_register(TimeDomain::EventTime, k, t))
+        self.register_timer(TimeDomain::EventTime, t)
     }
 
     fn register_processing_time_timer(&mut self, t: i64) -> WtResult<Result<(), ErrorCode>> {
-        self.keyed(|b, k| b.timer_register(TimeDomain::ProcessingTime, k, t))
+        self.register_timer(TimeDomain::ProcessingTime, t)
     }
 
     fn delete_event_time_timer(&mut self, t: i64) -> WtResult<Result<(), ErrorCode>> {
