@@ -159,11 +159,24 @@ fn overhead_run(
     secs
 }
 
-/// The partitions a member's log says it was given last.
+/// The partitions a member's log says it owns: every one assigned and not
+/// revoked since (cooperative assignment logs only what changes).
 fn owned(log: &str) -> Vec<i32> {
-    let Some(line) = log.lines().rev().find(|l| l.contains("partitions assigned")) else { return vec![] };
-    let list = line.rsplit_once("partitions=[").map_or("", |(_, r)| r.trim_end_matches(']'));
-    list.split(',').filter_map(|p| p.trim().parse().ok()).collect()
+    let listed = |line: &str| -> Vec<i32> {
+        let list = line.rsplit_once("partitions=[").map_or("", |(_, r)| r.trim_end_matches(']'));
+        list.split(',').filter_map(|p| p.trim().parse().ok()).collect()
+    };
+    let mut owned = std::collections::BTreeSet::new();
+    for line in log.lines() {
+        if line.contains("partitions assigned") {
+            owned.extend(listed(line));
+        } else if line.contains("partitions revoked") {
+            for p in listed(line) {
+                owned.remove(&p);
+            }
+        }
+    }
+    owned.into_iter().collect()
 }
 
 fn main() {
