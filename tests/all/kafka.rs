@@ -479,15 +479,7 @@ fn a_restore_finds_held_output_in_a_batch_its_first_read_back_begins_inside() {
     let held_at: Vec<i64> = records.iter().filter(|r| r.payload.starts_with(b"held")).map(|r| r.offset).collect();
     assert_eq!(held_at, (2000..2050).collect::<Vec<_>>(), "the held records' offsets");
 
-    let options = weir_host::connectors::kafka::ClusterOptions {
-        bootstrap_servers: broker.bootstrap(),
-        request_timeout: None,
-        create_topic: false,
-        partitions: None,
-        properties: Default::default(),
-    };
-    let consumer: weir_host::connectors::kafka::KafkaConsumer =
-        options.create(&[("enable.partition.eof", "true".into()), ("group.id", "readback".into())]).unwrap();
+    let consumer = read_back_consumer(&broker);
     let arrived =
         published(&consumer, "out", std::slice::from_ref(&held), ident, Duration::from_secs(20), &|| false).unwrap();
     let missing: Vec<u64> = (0..50).filter(|seq| !arrived.contains(0, nonce, *seq)).collect();
@@ -515,16 +507,8 @@ fn a_read_back_that_is_cancelled_stops_at_once_however_much_it_has_left_to_read(
     p.flush();
     let mut held = Held { checkpoint: 3, nonce: 0xcafe, ..Held::default() };
     held.push(&HeldRecord { partition: 0, key: None, payload: b"never sent", timestamp: None });
-    let options = weir_host::connectors::kafka::ClusterOptions {
-        bootstrap_servers: broker.bootstrap(),
-        request_timeout: None,
-        create_topic: false,
-        partitions: None,
-        properties: Default::default(),
-    };
     let read_back = |cancel_after: Option<Duration>| {
-        let consumer: weir_host::connectors::kafka::KafkaConsumer =
-            options.create(&[("enable.partition.eof", "true".into()), ("group.id", "readback".into())]).unwrap();
+        let consumer = read_back_consumer(&broker);
         let began = Instant::now();
         let cancelled = || cancel_after.is_some_and(|after| began.elapsed() >= after);
         let result =
@@ -543,4 +527,16 @@ fn a_read_back_that_is_cancelled_stops_at_once_however_much_it_has_left_to_read(
         took < cancel_at + Duration::from_millis(500),
         "the read back of 3 M records takes {full:?}; cancelled after {cancel_at:?}, it ended after {took:?}"
     );
+}
+
+/// A consumer as the Kafka sink's read-back makes one, on `broker`.
+fn read_back_consumer(broker: &KafkaBroker) -> weir_host::connectors::kafka::KafkaConsumer {
+    let options = weir_host::connectors::kafka::ClusterOptions {
+        bootstrap_servers: broker.bootstrap(),
+        request_timeout: None,
+        create_topic: false,
+        partitions: None,
+        properties: Default::default(),
+    };
+    options.create(&[("enable.partition.eof", "true".into()), ("group.id", "readback".into())]).unwrap()
 }

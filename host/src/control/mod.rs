@@ -26,11 +26,11 @@
 //! too unless `rest.auth = "none"`. Errors come back as
 //! `{"error": "..."}` with a 4xx or 5xx status.
 
+mod access;
 pub mod api;
 pub mod client;
 pub mod dashboard;
 pub mod group;
-mod host_header;
 pub mod metrics;
 pub mod operations;
 pub mod server;

@@ -24,7 +24,7 @@ use crate::config::{RestAuth, RestSettings};
 use axum::Router;
 use axum::body::Bytes;
 use axum::extract::{DefaultBodyLimit, Path as UrlPath, State};
-use axum::http::{Method, StatusCode, header};
+use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use crossbeam_channel::Sender;
@@ -33,7 +33,6 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
-use subtle::ConstantTimeEq;
 use thiserror::Error;
 
 /// Connections served at once; past it, the oldest is closed.
@@ -115,10 +114,10 @@ fn token() -> String {
 }
 
 /// What every handler shares.
-struct Shared {
+pub(super) struct Shared {
     requests: Sender<Request>,
-    token: String,
-    auth: RestAuth,
+    pub(super) token: String,
+    pub(super) auth: RestAuth,
 }
 
 impl ControlServer {
@@ -359,43 +358,15 @@ fn router(shared: Arc<Shared>, table: Operations) -> Router {
         .route("/v1/cancel", post(cancel))
         .route("/metrics", get(metrics))
         .fallback(|| async { error(StatusCode::NOT_FOUND, "no such endpoint (see docs/rest-api.md; try GET /v1/job)") })
-        .layer(axum::middleware::from_fn_with_state(shared.clone(), authorize))
+        .layer(axum::middleware::from_fn_with_state(shared.clone(), super::access::authorize))
         // The dashboard, outside the token check: its page asks for the
         // token itself, and its assets hold nothing of the job.
         .route("/", get(dashboard_page))
         .merge(super::dashboard::router())
         .layer(tower_http::timeout::RequestBodyTimeoutLayer::new(BODY_TIMEOUT))
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
-        .layer(axum::middleware::from_fn(super::host_header::check))
+        .layer(axum::middleware::from_fn(super::access::check_host))
         .with_state(App { shared, operations: table })
-}
-
-/// Lets a request on with the run file's bearer token; a read also
-/// without one when `rest.auth = "none"`.
-async fn authorize(
-    State(shared): State<Arc<Shared>>,
-    request: axum::extract::Request,
-    next: axum::middleware::Next,
-) -> Response {
-    let read = matches!(*request.method(), Method::GET | Method::HEAD);
-    if read && shared.auth == RestAuth::ReadOpen {
-        return next.run(request).await;
-    }
-    let given = request
-        .headers()
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.as_bytes().strip_prefix(b"Bearer "))
-        .unwrap_or_default();
-    if bool::from(given.ct_eq(shared.token.as_bytes())) {
-        next.run(request).await
-    } else if read {
-        error(StatusCode::UNAUTHORIZED, "missing or wrong bearer token (see the job's run file)")
-    } else {
-        error(
-            StatusCode::UNAUTHORIZED,
-            "missing or wrong bearer token: actions need the run file's token, whatever rest.auth says",
-        )
-    }
 }
 
 fn error(status: StatusCode, message: &str) -> Response {
@@ -435,7 +406,7 @@ async fn read<T: serde::Serialize + Send + 'static>(
 async fn dashboard_page(State(app): State<App>, uri: axum::http::Uri, headers: axum::http::HeaderMap) -> Response {
     use super::dashboard::{PageData, respond, token_of, unavailable};
     let given = token_of(uri.query(), &headers);
-    let valid = given.as_ref().is_some_and(|t| bool::from(t.as_bytes().ct_eq(app.shared.token.as_bytes())));
+    let valid = given.as_ref().is_some_and(|t| super::access::token_matches(t.as_bytes(), &app.shared.token));
     if !valid && app.shared.auth != RestAuth::ReadOpen {
         return respond(None, given.is_some());
     }
