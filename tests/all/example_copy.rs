@@ -71,6 +71,11 @@ impl ExampleCopy {
         std::fs::write(&path, text.replace(from, to)).unwrap();
     }
 
+    /// Writes `text` as the copy's file `name` (a job file or an input).
+    pub fn write(&self, name: &str, text: &str) {
+        std::fs::write(self.dir.join(name), text).unwrap();
+    }
+
     /// An input file of the copy.
     pub fn read(&self, name: &str) -> String {
         std::fs::read_to_string(self.dir.join(name)).unwrap()

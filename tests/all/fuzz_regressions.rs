@@ -49,3 +49,8 @@ fn unit_inputs() {
 fn recording_inputs() {
     replay("recording", weir_host::fuzzing::recording);
 }
+
+#[test]
+fn checkpoint_tree_inputs() {
+    replay("checkpoint_tree", weir_host::fuzzing::checkpoint_tree);
+}

@@ -13,6 +13,7 @@ mod q5;
 mod q7;
 mod q8;
 mod recovery;
+mod source;
 
 /// The events each correctness test runs over.
 pub const EVENTS: u64 = 200_000;

@@ -35,6 +35,41 @@ pub fn seeded_events(n: usize, seed: usize) -> Vec<Event> {
     nexmark::EventGenerator::new(NexmarkConfig { first_event_id: seed * 50, ..config() }).take(n).collect()
 }
 
+/// The first `n` events of a `nexmark` source with `base_time = BASE_TIME`
+/// and a rate that steps through `rates` (events per second), each for
+/// `step_seconds`, round and round: the crate's events, timed by walking
+/// the steps as `docs/nexmark.md` defines them (a step at rate `r` holds
+/// `step_seconds * r` events `1000 / r` ms apart). `config` must carry the
+/// same rates, so that the crate draws the same events.
+pub fn stepped_events(n: usize, config: NexmarkConfig, rates: &[u64], step_seconds: u64) -> Vec<Event> {
+    let mut generator = nexmark::EventGenerator::new(config);
+    let mut out = Vec::with_capacity(n);
+    let mut step_start = BASE_TIME;
+    while out.len() < n {
+        for &rate in rates {
+            for j in 0..step_seconds * rate {
+                if out.len() == n {
+                    return out;
+                }
+                let at = step_start + j * 1000 / rate;
+                let mut event = generator.next().expect("the generator never ends");
+                match &mut event {
+                    Event::Person(p) => p.date_time = at,
+                    Event::Auction(a) => {
+                        let length = a.expires - a.date_time;
+                        a.date_time = at;
+                        a.expires = at + length;
+                    }
+                    Event::Bid(b) => b.date_time = at,
+                }
+                out.push(event);
+            }
+            step_start += step_seconds * 1000;
+        }
+    }
+    out
+}
+
 /// The bids among `events`.
 pub fn bids(events: &[Event]) -> impl Iterator<Item = &nexmark::event::Bid> {
     events.iter().filter_map(|e| match e {

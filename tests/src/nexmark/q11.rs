@@ -1,5 +1,7 @@
 //! q11, user sessions: per bidder, its bids split where two consecutive
-//! bids (in event time) are 10 s or more apart.
+//! bids (in event time) are more than 10 s apart. Flink's session windows
+//! merge windows that touch (`TimeWindow.intersects`: `start <= other.end
+//! && end >= other.start`), so bids exactly the gap apart share a session.
 
 use super::bids;
 use nexmark::event::Event;
@@ -20,7 +22,7 @@ pub fn q11(events: &[Event], gap: u64) -> Vec<String> {
         ts.sort_unstable();
         let mut start = 0;
         for i in 1..=ts.len() {
-            if i == ts.len() || ts[i] - ts[i - 1] >= gap {
+            if i == ts.len() || ts[i] - ts[i - 1] > gap {
                 out.push(format!("{bidder},{},{},{}", i - start, ts[start], ts[i - 1] + gap));
                 start = i;
             }

@@ -10,11 +10,13 @@
 //! ```
 //!
 //! As Flink's session windows: a bid at `t` opens the window `[t, t +
-//! gap)`, and windows of one bidder that overlap merge, so two bids are in
-//! one session when less than `gap` apart (through the bids between). A
-//! session `[start, last + gap)` is complete once the watermark reaches
-//! `last + gap - 1` (its last millisecond): a later bid could only open a
-//! new session. Output per session: `bidder,bid_count,starttime,endtime`
+//! gap)`, and windows of one bidder that intersect merge, touching ones
+//! included (Flink's `TimeWindow.intersects`: `start <= other.end && end >=
+//! other.start`), so two bids are in one session when at most `gap` apart
+//! (through the bids between). A session `[start, last + gap)` is complete
+//! once the watermark reaches `last + gap`: a bid at `last + gap` would
+//! still touch it, and the watermark promises no bid at or before it
+//! follows. Output per session: `bidder,bid_count,starttime,endtime`
 //! (`endtime = last + gap`). `params.gap_ms` (default 10000) sets the gap.
 //!
 //! Keyed by bidder (the source's `bid_key = "bidder"`): the key is the
@@ -23,7 +25,7 @@
 //!
 //! Timers: a bid that extends a session does not move its timer (that
 //! would be a delete and a register per bid). Each session keeps the time
-//! of the timer registered for it, at or before its last millisecond; when
+//! of the timer registered for it, at or before its closing time; when
 //! that timer fires before the session is complete, it is registered again
 //! at the session's current end. A bidder bidding without pause costs one
 //! timer per `gap` of event time, not one per bid.
@@ -49,9 +51,10 @@ struct Q11 {
 }
 
 impl Q11 {
-    /// The last millisecond of `s`: its timer's time once complete.
-    fn last_ms(&self, s: &Session) -> i64 {
-        s.last.saturating_add(self.gap - 1)
+    /// When `s` closes: the watermark at which no bid can join it (a bid
+    /// at `last + gap` touches it), its timer's time once complete.
+    fn closes_at(&self, s: &Session) -> i64 {
+        s.last.saturating_add(self.gap)
     }
 }
 
@@ -67,10 +70,11 @@ impl Operator for Q11 {
     fn process(&mut self, ctx: &mut Context, input: Element<'_>) -> Result<()> {
         let t = input.timestamp.ok_or_else(|| Error::msg("a bid without a timestamp"))?;
         let mut sessions = self.open.get()?.unwrap_or_default();
-        // The sessions whose windows overlap [t, t + gap) merge with it.
+        // The sessions whose windows [start, last + gap) intersect or touch
+        // [t, t + gap) merge with it.
         let (touching, mut rest): (Vec<Session>, Vec<Session>) = sessions
             .drain(..)
-            .partition(|s| s.start < t.saturating_add(self.gap) && t < s.last.saturating_add(self.gap));
+            .partition(|s| s.start <= t.saturating_add(self.gap) && t <= s.last.saturating_add(self.gap));
         let merged = match touching.into_iter().reduce(|a, b| Session {
             start: a.start.min(b.start),
             last: a.last.max(b.last),
@@ -82,7 +86,7 @@ impl Operator for Q11 {
             Some(s) => Session { start: s.start.min(t), last: s.last.max(t), bids: s.bids + 1, ..s },
             None => {
                 let s = Session { start: t, last: t, bids: 1, armed: 0 };
-                let armed = self.last_ms(&s);
+                let armed = self.closes_at(&s);
                 ctx.register_event_time_timer(armed)?;
                 Session { armed, ..s }
             }
@@ -102,7 +106,7 @@ impl Operator for Q11 {
                 continue;
             }
             changed = true;
-            if self.last_ms(&s) <= timer.time {
+            if self.closes_at(&s) <= timer.time {
                 let mut n = itoa::Buffer::new();
                 ctx.emit_with(None, Some(s.last.saturating_add(self.gap)), |out| {
                     out.extend_from_slice(&timer.key);
@@ -113,7 +117,7 @@ impl Operator for Q11 {
                 });
             } else {
                 // Extended since the timer was set: wait for its new end.
-                s.armed = self.last_ms(&s);
+                s.armed = self.closes_at(&s);
                 ctx.register_event_time_timer(s.armed)?;
                 kept.push(s);
             }

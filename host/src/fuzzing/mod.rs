@@ -10,6 +10,8 @@ use crate::state::key_group::KeyGroupRange;
 use crate::state::snapshot::{OperatorShare, restore_snapshot, verify_snapshot, visit_snapshot};
 use std::path::Path;
 
+mod checkpoint_tree;
+
 /// `_metadata` as read from a checkpoint directory.
 pub fn metadata(data: &[u8]) {
     let _ = CheckpointMetadata::decode(data);
@@ -71,4 +73,11 @@ pub fn units(data: &[u8]) {
         let _ = HumanDuration::parse(text);
         let _ = ByteSize::parse(text);
     }
+}
+
+/// A checkpoint directory built from the input (files, links, FIFOs, modes,
+/// owners), then opened, listed, resumed from, cleaned up and read as the
+/// host does; nothing outside it may change ([`checkpoint_tree`]).
+pub fn checkpoint_tree(data: &[u8]) {
+    checkpoint_tree::run(data);
 }
