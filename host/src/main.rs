@@ -368,7 +368,7 @@ fn main() -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("error: {e:#}");
+            eprintln!("{}", cli::error_line(&e));
             ExitCode::FAILURE
         }
     }

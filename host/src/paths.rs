@@ -2,7 +2,11 @@
 //! system. A file name read from a stored checkpoint becomes part of a
 //! local path only through [`join_under`], which accepts a single plain
 //! component; ids (job names, operator uids, source and sink ids) follow
-//! one rule, [`is_id`], wherever they come from. A leaf module.
+//! one rule, [`is_id`], wherever they come from. Such names, and any other
+//! text the host did not write, reach a terminal or a log only escaped
+//! ([`terminal`]). A leaf module.
+
+pub mod terminal;
 
 use std::path::{Path, PathBuf};
 use thiserror::Error;

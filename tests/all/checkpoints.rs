@@ -849,6 +849,7 @@ fn on_s3_metadata_is_create_only_so_two_hosts_cannot_both_commit() {
             allow_http: true,
         },
         fenced_by: None,
+        limits: weir_host::config::settings::ReadLimits::default(),
     };
     let first = CheckpointStorage::open(&settings, "job").unwrap();
     let second = CheckpointStorage::open(&settings, "job").unwrap();

@@ -3,7 +3,8 @@
 //! directory of mode 0700); a missing or wrong token is refused with 401,
 //! the CLI exits non-zero and names the token, and the job runs on
 //! untouched. A request whose Host names another machine (DNS rebinding)
-//! is refused with 421. A run directory others can write is refused.
+//! is refused with 421. A run directory others can write is refused, and
+//! so is a run file another user could have planted.
 
 use super::live_job::{finish, host, start, text};
 use super::support::{JobDir, final_counts};
@@ -229,4 +230,85 @@ fn a_run_directory_others_can_write_is_refused() {
     );
     assert_eq!(std::fs::read_dir(&open).unwrap().count(), 0, "no run file was written there");
     assert!(!dir.path().join("out.txt").exists() || dir.read("out.txt").is_empty(), "the job did not run");
+}
+
+#[test]
+fn a_run_file_another_user_could_have_planted_is_not_trusted() {
+    use std::os::unix::fs::{chown, symlink};
+    let dir = JobDir::new();
+    // A server standing in for another user's, which the planted run files
+    // point at: no command may reach it.
+    let theirs = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = theirs.local_addr().unwrap().port();
+    // A live pid (this test's), as the planter would give.
+    let run = serde_json::json!({
+        "job": "guarded", "pid": std::process::id(), "host": "127.0.0.1", "port": port, "token": "planted"
+    })
+    .to_string();
+    let nobody = 65534;
+    let plant = |name: &str, dir_mode: u32, dir_owner: u32, file_owner: u32| {
+        let run_dir = dir.path().join(name);
+        std::fs::create_dir(&run_dir).unwrap();
+        let file = run_dir.join("guarded.json");
+        std::fs::write(&file, &run).unwrap();
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o644)).unwrap();
+        chown(&file, Some(file_owner), Some(file_owner)).unwrap();
+        std::fs::set_permissions(&run_dir, std::fs::Permissions::from_mode(dir_mode)).unwrap();
+        chown(&run_dir, Some(dir_owner), Some(dir_owner)).unwrap();
+        (run_dir, file)
+    };
+    let me = std::fs::metadata(dir.path()).unwrap().uid();
+    let mut cases = vec![
+        // As in a shared /tmp: another user's directory anyone may write.
+        (plant("theirs-open", 0o777, nobody, nobody), format!("it belongs to user {nobody}")),
+        // Another user's run file in the user's own directory.
+        (plant("mine-their-file", 0o700, me, nobody), format!("it belongs to user {nobody}")),
+    ];
+    // The user's own run file, in a directory anyone may write (and so
+    // replace it in).
+    let (open_dir, open_file) = plant("mine-open", 0o777, me, me);
+    cases.push(((open_dir.clone(), open_file), format!("its directory {} is writable by others", open_dir.display())));
+    // A link in the user's own directory to a run file elsewhere.
+    let (_, elsewhere) = plant("elsewhere", 0o700, me, me);
+    let linked_dir = dir.path().join("linked");
+    std::fs::create_dir(&linked_dir).unwrap();
+    std::fs::set_permissions(&linked_dir, std::fs::Permissions::from_mode(0o700)).unwrap();
+    symlink(&elsewhere, linked_dir.join("guarded.json")).unwrap();
+    cases.push(((linked_dir.clone(), linked_dir.join("guarded.json")), "it is a symbolic link".into()));
+
+    theirs.set_nonblocking(true).unwrap();
+    for ((run_dir, file), why) in &cases {
+        for args in [&["status", "guarded"][..], &["cancel", "guarded"], &["savepoint", "guarded"]] {
+            let out = host_command(dir.path(), args).env("WEIR_RUN_DIR", run_dir).output().unwrap();
+            let err = text(&out.stderr);
+            assert!(!out.status.success(), "{args:?} with {} succeeded", file.display());
+            assert!(
+                err.contains(&format!("refusing the run file {}: {why}", file.display())),
+                "{args:?} with {}:\n{err}",
+                file.display()
+            );
+        }
+    }
+    let reached = theirs.accept();
+    assert!(
+        reached.as_ref().is_err_and(|e| e.kind() == std::io::ErrorKind::WouldBlock),
+        "a command reached the planted server: {reached:?}"
+    );
+
+    // The same run file in a directory of the user's own is believed: the
+    // command goes to the server it names (which is why a planted one must
+    // not be).
+    theirs.set_nonblocking(false).unwrap();
+    let heard = std::thread::spawn(move || {
+        let (mut s, _) = theirs.accept().unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        let mut request = vec![0u8; 4096];
+        let n = s.read(&mut request).unwrap_or(0);
+        String::from_utf8_lossy(&request[..n]).into_owned()
+    });
+    let (own_dir, _) = plant("own", 0o700, me, me);
+    let out = host_command(dir.path(), &["status", "guarded"]).env("WEIR_RUN_DIR", &own_dir).output().unwrap();
+    let request = heard.join().unwrap();
+    assert!(request.starts_with("GET /v1/job") && request.contains("Bearer planted"), "{request:?}");
+    assert!(!out.status.success(), "the stand-in answers nothing");
 }

@@ -4,13 +4,14 @@
 //! the token in its fragment. The page must draw the job graph with every node
 //! and the checkpoint history, take the token out of the address bar, and
 //! its Savepoint button must take a savepoint that the API then lists and
-//! that is on disk. Without JavaScript, `/?token=` is the job as HTML
-//! tables, and `/` without the token shows nothing of the job. Its shadow
+//! that is on disk. Without JavaScript, the page's form posts the token
+//! (never in an address) and gets the job as HTML tables; `/` without the
+//! token, or with it in the address, shows nothing of the job. Its shadow
 //! run form starts a shadow whose report the page shows as the API does,
 //! its Stop button ends it, and the operations list describes the shadow
 //! and a rescale.
 
-use super::control_auth::{endpoint, request, wait_for};
+use super::control_auth::{endpoint, request, request_with, wait_for};
 use super::live_job::{finish, host, start, text};
 use super::support::JobDir;
 use headless_chrome::protocol::cdp::Page::CaptureScreenshotFormatOption;
@@ -178,8 +179,14 @@ fn the_dashboard_shows_the_running_job_and_takes_a_savepoint() {
         .to_string();
     assert_eq!(url, format!("http://127.0.0.1:{port}/#token={token}"));
 
-    // Without JavaScript: the job as tables with the token in the query...
-    let (code, html) = request(port, "GET", &format!("/?token={token}"), None);
+    // Without JavaScript: the page's form posts the token (never puts it in
+    // an address, which history and logs keep)...
+    let (_, form) = request(port, "GET", "/", None);
+    let form = &form[form.find("<form id=\"token-form\"").expect("a token form")..];
+    let form = &form[..form.find("</form>").unwrap()];
+    assert!(form.contains("method=\"post\" action=\"/\"") && form.contains("name=\"token\""), "{form}");
+    // ...and its answer is the job as tables...
+    let (code, html) = request_with(port, "POST", "/", None, &format!("token={token}"));
     assert_eq!(code, 200, "{html}");
     for shown in [JOB, "<table class=\"nodes\">", "<table class=\"history\">", "checkpoint</td><td>completed"] {
         assert!(html.contains(shown), "{shown:?} is not in the page:\n{html}");
@@ -187,19 +194,42 @@ fn the_dashboard_shows_the_running_job_and_takes_a_savepoint() {
     for node in NODES {
         assert!(html.contains(&format!("<th scope=\"row\">{node}</th>")), "{node} is not in the page:\n{html}");
     }
-    // ...and nothing of it without the token (or with a wrong one), only
-    // the form that asks for it.
-    for (query, expected) in [("/", 200), ("/?token=wrong", 401)] {
-        let (code, html) = request(port, "GET", query, None);
-        assert_eq!(code, expected, "GET {query}: {html}");
-        assert!(html.contains("<form id=\"token-form\""), "GET {query}: {html}");
+    // ...and nothing of it without the token (or with a wrong one, or the
+    // right one in the address), only the form that asks for it.
+    let in_address = format!("/?token={token}");
+    for (method, query, body, expected) in
+        [("GET", "/", "", 200), ("POST", "/", "token=wrong", 401), ("GET", in_address.as_str(), "", 200)]
+    {
+        let (code, html) = request_with(port, method, query, None, body);
+        assert_eq!(code, expected, "{method} {query}: {html}");
+        assert!(html.contains("<form id=\"token-form\""), "{method} {query}: {html}");
         for secret in NODES.iter().chain([&JOB, &token.as_str(), &"<table"]) {
-            assert!(!html.contains(secret), "GET {query} shows {secret:?}:\n{html}");
+            assert!(!html.contains(secret), "{method} {query} shows {secret:?}:\n{html}");
         }
     }
 
-    // In the browser, at the address `host status` printed.
     let browser = browser();
+    // In the browser, the token typed into the form: the script keeps it
+    // for the tab and sends it only as a header; the form is not sent, the
+    // page stays where it is (no navigation, no token in any address).
+    let typed = browser.new_tab().unwrap();
+    typed.navigate_to(&format!("http://127.0.0.1:{port}/")).unwrap().wait_until_navigated().unwrap();
+    eval_until(&typed, "the token form", "return !document.querySelector('#token-form').hidden", |v| v == true);
+    eval(
+        &typed,
+        &format!(
+            "window.stayed = true; document.querySelector('#token').value = '{token}'; \
+             document.querySelector('#token-form').requestSubmit(); return true"
+        ),
+    );
+    let view =
+        eval_until(&typed, "the job after the form", VIEW, |v| v["nodes"].as_array().is_some_and(|n| n.len() == 3));
+    assert_eq!(view["url"], format!("http://127.0.0.1:{port}/"), "{view}");
+    assert_eq!((view["form_hidden"].as_bool(), view["dashboard_hidden"].as_bool()), (Some(true), Some(false)));
+    assert_eq!(eval(&typed, "return window.stayed === true"), true, "the form navigated away");
+    typed.close(true).unwrap();
+
+    // In the browser, at the address `host status` printed.
     let tab = browser.new_tab().unwrap();
     tab.navigate_to(&url).unwrap().wait_until_navigated().unwrap();
     let view = eval_until(&tab, "the graph and the checkpoint chart", VIEW, |v| {

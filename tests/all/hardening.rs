@@ -1,12 +1,14 @@
 //! Untrusted inputs, tried as an attacker would, against the real binary:
 //! crafted checkpoints (names that climb out, a uid that is a path, bad
-//! hex, no key groups, a section claiming 4 GiB, truncated and oversized
+//! hex, no key groups, a section claiming 512 MiB, truncated and oversized
 //! files) on `host inspect` and on restore; the module cache named by a
 //! job file or open to others; a guest that sleeps past its deadline or
 //! emits far more than allowed; the control API flooded by a local user
-//! without the token. Each must end with a clear error and a non-zero exit,
-//! nothing written or deleted outside the host's own directories, and
-//! bounded memory and threads.
+//! without the token; stored names that carry escape sequences to the
+//! terminal; a job file's Kafka properties that would run a command. Each
+//! must end with a clear error and a non-zero exit, nothing written or
+//! deleted outside the host's own directories, and bounded memory and
+//! threads.
 
 use super::support::JobDir;
 use serde_json::{Value, json};
@@ -182,9 +184,10 @@ fn malformed_metadata_and_state_files_are_named_not_panicked_on() {
     no_groups["max_parallelism"] = json!(0);
     refused_everywhere(&dir, &write_checkpoint(&dir, &no_groups), "max_parallelism 0", 512 << 20);
 
-    // 19 bytes whose header section claims 4 GiB.
+    // 19 bytes whose header section claims 512 MiB (under the limit on a
+    // section, so it is read: what is there, not what is claimed).
     let mut claim = b"WEIRSNAP\x01\x00H".to_vec();
-    claim.extend_from_slice(&u32::MAX.to_le_bytes());
+    claim.extend_from_slice(&(512u32 << 20).to_le_bytes());
     claim.extend_from_slice(b"abcd");
     let (size, crc32) = store(&dir, "chk-1/counter-0.snap", &claim);
     let m = metadata(json!({ "type": "file", "path": "chk-1/counter-0.snap", "size": size, "crc32": crc32 }));
@@ -224,26 +227,31 @@ fn resume_passes_over_a_crafted_metadata_to_the_checkpoint_before() {
     }
 }
 
-#[test]
-fn inspect_prints_no_terminal_control_codes_from_stored_text() {
-    let dir = JobDir::new();
-    write_job(&dir, "");
-    // A state whose name and encoding carry escape sequences.
-    let name = "\x1b]0;pwned\x07count";
+/// A snapshot holding one value state, `name`, of `encoding`, and no keys.
+fn snapshot_with_state(name: &str, encoding: &str) -> Vec<u8> {
     let mut snapshot = b"WEIRSNAP\x01\x00".to_vec();
     let mut header = vec![128u8, 1, 1]; // max_parallelism 128 (varint), one state
     header.push(name.len() as u8);
     header.extend_from_slice(name.as_bytes());
     header.push(1); // value
     header.extend_from_slice(&1u32.to_le_bytes());
-    header.push(4);
-    header.extend_from_slice(b"\x1b[2J");
+    header.push(encoding.len() as u8);
+    header.extend_from_slice(encoding.as_bytes());
     header.extend_from_slice(&[0, 0]); // no TTL, no redistribution
     snapshot.push(b'H');
     snapshot.extend_from_slice(&(header.len() as u32).to_le_bytes());
     snapshot.extend_from_slice(&header);
     snapshot.extend_from_slice(&crc32fast::hash(&header).to_le_bytes());
     snapshot.push(b'E');
+    snapshot
+}
+
+#[test]
+fn inspect_prints_no_terminal_control_codes_from_stored_text() {
+    let dir = JobDir::new();
+    write_job(&dir, "");
+    // A state whose name and encoding carry escape sequences.
+    let snapshot = snapshot_with_state("\x1b]0;pwned\x07count", "\x1b[2J");
     let uri = write_checkpoint(&dir, &metadata(json!({ "type": "inline", "data": hex(&snapshot) })));
     let out = host_command(dir.path(), &["inspect", &uri]).output().unwrap();
     let shown = String::from_utf8_lossy(&out.stdout);
@@ -253,6 +261,90 @@ fn inspect_prints_no_terminal_control_codes_from_stored_text() {
 
 fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// A stored name as an attacker would write it: an OSC that retitles the
+/// terminal and rings its bell, a colour, a carriage return that rewrites
+/// the line, and a right-to-left override that reverses what follows.
+const HOSTILE: &str = "\x1b]0;pwned\x07\x1b[31mred\r\u{202e}txt.exe";
+/// `HOSTILE` as `host inspect` shows it.
+const HOSTILE_SHOWN: &str = "\\u{1b}]0;pwned\\u{7}\\u{1b}[31mred\\u{d}\\u{202e}txt.exe";
+
+/// Runs `host <args>` in `dir` to its end and checks that neither of its
+/// streams carries ESC, BEL, a carriage return or U+202E raw; returns
+/// (exit code, stdout, stderr).
+fn shown_escaped(dir: &Path, args: &[&str]) -> (Option<i32>, String, String) {
+    let out = host_command(dir, args).output().unwrap();
+    for (stream, bytes) in [("stdout", &out.stdout), ("stderr", &out.stderr)] {
+        let raw: Vec<String> = [("ESC", "\x1b"), ("BEL", "\x07"), ("CR", "\r"), ("U+202E", "\u{202e}")]
+            .iter()
+            .filter(|(_, c)| bytes.windows(c.len()).any(|w| w == c.as_bytes()))
+            .map(|(name, _)| name.to_string())
+            .collect();
+        assert!(raw.is_empty(), "{args:?}: {stream} carries {raw:?} raw:\n{}", String::from_utf8_lossy(bytes));
+    }
+    assert_ne!(out.status.code(), Some(101), "{args:?} panicked");
+    let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+    (out.status.code(), text(&out.stdout), text(&out.stderr))
+}
+
+#[test]
+fn stored_names_reach_the_terminal_escaped_in_errors_logs_and_inspect() {
+    let dir = JobDir::new();
+    write_job(&dir, "");
+    dir.succeeds(&[]);
+    let savepoint = |name: &str, handle: Value| {
+        let sp = dir.path().join(name);
+        std::fs::create_dir_all(&sp).unwrap();
+        let mut m = metadata(handle);
+        m["savepoint"] = json!(true);
+        let body = serde_json::to_vec_pretty(&m).unwrap();
+        let mut file = format!("WEIRMETA 1 {:08x}\n", crc32fast::hash(&body)).into_bytes();
+        file.extend_from_slice(&body);
+        std::fs::write(sp.join("_metadata"), file).unwrap();
+        format!("file://{}", sp.display())
+    };
+
+    // A state named HOSTILE, its encoding too: `inspect` prints them
+    // escaped; a restore names them however it goes.
+    let named = savepoint("sp-named", json!({ "type": "inline", "data": hex(&snapshot_with_state(HOSTILE, HOSTILE)) }));
+    let (code, out, err) = shown_escaped(dir.path(), &["inspect", &named]);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(out.contains(HOSTILE_SHOWN), "the name is shown, escaped:\n{out}");
+
+    // A state file named HOSTILE that is not there: the error quotes the
+    // name, on inspect and on a restore.
+    let missing = json!({ "type": "file", "path": format!("{HOSTILE}.snap"), "size": 10, "crc32": 0 });
+    let uri = savepoint("sp-missing", missing.clone());
+    for args in [vec!["inspect", uri.as_str()], vec!["run", "job.toml", "--from-savepoint", uri.as_str()]] {
+        let (code, _, err) = shown_escaped(dir.path(), &args);
+        assert_eq!(code, Some(1), "{args:?}: {err}");
+        // Escaped as Rust writes it, whether the message quotes the name
+        // or shows it.
+        assert!(
+            err.contains("\\u{1b}]0;pwned") && err.contains("txt.exe"),
+            "{args:?}: the error names the file:\n{err}"
+        );
+    }
+
+    // The same as the latest checkpoint: `--resume` logs it as unusable
+    // (text and JSON logs) and resumes from the one before.
+    let mut latest = metadata(missing);
+    latest["id"] = json!(99);
+    write_checkpoint(&dir, &latest);
+    for log in [&["run"][..], &["--log-format", "json", "run"]] {
+        let args = [log, &["job.toml", "--resume"][..]].concat();
+        let (code, _, err) = shown_escaped(dir.path(), &args);
+        assert_eq!(code, Some(0), "{args:?}: {err}");
+        assert!(err.contains("checkpoint is unusable"), "{args:?}: {err}");
+        assert!(err.contains("]0;pwned") && err.contains("txt.exe"), "{args:?}: the log names the file:\n{err}");
+    }
+
+    // A restore of the state named HOSTILE is refused, naming it.
+    let restore = ["run", "job.toml", "--from-savepoint", &named];
+    let (code, _, err) = shown_escaped(dir.path(), &restore);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("\\u{1b}]0;pwned") && err.contains("is invalid"), "{err}");
 }
 
 #[test]
@@ -427,4 +519,71 @@ input = "counter"
     let cancelled = host_command(dir.path(), &["cancel", "flooded"]).output().unwrap();
     assert!(cancelled.status.success(), "{}", String::from_utf8_lossy(&cancelled.stderr));
     let _ = child.wait();
+}
+
+/// A job whose source and sink entries end with `source` and `sink`.
+fn kafka_job(source: &str, sink: &str) -> String {
+    format!(
+        r#"name = "kinit"
+
+[[operators]]
+uid = "counter"
+module = "{counter}"
+input = "in"
+partition = "key"
+
+[[sources]]
+id = "in"
+{source}
+
+[[sinks]]
+id = "out"
+input = "counter"
+{sink}
+"#,
+        counter = artifacts::WORD_COUNT_COUNTER
+    )
+}
+
+#[test]
+fn a_job_file_cannot_make_librdkafka_run_a_command() {
+    let dir = JobDir::new();
+    let marker = dir.path().join("kinit-ran");
+    // The command itself, and a principal that librdkafka's default kinit
+    // command would run a second command from (with GSSAPI, in a build
+    // with it: this one is refused by name whatever the build).
+    let attacks = [
+        (
+            "sasl.kerberos.kinit.cmd",
+            format!("touch {}", marker.display()),
+            "librdkafka would run it as a shell command",
+        ),
+        ("sasl.kerberos.principal", format!("x; touch {}", marker.display()), "kinit shell command"),
+        ("plugin.library.paths", "/tmp/evil.so".to_string(), "would load each library it names"),
+    ];
+    let kafka = |topic: &str, role: &str, property: &str, value: &str| {
+        format!(
+            "kind = \"kafka\"\nbootstrap_servers = \"127.0.0.1:1\"\ntopic = \"{topic}\"\nrequest_timeout = \"1s\"\n\n\
+             [{role}.properties]\n\"security.protocol\" = \"sasl_plaintext\"\n\"sasl.mechanisms\" = \"GSSAPI\"\n\
+             \"{property}\" = \"{value}\""
+        )
+    };
+    for (property, value, why) in &attacks {
+        let jobs = [
+            ("source 'in'", kafka_job(&kafka("in", "sources", property, value), "kind = \"discard\"")),
+            ("sink 'out'", kafka_job("kind = \"generator\"\ncount = 10", &kafka("out", "sinks", property, value))),
+        ];
+        for (node, job) in jobs {
+            dir.write("job.toml", job);
+            let out = host_command(dir.path(), &["run", "job.toml"]).output().unwrap();
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(out.status.code(), Some(1), "{property} in {node}: {err}");
+            assert!(
+                err.contains(&format!("{node}: properties.{property}: ")) && err.contains(why),
+                "{property} in {node}: {err}"
+            );
+            assert!(err.contains("a job file may not set it"), "{err}");
+            assert!(!marker.exists(), "{property} in {node} ran its command");
+        }
+    }
 }

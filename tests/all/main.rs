@@ -10,6 +10,7 @@ mod checkpoints;
 mod cluster;
 mod cluster_group;
 mod control_auth;
+mod control_floods;
 mod crash_points;
 mod dashboard;
 mod durability;
@@ -25,6 +26,7 @@ mod host_new;
 mod hostile_storage;
 mod idle_timeout;
 mod incremental_savepoints;
+mod job_limits;
 #[cfg(feature = "kafka")]
 mod kafka;
 #[cfg(feature = "kafka")]
@@ -51,8 +53,10 @@ mod savepoints;
 mod session_windows;
 mod shadows;
 mod sinks;
+mod sparse_files;
 mod state_kinds;
 mod support;
+mod swapped_modules;
 mod swaps;
 mod tidy;
 mod timers;

@@ -286,8 +286,10 @@ fn rest_settings_bind_a_port_open_reads_and_keep_actions_behind_the_token() {
     // A free port, released for the host to take.
     let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
     let dir = JobDir::new();
-    write_job(&dir, &format!("[rest]\nbind = \"127.0.0.1:{port}\"\nauth = \"none\""));
-    let child = start(&dir, &[]);
+    // Opening reads is the host file's choice (a job file may not).
+    dir.write("host.toml", "rest.auth = \"none\"\n");
+    write_job(&dir, &format!("[rest]\nbind = \"127.0.0.1:{port}\""));
+    let child = start(&dir, &["--config", "host.toml"]);
     let (run_port, token) = endpoint(&dir, "watched");
     assert_eq!(run_port, port, "the run file names the bound port");
     wait_for(port, &token, "/v1/job", |j| j["state"] == "running");

@@ -98,6 +98,7 @@ fn in_process(keys: u64) -> InProcess {
         fsync: true,
         s3: S3Settings::default(),
         fenced_by: None,
+        limits: weir_host::config::settings::ReadLimits::default(),
     };
     let storage = CheckpointStorage::open(&settings, "bench").unwrap();
     let len = bytes.len();

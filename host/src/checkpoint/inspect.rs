@@ -2,13 +2,14 @@
 //! running the job. Every subtask's state is streamed as a canonical
 //! snapshot (incremental RocksDB state is downloaded and converted first,
 //! through the restore path's [`read_canonical`]), one subtask at a time,
-//! and summed up per operator, state and key group; or searched for one
-//! key's value.
+//! no section over `state.checkpoints.max_section_size`, and summed up per
+//! operator, state and key group; or searched for one key's value, in the
+//! one subtask that held its key group.
 
 use super::restore::backend::read_canonical;
 use super::restore::{RestoreError, RestoreSource, Restored};
-use crate::state::key_group::{key_group_of_hash, key_hash};
-use crate::state::snapshot::visit_snapshot;
+use crate::state::key_group::{key_group_of_hash, key_hash, subtask_for_key_group};
+use crate::state::snapshot::visit_snapshot_within;
 use crate::state::{SnapshotEntry, StateKind};
 use std::collections::{BTreeMap, HashSet};
 use thiserror::Error;
@@ -90,7 +91,8 @@ fn visit_subtask(
         .tempdir()
         .map_err(|source| RestoreError::Local { path: std::env::temp_dir(), cause: source })?;
     let mut reader = read_canonical(&r.storage, source, r.metadata.max_parallelism, scratch.path())?;
-    let header = visit_snapshot(&mut reader, visit).map_err(|source| RestoreError::Snapshot {
+    let max_section = r.storage.limits().max_section_size;
+    let header = visit_snapshot_within(&mut reader, max_section, visit).map_err(|source| RestoreError::Snapshot {
         location: format!("{}: state of operator '{uid}' subtask {i}", r.location),
         cause: source,
     })?;
@@ -188,8 +190,8 @@ pub enum Found {
 }
 
 /// The value of `key` in state `state` of operator `uid`, with the state's
-/// encoding. Only the subtask snapshots holding the key's key group are
-/// read.
+/// encoding. Only the subtask that held the key's key group is read: the
+/// others' state (RocksDB files among it) is not fetched at all.
 pub fn lookup(r: &Restored, uid: &str, state: &str, key: &[u8]) -> Result<(String, Vec<Found>), InspectError> {
     let sources = r.states.get(uid).ok_or_else(|| InspectError::NoOperator {
         uid: uid.to_string(),
@@ -197,38 +199,30 @@ pub fn lookup(r: &Restored, uid: &str, state: &str, key: &[u8]) -> Result<(Strin
         known: r.metadata.operators.keys().map(String::as_str).collect::<Vec<_>>().join(", "),
     })?;
     let group = key_group_of_hash(key_hash(key), r.metadata.max_parallelism);
-    let mut found = Vec::new();
-    let mut encoding = None;
-    for (i, source) in sources.iter().enumerate() {
-        let mut id = None;
-        let mut hits = Vec::new();
-        let descriptors = visit_subtask(r, uid, i, source, &mut |kg, e| {
-            if kg != Some(group) {
-                return;
-            }
-            match *e {
-                SnapshotEntry::Value { state, key: k, value } if k == key => {
-                    hits.push((state, Found::Value(value.to_vec())))
-                }
-                SnapshotEntry::ListItem { state, key: k, value } if k == key => {
-                    hits.push((state, Found::Element(value.to_vec())))
-                }
-                SnapshotEntry::MapItem { state, key: k, user_key, value } if k == key => {
-                    hits.push((state, Found::Entry(user_key.to_vec(), value.to_vec())))
-                }
-                _ => {}
-            }
-        })?;
-        if let Some(pos) = descriptors.iter().position(|d| d.name == state) {
-            id = Some(pos as u32);
-            encoding = Some(descriptors[pos].encoding.clone());
+    let holder = subtask_for_key_group(group, r.metadata.max_parallelism, sources.len() as u32) as usize;
+    let no_state = || InspectError::NoState { uid: uid.to_string(), state: state.to_string() };
+    let source = sources.get(holder).ok_or_else(no_state)?;
+    let mut hits = Vec::new();
+    let descriptors = visit_subtask(r, uid, holder, source, &mut |kg, e| {
+        if kg != Some(group) {
+            return;
         }
-        if let Some(id) = id {
-            found.extend(hits.into_iter().filter(|(s, _)| *s == id).map(|(_, f)| f));
+        match *e {
+            SnapshotEntry::Value { state, key: k, value } if k == key => {
+                hits.push((state, Found::Value(value.to_vec())))
+            }
+            SnapshotEntry::ListItem { state, key: k, value } if k == key => {
+                hits.push((state, Found::Element(value.to_vec())))
+            }
+            SnapshotEntry::MapItem { state, key: k, user_key, value } if k == key => {
+                hits.push((state, Found::Entry(user_key.to_vec(), value.to_vec())))
+            }
+            _ => {}
         }
-    }
-    let encoding = encoding.ok_or_else(|| InspectError::NoState { uid: uid.to_string(), state: state.to_string() })?;
-    Ok((encoding, found))
+    })?;
+    let id = descriptors.iter().position(|d| d.name == state).ok_or_else(no_state)?;
+    let found = hits.into_iter().filter(|(s, _)| *s as usize == id).map(|(_, f)| f).collect();
+    Ok((descriptors[id].encoding.clone(), found))
 }
 
 /// Bytes for people: text for text encodings (`utf8`, `json`), else hex
@@ -253,15 +247,10 @@ pub fn show(encoding: &str, bytes: &[u8]) -> String {
 }
 
 /// Stored text made safe for a terminal: control characters (escape
-/// sequences among them) are shown escaped, as `\u{1b}`.
+/// sequences among them) and bidirectional overrides are shown escaped, as
+/// `\u{1b}` (the host's one rule, [`crate::paths::terminal`]).
 pub fn printable(text: &str) -> std::borrow::Cow<'_, str> {
-    if !text.chars().any(char::is_control) {
-        return std::borrow::Cow::Borrowed(text);
-    }
-    text.chars()
-        .map(|c| if c.is_control() { c.escape_unicode().to_string() } else { c.to_string() })
-        .collect::<String>()
-        .into()
+    crate::paths::terminal::escape(text)
 }
 
 #[cfg(test)]

@@ -22,9 +22,15 @@
 //!   the committed one are deleted too: an owner wrote them whose commit
 //!   was refused.
 //!
+//! - Modules in the job's module store (`modules/<sha256>.wasm`,
+//!   [`super::modules`]) that no complete checkpoint names are deleted
+//!   here, and only here: a running job's retention leaves them, since a
+//!   swap under way may be about to name one again. An unreadable
+//!   `_metadata` keeps every module.
+//!
 //! Checkpoints newer than the one resumed from (unusable ones the restore
-//! skipped) and everything outside `chk-<n>/` and `shared/` are left as
-//! they are.
+//! skipped) and everything outside `chk-<n>/`, `shared/` and the names
+//! Weir writes under `modules/` are left as they are.
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 
@@ -66,13 +72,21 @@ pub fn take_over(
     let objects = storage.list_under("")?;
     let complete: BTreeSet<u64> = objects.iter().filter_map(|o| metadata_of(o)).collect();
     let uncommitted = uncommitted(&complete, resumed, sweep);
-    // The shared files each complete checkpoint uses; None: unreadable.
+    // The shared files and modules each complete checkpoint uses; None:
+    // unreadable.
+    let mut modules = Some(HashSet::new());
     let shared: BTreeMap<u64, Option<Vec<String>>> = complete
         .difference(&uncommitted)
-        .map(|&id| match shared_files_of(storage, id) {
-            Ok(files) => (id, Some(files)),
+        .map(|&id| match read_checkpoint(storage, id) {
+            Ok(metadata) => {
+                if let Some(m) = modules.as_mut() {
+                    m.extend(metadata.stored_modules().map(str::to_string));
+                }
+                (id, Some(metadata.shared_files()))
+            }
             Err(e) => {
-                tracing::warn!(checkpoint = id, error = %e, "cannot read a checkpoint an earlier run left; keeping it and every shared file");
+                tracing::warn!(checkpoint = id, error = %e, "cannot read a checkpoint an earlier run left; keeping it, every shared file and every module");
+                modules = None;
                 (id, None)
             }
         })
@@ -85,6 +99,11 @@ pub fn take_over(
     // now is found again by the next resume.
     if let Err(e) = sweep_unreachable(storage, &objects, &shared, below) {
         tracing::warn!(error = %e, "cannot delete what an earlier run left unfinished; the job goes on");
+    }
+    match modules.map(|keep| super::modules::sweep(storage, &keep)) {
+        Some(Ok(0)) | None => {}
+        Some(Ok(n)) => tracing::info!(modules = n, "deleted stored modules no checkpoint names any more"),
+        Some(Err(e)) => tracing::warn!(error = %e, "cannot delete stored modules no checkpoint names; the job goes on"),
     }
     let resumed = resumed.unwrap_or(0);
     Ok(shared.into_iter().filter(|&(id, _)| id < resumed).filter_map(|(id, files)| Some((id, files?))).collect())
@@ -103,13 +122,11 @@ fn uncommitted(complete: &BTreeSet<u64>, resumed: Option<u64>, sweep: Sweep) -> 
     }
 }
 
-/// The shared files checkpoint `id` uses, or why its `_metadata` cannot
-/// be read.
-fn shared_files_of(storage: &CheckpointStorage, id: u64) -> Result<Vec<String>, StorageError> {
+/// Checkpoint `id`'s `_metadata`, or why it cannot be read.
+fn read_checkpoint(storage: &CheckpointStorage, id: u64) -> Result<CheckpointMetadata, StorageError> {
     let bytes = storage.read_metadata(id)?;
-    let metadata = CheckpointMetadata::decode(&bytes)
-        .map_err(|e| StorageError::Corrupt { location: storage.checkpoint_location(id), message: e.to_string() })?;
-    Ok(metadata.shared_files())
+    CheckpointMetadata::decode(&bytes)
+        .map_err(|e| StorageError::Corrupt { location: storage.checkpoint_location(id), message: e.to_string() })
 }
 
 /// Deletes the half-written files, then the objects no checkpoint reaches.
@@ -196,6 +213,7 @@ mod tests {
             "shared/b/9.sst",
             "recordings/counter/0/from-3.rec",
             "_commits/1",
+            "modules/0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef.wasm",
         ]);
         let shared = BTreeMap::from([(3, Some(names(&["shared/a/1.sst"])))]);
         let (unfinished, unused) = unreachable_objects(&objects, &shared, u64::MAX);

@@ -7,6 +7,7 @@
 //! `WEIRMETA <version> <crc32 of the rest, 8 hex digits>`, then JSON. The
 //! checksum catches a flipped digit that would still parse.
 
+use super::modules;
 use crate::config::job::MAX_MAX_PARALLELISM as MAX_KEY_GROUPS;
 use crate::paths::{is_id, plain_name};
 use serde::{Deserialize, Serialize};
@@ -258,13 +259,32 @@ impl std::fmt::Display for SourcePosition {
 /// checkpoint's state belongs to rather than the job file's module.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SwappedModule {
-    /// The component's path on the host that ran the job.
+    /// The component's path on the host that ran the job, for logs and
+    /// `host status` only: nothing is ever loaded from it.
     pub path: String,
     /// SHA-256 of its bytes, hex.
     pub sha256: String,
     /// SHA-256 of the job file's module it replaced: a resume runs the
     /// swapped module only while the job file still names that one.
     pub replaced_sha256: String,
+    /// Where its bytes are kept, relative to the job directory: always
+    /// `modules/<sha256>.wasm` ([`super::modules`]), the only place a resume
+    /// loads it from; `None` from a version that kept only the path.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stored: Option<String>,
+}
+
+/// The job file's module of an operator that records its input
+/// (`replay.record`), kept in the job's module store so that `host replay`
+/// runs the bytes that ran.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RecordedModule {
+    /// The job file's path to it, for messages only.
+    pub path: String,
+    /// SHA-256 of its bytes, hex.
+    pub sha256: String,
+    /// Where its bytes are kept: `modules/<sha256>.wasm`.
+    pub stored: String,
 }
 
 /// One operator's subtasks, by index.
@@ -307,6 +327,10 @@ pub struct CheckpointMetadata {
     /// modules, or of the modules before a swap that rode on it).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub swapped: BTreeMap<String, SwappedModule>,
+    /// Operator uid to the job file's module of each operator recording its
+    /// input, as the run that took it ran (a checkpoint only).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub recorded: BTreeMap<String, RecordedModule>,
 }
 
 impl CheckpointMetadata {
@@ -324,6 +348,13 @@ impl CheckpointMetadata {
     /// which later checkpoints may reference too).
     pub fn shared_files(&self) -> Vec<String> {
         self.files().filter(|p| p.starts_with("shared/")).map(str::to_string).collect()
+    }
+
+    /// The modules it names in the job's module store, relative to the job
+    /// directory (several checkpoints may name one).
+    pub fn stored_modules(&self) -> impl Iterator<Item = &str> {
+        let swapped = self.swapped.values().filter_map(|m| m.stored.as_deref());
+        swapped.chain(self.recorded.values().map(|m| m.stored.as_str()))
     }
 
     /// The handles of the sinks' held batches.
@@ -370,8 +401,8 @@ impl CheckpointMetadata {
     /// Refuses what a checkpoint Weir wrote never holds: ids that are not
     /// ids, a key-group count out of range, a parallelism that does not
     /// match the subtasks listed, stored paths that climb out of the
-    /// checkpoint's directory, file names that are not plain names. A file
-    /// from elsewhere is untrusted until it passes.
+    /// checkpoint's directory, file names that are not plain names, RocksDB
+    /// files in a savepoint. A file from elsewhere is untrusted until it passes.
     fn check(&self) -> Result<(), MetadataError> {
         let bad = |m: String| Err(MetadataError::Invalid(m));
         if !is_id(&self.job) {
@@ -392,6 +423,9 @@ impl CheckpointMetadata {
                 ));
             }
             for handle in &op.subtasks {
+                if self.savepoint && matches!(handle, StateHandle::Rocksdb { .. }) {
+                    return bad(format!("operator '{uid}': RocksDB files in a savepoint, which holds snapshots only"));
+                }
                 for path in handle.paths() {
                     if !is_relative_path(path) {
                         return bad(format!(
@@ -412,9 +446,19 @@ impl CheckpointMetadata {
             }
         }
         let sha256 = |s: &str| s.len() == 64 && s.bytes().all(|b| b.is_ascii_hexdigit());
+        // A stored module is where the store keeps its hash, or nowhere.
+        let kept = |stored: &str, sha256: &str| modules::sha256_of_path(stored) == Some(sha256);
         for (uid, m) in &self.swapped {
             if !is_id(uid) || !sha256(&m.sha256) || !sha256(&m.replaced_sha256) {
                 return bad(format!("swapped module of {uid:?} is not a uid with SHA-256 hashes"));
+            }
+            if let Some(stored) = m.stored.as_deref().filter(|s| !kept(s, &m.sha256)) {
+                return bad(format!("operator '{uid}': swapped module at {stored:?}, not modules/<sha256>.wasm"));
+            }
+        }
+        for (uid, m) in &self.recorded {
+            if !is_id(uid) || !kept(&m.stored, &m.sha256) {
+                return bad(format!("recorded module of {uid:?} is not a uid with modules/<sha256>.wasm"));
             }
         }
         for (id, state) in &self.sinks {
@@ -545,7 +589,21 @@ mod tests {
             .into(),
             swapped: [(
                 "counter".to_string(),
-                SwappedModule { path: "/m/v2.wasm".into(), sha256: "a".repeat(64), replaced_sha256: "b".repeat(64) },
+                SwappedModule {
+                    path: "/m/v2.wasm".into(),
+                    sha256: "a".repeat(64),
+                    replaced_sha256: "b".repeat(64),
+                    stored: Some(format!("modules/{}.wasm", "a".repeat(64))),
+                },
+            )]
+            .into(),
+            recorded: [(
+                "counter".to_string(),
+                RecordedModule {
+                    path: "/m/v1.wasm".into(),
+                    sha256: "b".repeat(64),
+                    stored: format!("modules/{}.wasm", "b".repeat(64)),
+                },
             )]
             .into(),
         }
@@ -557,6 +615,24 @@ mod tests {
         assert_eq!(CheckpointMetadata::decode(&m.encode()).unwrap(), m);
         assert_eq!(m.state_size(), 30004);
         assert_eq!(m.files().collect::<Vec<_>>(), ["chk-7/counter-1.snap", "chk-7/sink-topic-out-0.held"]);
+        let (a, b) = (format!("modules/{}.wasm", "a".repeat(64)), format!("modules/{}.wasm", "b".repeat(64)));
+        assert_eq!(m.stored_modules().collect::<Vec<_>>(), [a, b]);
+        assert!(m.shared_files().is_empty(), "modules are not shared state files: retention leaves them");
+    }
+
+    /// A checkpoint of a version that kept only the swapped module's path
+    /// still decodes, with nothing stored (a resume then passes over it).
+    #[test]
+    fn a_checkpoint_from_before_the_module_store_still_decodes() {
+        let old = crafted(|v| {
+            v["swapped"]["counter"].as_object_mut().unwrap().remove("stored");
+            v.as_object_mut().unwrap().remove("recorded");
+        });
+        let m = CheckpointMetadata::decode(&old).unwrap();
+        assert_eq!(
+            (m.swapped["counter"].stored.as_deref(), m.recorded.len(), m.stored_modules().count()),
+            (None, 0, 0)
+        );
     }
 
     #[test]
@@ -586,6 +662,7 @@ mod tests {
     #[test]
     fn crafted_contents_are_refused_not_trusted() {
         type Edit = Box<dyn Fn(&mut serde_json::Value)>;
+        let other: serde_json::Value = format!("modules/{}.wasm", "c".repeat(64)).into();
         let cases: Vec<(&str, Edit)> = vec![
             ("non-ASCII hex", Box::new(|v| v["operators"]["counter"]["subtasks"][0]["data"] = "é1".into())),
             ("max_parallelism 0", Box::new(|v| v["max_parallelism"] = 0.into())),
@@ -608,6 +685,10 @@ mod tests {
             ("a negative offset", Box::new(|v| v["sources"]["topic"][0]["offset"] = (-3).into())),
             ("a negative partition", Box::new(|v| v["sources"]["topic"][1]["partition"] = (-1).into())),
             ("a position of another shape", Box::new(|v| v["sources"]["topic"] = "seven".into())),
+            ("swapped, stored out", Box::new(|v| v["swapped"]["counter"]["stored"] = "../v2.wasm".into())),
+            ("swapped, another hash", Box::new(move |v| v["swapped"]["counter"]["stored"] = other.clone())),
+            ("a recorded module at a path", Box::new(|v| v["recorded"]["counter"]["stored"] = "/tmp/x.wasm".into())),
+            ("a recorded module without a hash", Box::new(|v| v["recorded"]["counter"]["sha256"] = "b".into())),
         ];
         for (what, edit) in cases {
             let e = CheckpointMetadata::decode(&crafted(edit));

@@ -372,6 +372,7 @@ mod tests {
             fsync: false,
             s3: S3Settings::default(),
             fenced_by: None,
+            limits: crate::config::settings::ReadLimits::default(),
         };
         Uploader::new("op-0".into(), Arc::new(CheckpointStorage::open(&memory, "job").unwrap()), 128)
     }

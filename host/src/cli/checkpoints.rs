@@ -8,6 +8,7 @@ use weir_host::checkpoint::restore::origin;
 use weir_host::checkpoint::storage::CheckpointStorage;
 use weir_host::config::units::human_bytes;
 use weir_host::config::{self, StorageSettings};
+use weir_host::paths::terminal::escape;
 
 /// Lists the checkpoints of the job that `target` names: a job file (its
 /// `state.checkpoints.dir` and name are used) or its `<dir>/<job>`
@@ -42,7 +43,7 @@ pub fn list(target: &str, config_flag: Option<&Path>) -> anyhow::Result<()> {
     {
         eprintln!(
             "the job's last run started from {} and completed no checkpoint since: --resume continues from there",
-            o.uri
+            escape(&o.uri)
         );
     }
     if checkpoints.is_empty() {
@@ -61,7 +62,9 @@ pub fn list(target: &str, config_flag: Option<&Path>) -> anyhow::Result<()> {
                 m.duration_ms,
                 if m.finished { "complete (job finished)" } else { "complete" }
             ),
-            Err(e) => println!("{:>8}  {:<24} {:>12} {:>10}  unusable: {e}", c.id, "-", "-", "-"),
+            Err(e) => {
+                println!("{:>8}  {:<24} {:>12} {:>10}  unusable: {}", c.id, "-", "-", "-", escape(&e.to_string()))
+            }
         }
     }
     Ok(())

@@ -37,7 +37,7 @@ pub fn status(job: &str, json: bool) -> anyhow::Result<()> {
     }
     println!("  dashboard: {}", client.run_file().dashboard_url());
     for r in &s.restarts {
-        let cause = r.cause.lines().next().unwrap_or_default();
+        let cause = weir_host::paths::terminal::escape(r.cause.lines().next().unwrap_or_default());
         println!("  restart {} at {}: {cause}", r.attempt, super::utc(r.time_ms as i64));
     }
     println!("  {:<10} {:<24} {:>4} {:>14} {:>14}", "role", "id", "par", "records in", "records out");

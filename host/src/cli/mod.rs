@@ -1,11 +1,13 @@
 //! The commands of the `host` binary, one module each; what they share
 //! (logging, the host settings file, naming a job) is here. Each command
 //! parses nothing and decides little: it calls the library and prints.
-//! `anyhow` lives only here, at the edge, where errors get their context.
+//! `anyhow` lives only here, at the edge, where errors get their context;
+//! [`error_line`] is how one reaches the terminal.
 
 pub mod checkpoints;
 pub mod control;
 pub mod inspect;
+mod logging;
 pub mod new;
 pub mod replay;
 pub mod run;
@@ -14,7 +16,8 @@ pub mod shadow;
 use anyhow::Context;
 use std::path::{Path, PathBuf};
 use weir_host::config::{self, HostFile, Settings};
-use weir_host::coordinator::progress;
+
+pub use logging::init_logging;
 
 /// How log lines are written.
 #[derive(Clone, Copy, Debug, clap::ValueEnum)]
@@ -25,21 +28,12 @@ pub enum LogFormat {
     Json,
 }
 
-/// Logs to stderr, `warn,weir_host=info` unless `RUST_LOG` says otherwise.
-/// Text logs on a terminal come with the progress line, and are printed
-/// above it; JSON logs are for collectors, which a redrawn line would only
-/// garble, so they come without.
-pub fn init_logging(format: LogFormat) {
-    use tracing_subscriber::EnvFilter;
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("warn,weir_host=info"));
-    let log = tracing_subscriber::fmt().with_env_filter(filter).with_target(false);
-    match format {
-        LogFormat::Text => {
-            let terminal = progress::draw_on_terminal();
-            log.with_writer(progress::log_writer).with_ansi(terminal).init()
-        }
-        LogFormat::Json => log.with_writer(std::io::stderr).json().init(),
-    }
+/// The line `host` prints for a command's error: the error and its causes,
+/// with every character that could steer the terminal escaped. Errors
+/// quote names and text from stored checkpoints, the network and guests.
+pub fn error_line(e: &anyhow::Error) -> String {
+    let text = format!("error: {e:#}");
+    weir_host::paths::terminal::escape_keeping_lines(&text).into_owned()
 }
 
 /// The host settings file: the flag, `$WEIR_CONFIG`, or

@@ -1,11 +1,14 @@
 //! `host replay`: runs one operator again from a checkpoint over the input
 //! it recorded, and prints how the output compares with the recorded one.
+//! The module is the one `--module` names, or the one that ran, which only
+//! the job's module store supplies (`runtime::replay`).
 
 use super::host_settings;
 use anyhow::Context;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use weir_host::checkpoint::restore::{Target, parse_checkpoint_uri};
+use weir_host::paths::terminal::escape;
 use weir_host::runtime::replay::{ReplayReport, ReplayRequest, replay as run_replay};
 
 /// What `host replay` was asked.
@@ -81,6 +84,11 @@ fn print_report(r: &ReplayReport) {
         "replayed operator '{}' from checkpoint {} with {}: {} subtasks, {} segments, {} steps, {} records in, {} out, in {} ms",
         r.operator, r.checkpoint, r.module, r.subtasks, r.segments, r.steps, r.records_in, r.records_out, r.elapsed_ms
     );
+    match &r.recorded_sha256 {
+        Some(ran) if *ran == r.module_sha256 => println!("module: SHA-256 {}, the module that ran", r.module_sha256),
+        Some(ran) => println!("module: SHA-256 {}, not the module that ran (SHA-256 {ran})", r.module_sha256),
+        None => println!("module: SHA-256 {}", r.module_sha256),
+    }
     println!("reached: {}", reached.join(", "));
     for s in &r.stopped {
         println!("stopped early: {s}");
@@ -96,7 +104,7 @@ fn print_report(r: &ReplayReport) {
     for k in &r.keys {
         println!(
             "  key {}: {} different, {} only recorded, {} only replayed",
-            k.key.as_deref().unwrap_or("(none)"),
+            escape(k.key.as_deref().unwrap_or("(none)")),
             k.different,
             k.only_live,
             k.only_shadow
@@ -108,7 +116,7 @@ fn print_report(r: &ReplayReport) {
     for s in &r.samples {
         println!(
             "  sample, key {}: recorded {:?}, replayed {:?}",
-            s.key.as_deref().unwrap_or("(none)"),
+            escape(s.key.as_deref().unwrap_or("(none)")),
             s.live.as_deref().unwrap_or("-"),
             s.shadow.as_deref().unwrap_or("-")
         );

@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 use weir_host::control::client::Client;
 use weir_host::control::{ShadowReport, ShadowRequest};
+use weir_host::paths::terminal::escape;
 
 /// What `host shadow` was asked to do.
 pub enum Action {
@@ -114,7 +115,7 @@ fn describe(r: &ShadowReport) -> String {
         "  output records: {} equal, {} different, {} only live, {} only shadow\n",
         c.equal, c.different, c.only_live, c.only_shadow
     ));
-    let key = |k: &Option<String>| k.clone().unwrap_or_else(|| "(no key)".into());
+    let key = |k: &Option<String>| escape(k.as_deref().unwrap_or("(no key)")).into_owned();
     if !r.keys.is_empty() {
         out.push_str(&format!("  keys with differences ({}):\n", r.keys.len()));
         for k in &r.keys {

@@ -390,6 +390,14 @@ pub fn validate(file: &JobFile, base: &Path, parallelism_override: Option<u32>) 
     for s in &file.sinks {
         add(&s.id, NodeKind::Sink, 1)?;
     }
+    // librdkafka properties that load code or run commands, refused
+    // whatever the entry's kind and whether this build has Kafka.
+    let sources_and_sinks = file.sources.iter().map(|s| ("source", &s.id, &s.options));
+    for (role, id, options) in sources_and_sinks.chain(file.sinks.iter().map(|s| ("sink", &s.id, &s.options))) {
+        if let Some(toml::Value::Table(properties)) = options.get("properties") {
+            super::kafka_properties::check_all(properties).map_err(|e| invalid!("{role} '{id}': {e}"))?;
+        }
+    }
     let known = |exclude_sinks: bool| {
         let mut ids: Vec<&str> = nodes
             .iter()

@@ -1,15 +1,21 @@
 //! Configuration: the host file (`config/host.toml`), the job file
-//! (`job.toml`), how the second overrides the first, and validation. This
+//! (`job.toml`), how the second overrides the first within the bounds the
+//! first sets (`limits`, `roots`), and validation. This
 //! module reads files and reports errors that name the file and field; it
 //! never starts anything.
 
+mod dirs;
 pub mod job;
+pub mod kafka_properties;
+pub mod limits;
 pub mod rest;
+pub mod roots;
 pub mod settings;
 pub mod units;
 pub mod wasm;
 
 pub use job::{ClusterSpec, ConnectorSpec, InputSpec, InvalidJob, JobSpec, OperatorSpec, Partition, SinkSpec};
+pub use limits::{Limits, SetBy};
 pub use rest::{RestAuth, RestSettings};
 pub use settings::{
     BackendKind, CheckpointMode, CheckpointSettings, RestartStrategy, RocksDbSettings, S3Settings, Settings,
@@ -89,7 +95,8 @@ impl HostFile {
     pub fn load(path: &Path) -> Result<Self, ConfigError> {
         let text = read(path)?;
         // Checked against the schema first, for errors with a position.
-        parse::<SettingsFile>(path, &text)?;
+        let file = parse::<SettingsFile>(path, &text)?;
+        file.limits.resolve(&path.display().to_string())?;
         Ok(HostFile { path: path.to_path_buf(), table: parse(path, &text)? })
     }
 
@@ -176,26 +183,75 @@ pub fn load_job(
     parallelism_override: Option<u32>,
 ) -> Result<LoadedJob, ConfigError> {
     let text = read(job_path)?;
+    let invalid = |message: String| ConfigError::Invalid { path: job_path.to_path_buf(), message };
+    let table: toml::Table = parse(job_path, &text)?;
+    // Asked before the schema, so the job file hears why rather than
+    // "unknown field".
+    if table.contains_key("limits") {
+        return Err(invalid(
+            "[limits]: the ceilings and roots are the host's (limits.* in the host settings file): a job file cannot set or raise them".into(),
+        ));
+    }
     let base = job_path.parent().map(Path::to_path_buf).unwrap_or_default();
     let base = if base.as_os_str().is_empty() { PathBuf::from(".") } else { base };
     let spec = parse_job(job_path, &text, &base, parallelism_override)?;
-    let overrides = job_overrides(parse(job_path, &text)?);
+    let overrides = job_overrides(table);
     if overrides.get("wasm").and_then(|w| w.get("cache")).is_some() {
-        return Err(ConfigError::Invalid {
-            path: job_path.to_path_buf(),
-            message: "[wasm] cache: the compiled-module cache is a host setting (wasm.cache in config/host.toml): it holds native code the host runs, so a job file cannot choose it".into(),
-        });
+        return Err(invalid("[wasm] cache: the compiled-module cache is a host setting (wasm.cache in config/host.toml): it holds native code the host runs, so a job file cannot choose it".into()));
+    }
+    // Bounds on what reading a stored checkpoint may cost protect the
+    // host from the checkpoint, which a job file may name: its author
+    // must not also raise them.
+    if let Some(key) = HOST_ONLY_KEYS.iter().find(|key| sets(&overrides, key)) {
+        return Err(invalid(format!(
+            "{key}: it bounds what the host reads from stored checkpoints, which a job file may name, so it is a host setting (set it in the host settings file)"
+        )));
+    }
+    if let Some(rest) = overrides.get("rest") {
+        let section: rest::RestSection = from_table(job_path, rest.as_table().cloned().unwrap_or_default())?;
+        if let Some(problem) = section.job_problem() {
+            return Err(invalid(problem));
+        }
     }
     let mut merged = host.map(|h| h.table.clone()).unwrap_or_default();
-    merge(&mut merged, overrides);
+    merge(&mut merged, overrides.clone());
     let origin = match host {
         Some(h) => format!("{} (over {})", job_path.display(), h.path.display()),
         None => job_path.display().to_string(),
     };
     let merged: SettingsFile = from_table(job_path, merged)?;
     let mut settings = merged.resolve(&origin)?;
+    // The ceilings hold whoever set a value: the error goes to that file.
+    let set_by = |key: &str| match host {
+        _ if sets(&overrides, key) => SetBy::Job(job_path),
+        Some(h) if sets(&h.table, key) => SetBy::Host(&h.path),
+        _ => SetBy::Default,
+    };
+    let limits_from = |key: &str| host.filter(|h| sets(&h.table, key)).map(|h| h.path.clone());
+    let limits = &settings.limits;
+    limits.check_settings(&settings, &set_by, &limits_from)?;
+    limits.check_job(&spec, parallelism_override, &limits_from).map_err(|e| invalid(e.0))?;
+    roots::check_paths(&spec, limits).map_err(|e| invalid(e.0))?;
     settings.warnings.extend(job::unconsumed(&spec));
     Ok(LoadedJob { path: job_path.to_path_buf(), spec, settings })
+}
+
+/// Settings only the host file may set, beside `[limits]`, `wasm.cache` and
+/// what `rest.*` allows.
+const HOST_ONLY_KEYS: &[&str] = &["state.checkpoints.max_file_size", "state.checkpoints.max_section_size"];
+
+/// Whether `table` sets the dotted `key` (`wasm.memory_limit`).
+fn sets(table: &toml::Table, key: &str) -> bool {
+    let mut at = table;
+    let mut parts = key.split('.').peekable();
+    while let Some(part) = parts.next() {
+        match (at.get(part), parts.peek()) {
+            (Some(_), None) => return true,
+            (Some(toml::Value::Table(inner)), Some(_)) => at = inner,
+            _ => return false,
+        }
+    }
+    false
 }
 
 // The one test here reads RocksDB settings, which exist only with the

@@ -1,5 +1,5 @@
 //! `rest.*`: where the control API's HTTP server listens and who may read
-//! it without the token.
+//! it without the token; from a job file, only loopback and the token.
 
 use super::settings::SettingsError;
 use serde::Deserialize;
@@ -39,6 +39,25 @@ pub struct RestSettings {
 }
 
 impl RestSection {
+    /// Why a job file may not set this section as written, if it may not:
+    /// a job file may move the server only to another loopback address,
+    /// and may not open its reads. Reaching beyond the machine, or without
+    /// the token, is the host's choice (`rest.*` in the host file).
+    pub(super) fn job_problem(&self) -> Option<String> {
+        if let Some(auth) = self.auth.as_deref().filter(|a| *a != "token") {
+            return Some(format!(
+                "rest.auth = \"{auth}\": only the host settings file may open the control API without the token (rest.auth there); a job file may set only \"token\""
+            ));
+        }
+        let bind = self.bind.as_deref()?;
+        let ip = bind.parse::<std::net::SocketAddr>().ok()?.ip();
+        (!ip.is_loopback()).then(|| {
+            format!(
+                "rest.bind = \"{bind}\": a job file may bind the control API only to a loopback address (127.0.0.1 or [::1], any port); {ip} is the host settings file's choice (rest.bind there)"
+            )
+        })
+    }
+
     /// The settings, or an error naming the field; `origin` names the file.
     pub(super) fn resolve(&self, origin: &str) -> Result<RestSettings, SettingsError> {
         let bind = self.bind.as_deref().unwrap_or("127.0.0.1:0");

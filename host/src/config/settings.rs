@@ -2,6 +2,7 @@
 //! keys in `job.toml`. Keys follow Flink's dotted names (`state.backend`,
 //! `state.checkpoints.dir`) written as valid TOML.
 
+use super::dirs::{default_cache_dir, default_savepoint_dir};
 use super::units::{ByteSize, HumanDuration};
 pub use super::wasm::{CacheSection, GuestBudgets, WasmSection};
 
@@ -42,6 +43,9 @@ pub struct SettingsFile {
     /// `rest.*`.
     #[serde(default)]
     pub rest: super::rest::RestSection,
+    /// `limits.*` (host file only: a job file's sections never reach it).
+    #[serde(default)]
+    pub limits: super::limits::LimitsSection,
 }
 
 /// `state.*`.
@@ -130,6 +134,13 @@ pub struct CheckpointsSection {
     /// Whether what is written to a `file://` directory is fsynced before
     /// it is published (default true).
     pub fsync: Option<bool>,
+    /// The largest stored file a restore or `host inspect` reads (default
+    /// 64 GiB); what `_metadata` says is larger is refused unread.
+    pub max_file_size: Option<ByteSize>,
+    /// The largest part of a stored file held in memory whole to be
+    /// checked before use (default 1 GiB): a snapshot's section (one key
+    /// group's state), or a Kafka sink's held output, all batches together.
+    pub max_section_size: Option<ByteSize>,
     /// `state.checkpoints.s3.*`: for `s3://` directories.
     #[serde(default)]
     pub s3: S3Section,
@@ -292,6 +303,8 @@ pub struct Settings {
     pub max_batch_delay: Duration,
     /// The control API's server.
     pub rest: super::rest::RestSettings,
+    /// The host's ceilings and roots (`limits.*`), which `load_job` checks.
+    pub limits: super::limits::Limits,
     /// Deprecation and other notes to log once the job starts.
     pub warnings: Vec<String>,
 }
@@ -363,6 +376,25 @@ pub struct StorageSettings {
     /// Cluster mode: commit through the commit log, as this owner (never
     /// from a file: set for each partition's copy of a job).
     pub fenced_by: Option<String>,
+    /// What reading a stored checkpoint may cost at most.
+    pub limits: ReadLimits,
+}
+
+/// `state.checkpoints.max_file_size` and `max_section_size`, resolved:
+/// bounds on what reading a stored checkpoint costs, whatever its
+/// `_metadata` claims.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReadLimits {
+    /// The largest stored file read, in bytes.
+    pub max_file_size: u64,
+    /// The largest part of one held in memory whole, in bytes.
+    pub max_section_size: u64,
+}
+
+impl Default for ReadLimits {
+    fn default() -> Self {
+        ReadLimits { max_file_size: DEFAULT_MAX_FILE_SIZE, max_section_size: DEFAULT_MAX_SECTION_SIZE }
+    }
 }
 
 /// `state.checkpoints.s3.*`, resolved (unset fields fall back to the AWS
@@ -402,6 +434,12 @@ pub const DEFAULT_CHECKPOINT_TIMEOUT: Duration = Duration::from_secs(600);
 pub const DEFAULT_INLINE_THRESHOLD: u64 = 20 << 10;
 /// Default largest state per subtask kept in host memory (5 MiB).
 pub const DEFAULT_MEMORY_MAX_STATE_SIZE: u64 = 5 << 20;
+/// Default largest stored file read (64 GiB).
+pub const DEFAULT_MAX_FILE_SIZE: u64 = 64 << 30;
+/// Default largest part of a stored file held in memory whole (1 GiB):
+/// past any one key group's state Weir writes in practice, and the writer
+/// held each section whole too.
+pub const DEFAULT_MAX_SECTION_SIZE: u64 = 1 << 30;
 /// Default restarts when checkpointing is on.
 pub const DEFAULT_RESTART_ATTEMPTS: u32 = 3;
 /// Default wait before a restart.
@@ -529,6 +567,7 @@ impl SettingsFile {
         let rest = self.rest.resolve(origin)?;
         Ok(Settings {
             rest,
+            limits: self.limits.resolve(origin)?,
             backend,
             rocksdb,
             checkpointing,
@@ -619,6 +658,10 @@ impl SettingsFile {
                 allow_http: s3.allow_http.unwrap_or(false),
             },
             fenced_by: None,
+            limits: ReadLimits {
+                max_file_size: c.max_file_size.map_or(DEFAULT_MAX_FILE_SIZE, |b| b.0),
+                max_section_size: c.max_section_size.map_or(DEFAULT_MAX_SECTION_SIZE, |b| b.0),
+            },
         })
     }
 
@@ -637,26 +680,4 @@ impl SettingsFile {
             )),
         }
     }
-}
-
-/// Where savepoints go when neither `--dir` nor `state.savepoints.dir`
-/// says: `$XDG_DATA_HOME/weir/savepoints`, else
-/// `$HOME/.local/share/weir/savepoints`, as a `file://` URI. (Savepoints
-/// are kept data, not cache.)
-fn default_savepoint_dir() -> Option<String> {
-    let base = std::env::var_os("XDG_DATA_HOME")
-        .filter(|v| !v.is_empty())
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".local").join("share")))?;
-    let dir = std::path::absolute(base.join("weir").join("savepoints")).ok()?;
-    url::Url::from_file_path(dir).ok().map(|u| u.to_string())
-}
-
-/// `$XDG_CACHE_HOME/weir/components`, else `$HOME/.cache/weir/components`.
-fn default_cache_dir() -> Option<PathBuf> {
-    let base = std::env::var_os("XDG_CACHE_HOME")
-        .filter(|v| !v.is_empty())
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))?;
-    Some(base.join("weir").join("components"))
 }

@@ -2,7 +2,9 @@
 //! checkpointing, the file's length at each barrier is recorded and a
 //! restore cuts the file back to it, so the file ends exactly-once, though
 //! a reader may see lines that a failure later takes back (use
-//! `transactional-file` where that matters).
+//! `transactional-file` where that matters). The path is one a job may
+//! write (`config::roots`, checked when the job is loaded), and the file is
+//! opened without following a link.
 
 use super::{OptionsError, options};
 use crate::checkpoint::metadata::SinkState;
@@ -50,7 +52,7 @@ impl Sink for FileSink {
         let file = match at.restore.map(|r| r.state) {
             Some(SinkState::File { length }) => resume(path, *length)?,
             _ => {
-                let file = File::create(path).map_err(io("create", path))?;
+                let file = open_no_link(path, true).map_err(io("create", path))?;
                 // The file's name survives a power loss; its bytes are
                 // synced at each checkpoint.
                 let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
@@ -62,9 +64,22 @@ impl Sink for FileSink {
     }
 }
 
+/// Opens `path` for writing (`create`: created or truncated), never
+/// through a link at its end: the job's load checked where the path leads
+/// (`config::roots`), and a link put there since would lead elsewhere.
+fn open_no_link(path: &Path, create: bool) -> std::io::Result<File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create(create)
+        .truncate(create)
+        .custom_flags((rustix::fs::OFlags::NOFOLLOW | rustix::fs::OFlags::CLOEXEC).bits() as i32)
+        .open(path)
+}
+
 /// Opens `path` as of a checkpoint: cut back to `length`, append after it.
 fn resume(path: &Path, length: u64) -> Result<File, ConnectorError> {
-    let mut f = std::fs::OpenOptions::new().write(true).open(path).map_err(io("reopen", path))?;
+    let mut f = open_no_link(path, false).map_err(io("reopen", path))?;
     let have = f.metadata().map_err(io("read", path))?.len();
     if have < length {
         return Err(ConnectorError::Inconsistent(format!(
@@ -97,5 +112,44 @@ impl SinkWriter for FileWriter {
         f.sync_data().map_err(io("sync", &self.path))?;
         let length = f.stream_position().map_err(io("read", &self.path))?;
         Ok(Some(SinkState::File { length }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::roots::{Access, FILE_OPTIONS};
+
+    /// The option `config::roots` checks is the one this sink writes to.
+    #[test]
+    fn the_path_the_roots_check_is_the_path_written() {
+        let option = FILE_OPTIONS.iter().find(|o| o.role == "sink" && o.kind == "file").expect("listed");
+        assert_eq!(option.access, Access::Write);
+        let dir = tempfile::tempdir().unwrap();
+        let mut options = toml::Table::new();
+        options.insert(option.key.into(), toml::Value::String("out.txt".into()));
+        let spec = ConnectorSpec { id: "o".into(), kind: "file".into(), options, parallelism: 1 };
+        let at = OpenAt {
+            job: "j",
+            subtask: 0,
+            restore: None,
+            fence: None,
+            checkpoint_interval: None,
+            cancelled: &|| false,
+        };
+        build(&spec, dir.path()).unwrap().open(at).unwrap();
+        assert!(dir.path().join("out.txt").is_file());
+    }
+
+    #[test]
+    fn a_link_at_the_paths_end_is_not_followed() {
+        let dir = tempfile::tempdir().unwrap();
+        let victim = dir.path().join("victim");
+        std::fs::write(&victim, "kept\n").unwrap();
+        let link = dir.path().join("out.txt");
+        std::os::unix::fs::symlink(&victim, &link).unwrap();
+        assert!(open_no_link(&link, true).is_err());
+        assert!(open_no_link(&link, false).is_err());
+        assert_eq!(std::fs::read(&victim).unwrap(), b"kept\n");
     }
 }

@@ -207,6 +207,23 @@ pub(super) fn json_key(value: &serde_json::Value, field: &str) -> Result<Vec<u8>
 mod tests {
     use super::{json_key, json_timestamp, rate_problem};
 
+    /// The option `config::roots` checks (when the host confines reads)
+    /// is the one this source reads.
+    #[test]
+    fn the_path_the_roots_check_is_the_path_read() {
+        use crate::config::roots::{Access, FILE_OPTIONS};
+        let option = FILE_OPTIONS.iter().find(|o| o.role == "source" && o.kind == "file").expect("listed");
+        assert_eq!(option.access, Access::Read);
+        let dir = tempfile::tempdir().unwrap();
+        let mut options = toml::Table::new();
+        options.insert(option.key.into(), toml::Value::String("in.txt".into()));
+        let spec = crate::config::ConnectorSpec { id: "i".into(), kind: "file".into(), options, parallelism: 1 };
+        let e = super::build(&spec, dir.path()).err().expect("no such file yet").to_string();
+        assert!(e.contains("in.txt does not exist"), "{e}");
+        std::fs::write(dir.path().join("in.txt"), "a\n").unwrap();
+        super::build(&spec, dir.path()).unwrap();
+    }
+
     #[test]
     fn rates_outside_what_a_pacer_can_keep_are_named() {
         for bad in [1e-19, 0.0, -5.0, 2e9, f64::NAN, f64::INFINITY] {

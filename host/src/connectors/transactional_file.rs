@@ -1,6 +1,7 @@
 //! `kind = "transactional-file"` sink: exactly-once output in part files
 //! that become visible only when the checkpoint covering them completes
-//! (the files' life cycle is [`super::part_files`]).
+//! (the files' life cycle is [`super::part_files`]). Its directory is one
+//! a job may write (`config::roots`, checked when the job is loaded).
 
 use super::part_files::{PartFiles, published_name};
 use super::{OptionsError, options};
@@ -95,5 +96,32 @@ impl SinkWriter for PartFiles {
 
     fn discard(&mut self) -> Result<(), ConnectorError> {
         self.discard_pending()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::roots::{Access, FILE_OPTIONS};
+
+    /// The option `config::roots` checks is the directory written.
+    #[test]
+    fn the_directory_the_roots_check_is_the_one_written() {
+        let option = FILE_OPTIONS.iter().find(|o| o.role == "sink" && o.kind == "transactional-file").expect("listed");
+        assert_eq!(option.access, Access::Write);
+        let dir = tempfile::tempdir().unwrap();
+        let mut options = toml::Table::new();
+        options.insert(option.key.into(), toml::Value::String("out".into()));
+        let spec = ConnectorSpec { id: "o".into(), kind: "transactional-file".into(), options, parallelism: 1 };
+        let at = OpenAt {
+            job: "j",
+            subtask: 0,
+            restore: None,
+            fence: None,
+            checkpoint_interval: None,
+            cancelled: &|| false,
+        };
+        build(&spec, dir.path()).unwrap().open(at).unwrap();
+        assert!(dir.path().join("out").is_dir());
     }
 }

@@ -1,7 +1,9 @@
 //! The control API's client, for the `host status`, `host savepoint`,
 //! `host swap`, `host rescale`, `host shadow` and `host cancel` commands: finds a running
-//! job through its run file and makes one request.
+//! job through its run file (only one of the user's own, [`run_file`]) and
+//! makes one request.
 
+use super::run_file::{self, UntrustedRunFile};
 use super::server::alive;
 use super::{
     Accepted, GraphEdge, JobGraph, Operation, RescaleDone, RescaleRequest, RunFile, SavepointDone, SavepointRequest,
@@ -22,6 +24,9 @@ pub enum ClientError {
         /// Where its run file would be.
         file: String,
     },
+    /// The run file could be another user's.
+    #[error(transparent)]
+    Untrusted(#[from] UntrustedRunFile),
     /// The connection.
     #[error("job '{job}': {message}")]
     Io {
@@ -107,8 +112,7 @@ impl Client {
     pub fn find(job: &str) -> Result<Self, ClientError> {
         let file = run_file_path(job);
         let not_running = || ClientError::NotRunning { job: job.to_string(), file: file.display().to_string() };
-        let text = std::fs::read_to_string(&file).map_err(|_| not_running())?;
-        let run: RunFile = serde_json::from_str(&text).map_err(|_| not_running())?;
+        let run = run_file::read(&file)?.ok_or_else(not_running)?;
         if !alive(run.pid) {
             return Err(not_running());
         }

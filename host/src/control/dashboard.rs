@@ -4,7 +4,8 @@
 //! swap).
 //!
 //! The page works without JavaScript: [`page`] renders the job's state as
-//! plain HTML tables, or a form asking for the token. Where scripts run,
+//! plain HTML tables, or a form asking for the token, which it posts (the
+//! token never goes into an address). Where scripts run,
 //! `app.js` takes over: it polls the control API every second, draws the
 //! job graph and the checkpoint history as SVG, and sends the actions with
 //! the bearer token. The page, its script and its style sheet are built
@@ -69,20 +70,23 @@ fn asset(content_type: &'static str, body: &'static str) -> Response {
     (headers, body).into_response()
 }
 
-/// The token a request to `/` carries: `?token=` (the page's form, which
-/// works without JavaScript) or an `Authorization: Bearer` header.
-pub fn token_of(query: Option<&str>, headers: &HeaderMap) -> Option<String> {
-    let from_query = query.and_then(|q| {
-        url::form_urlencoded::parse(q.as_bytes()).find(|(k, _)| k == "token").map(|(_, v)| v.into_owned())
-    });
-    from_query.or_else(|| {
-        let value = headers.get(header::AUTHORIZATION)?.to_str().ok()?;
-        value.strip_prefix("Bearer ").map(str::to_string)
-    })
+/// The token a `GET /` carries: an `Authorization: Bearer` header. Never
+/// one in the address: addresses are kept in history and bookmarks and
+/// logged by proxies.
+pub fn bearer_token(headers: &HeaderMap) -> Option<String> {
+    let value = headers.get(header::AUTHORIZATION)?.to_str().ok()?;
+    value.strip_prefix("Bearer ").map(str::to_string)
 }
 
-/// The answer to `GET /`: [`page`] with its security headers; `401` when a
-/// token was given and is wrong (the page then asks for it again).
+/// The token the page's form posts to `/` where scripts do not run:
+/// `token=` in an `application/x-www-form-urlencoded` body.
+pub fn form_token(body: &[u8]) -> Option<String> {
+    url::form_urlencoded::parse(body).find(|(k, _)| k == "token").map(|(_, v)| v.into_owned())
+}
+
+/// The answer to `GET /` or the form's `POST /`: [`page`] with its security
+/// headers; `401` when a token was given and is wrong (the page then asks
+/// for it again).
 pub fn respond(data: Option<&PageData>, wrong_token: bool) -> Response {
     let status = if wrong_token { StatusCode::UNAUTHORIZED } else { StatusCode::OK };
     html_response(status, page(data))
@@ -104,7 +108,7 @@ fn html_response(status: StatusCode, body: String) -> Response {
     set(headers, header::CONTENT_SECURITY_POLICY, CSP);
     set(headers, header::X_CONTENT_TYPE_OPTIONS, "nosniff");
     set(headers, header::X_FRAME_OPTIONS, "DENY");
-    // The page's address may hold the token (`?token=`): never sent on.
+    // An address of the page's (`#token=`) is never sent on.
     set(headers, header::REFERRER_POLICY, "no-referrer");
     // The job's data, and maybe the token, stay out of caches.
     set(headers, header::CACHE_CONTROL, "no-store");
@@ -166,14 +170,20 @@ mod tests {
     }
 
     #[test]
-    fn the_token_comes_from_the_query_or_the_header() {
+    fn the_token_comes_from_the_header_or_the_posted_form_never_the_address() {
         let mut headers = HeaderMap::new();
-        assert_eq!(token_of(None, &headers), None);
-        assert_eq!(token_of(Some("token=a%2Bb&x=1"), &headers).as_deref(), Some("a+b"));
+        assert_eq!(bearer_token(&headers), None);
         headers.insert(header::AUTHORIZATION, HeaderValue::from_static("Bearer abc"));
-        assert_eq!(token_of(None, &headers).as_deref(), Some("abc"));
-        assert_eq!(token_of(Some("x=1"), &headers).as_deref(), Some("abc"));
-        assert_eq!(token_of(Some("token=q"), &headers).as_deref(), Some("q"));
+        assert_eq!(bearer_token(&headers).as_deref(), Some("abc"));
+        assert_eq!(form_token(b"token=a%2Bb+c&x=1").as_deref(), Some("a+b c"));
+        assert_eq!(form_token(b"x=1"), None);
+        // The form posts the token; it has no field that a GET would put
+        // in the address.
+        let html = page(None);
+        let form = &html[html.find("<form id=\"token-form\"").unwrap()..];
+        let form = &form[..form.find("</form>").unwrap()];
+        assert!(form.contains("method=\"post\" action=\"/\""), "{form}");
+        assert!(!form.contains("method=\"get\""), "{form}");
     }
 
     #[test]

@@ -29,10 +29,12 @@
 mod access;
 pub mod api;
 pub mod client;
+mod connections;
 pub mod dashboard;
 pub mod group;
 pub mod metrics;
 pub mod operations;
+pub mod run_file;
 pub mod server;
 pub mod shadow;
 

@@ -7,13 +7,15 @@
 //! user can write), compared in constant time before anything else of the
 //! request is read; so must every read unless `rest.auth = "none"`. The
 //! dashboard's page and assets are open, but the page shows the job only
-//! to a request that may read it (the token as `?token=`). Nobody
+//! to a request that may read it (the token posted by its form). Nobody
 //! can exhaust the host through it: at most
-//! [`MAX_CONNECTIONS`] connections at once (a new one closes the oldest), a
+//! [`MAX_CONNECTIONS`] connections at once (a new one closes the oldest that
+//! has not sent its request, [`super::connections`]), a
 //! request's head must arrive within [`HEAD_TIMEOUT`] and fit in
 //! [`MAX_HEAD_BYTES`], and a body is at most [`MAX_BODY_BYTES`], read within
 //! [`BODY_TIMEOUT`].
 
+use super::connections::{Connections, serve_connection};
 use super::operations::{Operations, Outcome};
 use super::{
     Accepted, BackPressure, Request, RequestError, RescaleRequest, RunFile, SavepointRequest, ShadowRequest,
@@ -35,7 +37,8 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 use thiserror::Error;
 
-/// Connections served at once; past it, the oldest is closed.
+/// Connections served at once; past it, the oldest that has not sent its
+/// request yet is closed ([`super::connections`]).
 pub const MAX_CONNECTIONS: usize = 256;
 /// Time for a request's line and headers to arrive.
 pub const HEAD_TIMEOUT: Duration = Duration::from_secs(10);
@@ -46,7 +49,7 @@ pub const MAX_BODY_BYTES: usize = 64 << 10;
 /// Time for a request's body to arrive.
 pub const BODY_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long a savepoint, swap or rescale request may wait for its answer.
-const LONG_WAIT: Duration = Duration::from_secs(3600);
+pub(super) const LONG_WAIT: Duration = Duration::from_secs(3600);
 /// How long the server answers on after the job ended, for clients that
 /// have not read their action's outcome yet.
 const LINGER: Duration = Duration::from_secs(3);
@@ -126,8 +129,9 @@ impl ControlServer {
     /// runs `job`.
     pub fn start(job: &str, requests: Sender<Request>, rest: &RestSettings) -> Result<Self, ControlError> {
         let file = run_file_path(job);
-        if let Ok(text) = std::fs::read_to_string(&file)
-            && let Ok(other) = serde_json::from_str::<RunFile>(&text)
+        // A run file that is not this user's own is no job of theirs; the
+        // run directory's check below refuses it.
+        if let Ok(Some(other)) = super::run_file::read(&file)
             && other.pid != std::process::id()
             && alive(other.pid)
             && !rest.take_over
@@ -247,11 +251,9 @@ fn serve(listener: std::net::TcpListener, shared: Arc<Shared>, mut stop: tokio::
         // outcome is unread (the client of a stop with savepoint polls for
         // it after the job stopped), for at most `LINGER`.
         let mut lingering_until: Option<tokio::time::Instant> = None;
-        // The connections being served, oldest first. When all slots are
-        // taken, a new connection evicts the oldest: a flood of silent
-        // connections cannot lock the owner out, and costs a task each, no
-        // thread.
-        let mut live: std::collections::VecDeque<tokio::task::JoinHandle<()>> = Default::default();
+        // A flood of silent connections cannot lock the owner out, nor
+        // evict a request being served, and costs a task each, no thread.
+        let mut connections = Connections::default();
         loop {
             let (stream, _) = tokio::select! {
                 _ = &mut stop, if lingering_until.is_none() => {
@@ -269,35 +271,16 @@ fn serve(listener: std::net::TcpListener, shared: Arc<Shared>, mut stop: tokio::
                     Err(_) => continue,
                 },
             };
-            live.retain(|t| !t.is_finished());
-            if live.len() >= MAX_CONNECTIONS
-                && let Some(oldest) = live.pop_front()
-            {
-                oldest.abort();
-            }
-            live.push_back(tokio::spawn(serve_connection(stream, app.clone())));
+            connections.admit(stream, app.clone());
+            // The new connection's task reads its request (if it is there)
+            // before the next one is accepted: a burst of connections
+            // cannot evict a request that had arrived.
+            tokio::task::yield_now().await;
         }
     });
     // A read still waiting for the coordinator, which has stopped
     // answering, is not waited for.
     runtime.shutdown_timeout(Duration::from_millis(100));
-}
-
-/// Serves one connection: one request, its head within limits, then closed.
-async fn serve_connection<S>(stream: S, app: Router)
-where
-    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
-{
-    let connection = hyper::server::conn::http1::Builder::new()
-        .timer(hyper_util::rt::TokioTimer::new())
-        .header_read_timeout(HEAD_TIMEOUT)
-        .max_buf_size(MAX_HEAD_BYTES.max(8192))
-        .keep_alive(false)
-        // A client may close its side once it has sent its request.
-        .half_close(true)
-        .serve_connection(hyper_util::rt::TokioIo::new(stream), hyper_util::service::TowerToHyperService::new(app));
-    // A connection lives as long as its answer takes, no longer.
-    let _ = tokio::time::timeout(LONG_WAIT + BODY_TIMEOUT, connection).await;
 }
 
 /// What the server answers a connection that sends `request` and closes,
@@ -310,7 +293,7 @@ pub fn answer_raw(request: &[u8]) -> Vec<u8> {
         let (requests, _) = crossbeam_channel::bounded(0);
         let shared = Shared { requests, token: "fuzz".into(), auth: RestAuth::Token };
         let app = router(Arc::new(shared), Operations::spawn());
-        let served = tokio::spawn(serve_connection(server, app));
+        let served = tokio::spawn(serve_connection(server, app, Default::default()));
         let (mut from_server, mut to_server) = tokio::io::split(client);
         // Written while the answer is read: the server may answer (and
         // close) before it has read everything.
@@ -361,7 +344,7 @@ fn router(shared: Arc<Shared>, table: Operations) -> Router {
         .layer(axum::middleware::from_fn_with_state(shared.clone(), super::access::authorize))
         // The dashboard, outside the token check: its page asks for the
         // token itself, and its assets hold nothing of the job.
-        .route("/", get(dashboard_page))
+        .route("/", get(dashboard_page).post(dashboard_form))
         .merge(super::dashboard::router())
         .layer(tower_http::timeout::RequestBodyTimeoutLayer::new(BODY_TIMEOUT))
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
@@ -401,11 +384,20 @@ async fn read<T: serde::Serialize + Send + 'static>(
 }
 
 /// `GET /`: the dashboard with the job's state when the request may read
-/// it (`rest.auth = "none"`, or the token as `?token=` or bearer), else
-/// the form that asks for the token.
-async fn dashboard_page(State(app): State<App>, uri: axum::http::Uri, headers: axum::http::HeaderMap) -> Response {
-    use super::dashboard::{PageData, respond, token_of, unavailable};
-    let given = token_of(uri.query(), &headers);
+/// it (`rest.auth = "none"`, or the bearer token), else the form that asks
+/// for the token.
+async fn dashboard_page(State(app): State<App>, headers: axum::http::HeaderMap) -> Response {
+    dashboard_answer(app, super::dashboard::bearer_token(&headers)).await
+}
+
+/// `POST /`: the page's form where scripts do not run, the token in the
+/// body.
+async fn dashboard_form(State(app): State<App>, body: Bytes) -> Response {
+    dashboard_answer(app, super::dashboard::form_token(&body)).await
+}
+
+async fn dashboard_answer(app: App, given: Option<String>) -> Response {
+    use super::dashboard::{PageData, respond, unavailable};
     let valid = given.as_ref().is_some_and(|t| super::access::token_matches(t.as_bytes(), &app.shared.token));
     if !valid && app.shared.auth != RestAuth::ReadOpen {
         return respond(None, given.is_some());
@@ -612,9 +604,21 @@ mod tests {
         assert!(answer.contains("id=\"token-form\""), "{answer}");
         assert!(answer.contains("content-security-policy: default-src 'self'"), "{answer}");
         assert!(status_of(b"GET /assets/app.js HTTP/1.1\r\nhost: 127.0.0.1\r\n\r\n").contains("200"));
-        // A wrong token: asked again; the right one reaches the (absent) job.
-        assert!(status_of(b"GET /?token=fuzy HTTP/1.1\r\nhost: 127.0.0.1\r\n\r\n").contains("401"));
-        assert!(status_of(b"GET /?token=fuzz HTTP/1.1\r\nhost: 127.0.0.1\r\n\r\n").contains("503"));
+        // A wrong token: asked again; the right one reaches the (absent)
+        // job, posted by the form or as a header, never from the address.
+        let form = |token: &str| {
+            let body = format!("token={token}");
+            let request = format!(
+                "POST / HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/x-www-form-urlencoded\r\ncontent-length: {}\r\n\r\n{body}",
+                body.len()
+            );
+            status_of(request.as_bytes())
+        };
+        assert!(form("fuzy").contains("401"));
+        assert!(form("fuzz").contains("503"));
+        let by_address =
+            String::from_utf8_lossy(&answer_raw(b"GET /?token=fuzz HTTP/1.1\r\nhost: 127.0.0.1\r\n\r\n")).into_owned();
+        assert!(by_address.starts_with("HTTP/1.1 200") && by_address.contains("id=\"token-form\""), "{by_address}");
         assert!(status_of(b"GET / HTTP/1.1\r\nauthorization: Bearer fuzz\r\n\r\n").contains("503"));
         // The API stays behind the token.
         assert!(status_of(b"GET /v1/job?token=fuzz HTTP/1.1\r\nhost: 127.0.0.1\r\n\r\n").contains("401"));

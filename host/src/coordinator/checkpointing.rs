@@ -2,7 +2,8 @@
 //! pure [`Protocol`], carries out its commands (barriers into the sources,
 //! `_metadata` writes, completion notices to every task), keeps completed
 //! checkpoints to `retained`, and writes the job's final checkpoint.
-//! Savepoints and module swaps ride on the same protocol ([`super::savepoints`]).
+//! Savepoints and module swaps ride on the same protocol ([`super::savepoints`]);
+//! the modules its checkpoints name are kept in [`swapped`].
 //!
 //! [`Checkpoints`] lives for a whole `host run` (ids keep growing and
 //! retention keeps counting); each attempt gets an [`Attempt`] with a fresh
@@ -11,7 +12,7 @@
 use super::history::History;
 use super::savepoints::{PendingSavepoint, PendingSwap};
 use crate::checkpoint::metadata::{
-    CheckpointMetadata, OperatorState, SinkState, SourcePosition, StateHandle, SwappedModule,
+    CheckpointMetadata, OperatorState, RecordedModule, SinkState, SourcePosition, StateHandle, SwappedModule,
 };
 use crate::checkpoint::protocol::{CheckpointId, Command, Protocol, ProtocolConfig};
 use crate::checkpoint::storage::{CheckpointStorage, StorageError};
@@ -20,18 +21,19 @@ use crate::clock::now_ms;
 use crate::config::settings::DEFAULT_CHECKPOINT_TIMEOUT;
 use crate::config::units::human_bytes;
 use crate::config::{CheckpointMode, CheckpointSettings};
-use crate::control::{CheckpointMetrics, ModuleInfo, SavepointDone};
+use crate::control::{CheckpointMetrics, SavepointDone};
 use crate::fault::{Classify, Domain, RetryHint};
 use crate::runtime::TaskId;
 use crate::runtime::events::{AckTiming, TaskSnapshot};
 use crate::runtime::message::{Barrier, BarrierKind, Control, RescaleOrder, ShadowOrder};
 use crate::wasm::OperatorModule;
-use crate::wasm::module::Loaded;
 use crossbeam_channel::Sender;
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use thiserror::Error;
+
+mod swapped;
 
 /// Why checkpointing fails the job.
 #[derive(Debug, Error)]
@@ -113,6 +115,8 @@ pub struct Checkpoints {
     /// Modules swapped in, by operator uid, with the barrier each took
     /// effect at: checkpoints after it record it, so a resume runs it.
     swapped: BTreeMap<String, (CheckpointId, SwappedModule)>,
+    /// The stored job-file modules of operators recording their input.
+    recorded: BTreeMap<String, RecordedModule>,
     /// Whether an operator records its input beside the checkpoints
     /// (retention then deletes the recordings no kept checkpoint starts).
     pub recordings: bool,
@@ -196,45 +200,17 @@ impl Checkpoints {
             pinned: pinned.clone(),
             job_modules: BTreeMap::new(),
             swapped: BTreeMap::new(),
+            recorded: BTreeMap::new(),
             recordings: false,
             stats: CheckpointStats::default(),
             history: History::new(pinned.iter().cloned().collect()),
         }
     }
 
-    /// The modules the run started with: `job_modules` are the job file's
-    /// (uid to SHA-256), `swapped` those a resumed checkpoint had swapped
-    /// in, which later checkpoints record again.
-    pub fn with_modules(
-        mut self,
-        job_modules: BTreeMap<String, String>,
-        swapped: BTreeMap<String, SwappedModule>,
-    ) -> Self {
-        self.job_modules = job_modules;
-        self.swapped = swapped.into_iter().map(|(uid, m)| (uid, (0, m))).collect();
-        self
-    }
-
     /// Retention takes the checkpoints an earlier run left as its oldest.
     pub fn inheriting(mut self, inherited: Vec<crate::checkpoint::leftovers::Inherited>) -> Self {
         self.created.extend(inherited);
         self
-    }
-
-    /// Operator `uid` runs `loaded` from the barrier of `id` on.
-    pub(super) fn swapped_in(&mut self, uid: &str, id: CheckpointId, loaded: &Loaded) {
-        let replaced_sha256 = self.job_modules.get(uid).cloned().unwrap_or_default();
-        let module =
-            SwappedModule { path: loaded.path.display().to_string(), sha256: loaded.sha256.clone(), replaced_sha256 };
-        self.swapped.insert(uid.to_string(), (id, module));
-    }
-
-    /// The modules swapped in while the job ran, by operator uid.
-    pub fn swapped_modules(&self) -> BTreeMap<String, ModuleInfo> {
-        self.swapped
-            .iter()
-            .map(|(uid, (_, m))| (uid.clone(), ModuleInfo { path: m.path.clone(), sha256: m.sha256.clone() }))
-            .collect()
     }
 
     /// Whether periodic checkpoints are on.
@@ -537,6 +513,7 @@ impl Attempt<'_> {
                     let metadata = CheckpointMetadata {
                         savepoint: true,
                         swapped: BTreeMap::new(),
+                        recorded: BTreeMap::new(),
                         ..self.metadata(id, handles, false)
                     };
                     let storage = self.savepoint_of(id).expect("checked").storage.clone();
@@ -673,6 +650,7 @@ impl Attempt<'_> {
                 .filter(|(_, (since, _))| *since < id)
                 .map(|(uid, (_, m))| (uid.clone(), m.clone()))
                 .collect(),
+            recorded: self.cp.recorded.clone(),
         }
     }
 

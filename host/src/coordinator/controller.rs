@@ -8,6 +8,7 @@ use super::JobError;
 use super::checkpointing::{Attempt as Checkpointing, CheckpointingError};
 use super::hand_over::HandOver;
 use super::job_state::JobState;
+use super::modules::SwapModuleError;
 use super::plan::{Plan, Role};
 use super::progress::Progress;
 use super::report::{JobReport, TaskCounters};
@@ -23,8 +24,8 @@ use crate::control::{
 };
 use crate::runtime::message::Control;
 use crate::runtime::{TaskError, TaskEvent, TaskId};
+use crate::wasm::OperatorModule;
 use crate::wasm::module::{Loaded, ModuleCompiler};
-use crate::wasm::{OperatorModule, WasmError};
 use crossbeam_channel::{Receiver, Sender};
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
@@ -60,7 +61,7 @@ impl RunInfo {
 pub(super) struct Compiling {
     purpose: Purpose,
     started: Instant,
-    done: Receiver<Result<Loaded, WasmError>>,
+    done: Receiver<Result<Loaded, SwapModuleError>>,
 }
 
 /// What a module is compiled for.
@@ -453,8 +454,11 @@ impl<'a> Controller<'a> {
     fn compile(&mut self, uid: String, module: String, purpose: Purpose, compiler: &ModuleCompiler) {
         let (tx, rx) = crossbeam_channel::bounded(1);
         let (compiler, path) = (compiler.clone(), PathBuf::from(module));
+        // A swap's module goes into the job's module store, where a resume
+        // loads it from, before the swap is asked of the tasks.
+        let store = self.checkpoints.cp.module_store().filter(|_| matches!(purpose, Purpose::Swap(..))).cloned();
         let spawned = std::thread::Builder::new().name("weir-compile".into()).spawn(move || {
-            let _ = tx.send(compiler.load(&uid, &path));
+            let _ = tx.send(super::modules::load_for_swap(&compiler, &uid, &path, store.as_deref()));
         });
         if let Err(e) = spawned {
             purpose.fail(RequestError::Module(format!("cannot start a thread to compile it: {e}")));
@@ -465,7 +469,7 @@ impl<'a> Controller<'a> {
 
     /// The swap's module was compiled (or could not be): the swap goes on
     /// riding the next savepoint, or is answered with why not.
-    fn on_compiled(&mut self, result: Result<Loaded, WasmError>) {
+    fn on_compiled(&mut self, result: Result<Loaded, SwapModuleError>) {
         let Some(Compiling { purpose, .. }) = self.compiling.take() else { return };
         let (request, reply, loaded) = match (purpose, result) {
             (purpose, Err(e)) => return purpose.fail(RequestError::Module(e.to_string())),

@@ -208,10 +208,8 @@ pub fn run_job_with(
     let _ticker = EpochTicker::start(&engine);
     let mut loader =
         ModuleLoader::new(&engine, settings.cache_dir.clone()).map_err(|e| JobError::Engine(format!("{e:#}")))?;
-    let run_modules = modules::load(spec, &mut loader, initial.as_deref())?;
-    let mut checkpoints = checkpoints
-        .with_modules(run_modules.job_file.clone(), run_modules.swapped.clone())
-        .inheriting(start_with.inherited.clone());
+    let run_modules = modules::load(spec, &mut loader, initial.as_deref(), checkpoints.module_store().map(|s| &**s))?;
+    let mut checkpoints = checkpoints.with_modules(&run_modules).inheriting(start_with.inherited.clone());
     checkpoints.recordings = spec.operators.iter().any(|o| o.record.is_some());
     if checkpoints.recordings && !(settings.checkpointing.is_some() && storage.is_durable()) {
         // Not an error: the job runs as it would without recording.

@@ -6,7 +6,8 @@
 //!
 //! Refused, with the reason: an unknown operator, a parallelism of 0, the
 //! same one, or one above the job's max parallelism (key groups are the
-//! unit that moves) or the operator's own; an operator joined to a
+//! unit that moves), the operator's own, or the host's ceilings
+//! (`limits.parallelism`, `limits.tasks`); an operator joined to a
 //! neighbour by a forward edge (forward pairs subtask i with subtask i, so
 //! both sides would have to change); while a savepoint, swap, shadow run
 //! or other rescale is under way; once any task has finished (the input is
@@ -92,6 +93,11 @@ impl Controller<'_> {
         }
         if to == from {
             return refuse(format!("'{uid}' already runs on {from} subtasks"));
+        }
+        // The host's ceilings bind a rescale as they bind the job file.
+        let tasks: u64 = self.plan.nodes.iter().map(|n| u64::from(n.parallelism)).sum();
+        if let Some(why) = job.settings.limits.rescale_problem(uid, to, tasks - u64::from(from) + u64::from(to)) {
+            return refuse(why);
         }
         let forward = job.spec.operators.iter().find_map(|o| {
             o.inputs

@@ -2,16 +2,22 @@
 //! checkpoints it would collide with), the latest usable checkpoint
 //! (`--resume`), a given checkpoint or a savepoint. Everything is read and
 //! checked before any module is compiled, so a bad directory or a damaged
-//! checkpoint is reported at once.
+//! checkpoint is reported at once. `--resume` also passes over a checkpoint
+//! whose swapped module is not in the job's module store as recorded
+//! (written by an earlier version, or the copy missing or altered): its
+//! state belongs to a module no resume may load from elsewhere.
 
 use super::JobError;
 use crate::checkpoint::leftovers::{self, Inherited, Sweep};
+use crate::checkpoint::modules::{self, ModuleStoreError};
 use crate::checkpoint::restore::origin::{self, Origin};
-use crate::checkpoint::restore::{self, Restored, Target};
+use crate::checkpoint::restore::{self, RestoreError, Restored, Target};
 use crate::checkpoint::storage::{CLAIM_IDS, CheckpointStorage};
 use crate::config::LoadedJob;
+use crate::config::job::JobSpec;
 use crate::config::units::human_bytes;
 use crate::fault::{Classify, Domain, RetryHint};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use thiserror::Error;
 
@@ -85,27 +91,51 @@ pub enum StartError {
         /// The operators, quoted.
         operators: String,
     },
-    /// The module a resumed checkpoint's state belongs to cannot be loaded.
+    /// The module a restored checkpoint's state belongs to cannot be
+    /// loaded from the checkpoint's module store.
     #[error(
-        "operator '{uid}': {checkpoint} holds state of a module swapped in while the job ran, which cannot be loaded: {why}; put it back, or name the module to run in the job file"
+        "operator '{uid}': {checkpoint} holds the state of a module swapped in while the job ran ({path}, SHA-256 {sha256}), which is loaded only from the job's module store, and cannot be: {why}; restore an earlier checkpoint or the savepoint the swap took, or name the module to run in the job file"
     )]
     SwappedModuleGone {
         /// The operator.
         uid: String,
         /// The checkpoint.
         checkpoint: String,
+        /// Where the module was swapped in from (never read).
+        path: String,
+        /// Its recorded SHA-256.
+        sha256: String,
         /// What is wrong.
         why: String,
+    },
+    /// A module the run's checkpoints will name cannot be kept in the job's
+    /// module store.
+    #[error("operator '{uid}': cannot keep module {path} in {store}/modules: {cause}")]
+    KeepModule {
+        /// The operator.
+        uid: String,
+        /// The module.
+        path: String,
+        /// The job's directory.
+        store: String,
+        /// Why.
+        cause: Box<ModuleStoreError>,
     },
 }
 
 impl Classify for StartError {
     fn domain(&self) -> Domain {
-        Domain::User
+        match self {
+            StartError::KeepModule { cause, .. } => cause.domain(),
+            _ => Domain::User,
+        }
     }
 
     fn retry(&self) -> RetryHint {
-        RetryHint::NoRetry
+        match self {
+            StartError::KeepModule { cause, .. } => cause.retry(),
+            _ => RetryHint::NoRetry,
+        }
     }
 }
 
@@ -177,7 +207,9 @@ pub fn prepare(job: &LoadedJob, start: &StartFrom) -> Result<Start, JobError> {
         StartFrom::Latest => {
             let s = storage.as_ref().expect("opened for a restore");
             resumed_origin = origin::read(s)?;
-            let latest = restore::load_latest(s, resumed_origin.as_ref(), &settings.storage)?;
+            let mut hashes = BTreeMap::new();
+            let mut usable = |r: &Restored| swapped_modules_kept(spec, &mut hashes, r);
+            let latest = restore::load_latest_with(s, resumed_origin.as_ref(), &settings.storage, &mut usable)?;
             if latest.is_none() {
                 tracing::warn!(dir = %s.display(), "--resume: no checkpoint yet; starting from the beginning");
             }
@@ -250,6 +282,43 @@ fn record_origin(storage: &CheckpointStorage, start: &StartFrom, highest_id: u64
         StartFrom::Checkpoint { uri, .. } | StartFrom::Savepoint { uri, .. } => {
             origin::record(storage, &Origin { uri: uri.clone(), after: highest_id })?
         }
+    }
+    Ok(())
+}
+
+/// Whether the modules swapped in before checkpoint `r` that this job
+/// would run are in `r`'s module store with the bytes `_metadata` records.
+/// Without them `r` cannot resume as it was taken (its state is theirs), so
+/// `--resume` passes over it. A swapped module the job file names itself,
+/// or one whose replaced module the job file names no more, is not needed
+/// (see [`super::modules::load`]). `hashes` keeps the job file's modules'
+/// SHA-256, by uid, read once when first needed.
+fn swapped_modules_kept(
+    spec: &JobSpec,
+    hashes: &mut BTreeMap<String, Option<String>>,
+    r: &Restored,
+) -> Result<(), RestoreError> {
+    // A finished job's checkpoint runs no module: resuming it only
+    // publishes what its sinks held.
+    if r.metadata.savepoint || r.metadata.finished {
+        return Ok(());
+    }
+    for (uid, m) in &r.metadata.swapped {
+        let Some(op) = spec.operators.iter().find(|o| o.uid == *uid) else { continue };
+        // A job file's module that cannot be read is reported when it is
+        // loaded; until then the swapped module counts as needed.
+        let named = hashes.entry(uid.clone()).or_insert_with(|| modules::sha256_of_file(&op.module).ok());
+        if named.as_deref().is_some_and(|n| n == m.sha256 || n != m.replaced_sha256) {
+            continue;
+        }
+        modules::read_named(&r.storage, m.stored.as_deref(), &m.sha256).map_err(|cause| {
+            RestoreError::SwappedModule {
+                location: r.location.clone(),
+                uid: uid.clone(),
+                path: m.path.clone(),
+                cause: Box::new(cause),
+            }
+        })?;
     }
     Ok(())
 }

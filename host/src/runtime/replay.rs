@@ -1,11 +1,12 @@
 //! `host replay`: one operator run again, offline, from a checkpoint's
 //! state over the input its subtasks recorded after it
 //! ([`crate::checkpoint::recording`]). Each subtask restores its part of
-//! the checkpoint, opens the module (the recorded one, or another), and
-//! follows its chain of recorded segments step by step: processing time
-//! held at the step's recorded reading (for the guest's clocks, its timers
-//! and state TTL), the guest's randomness seeded as it was, the same
-//! input. What the module emits for each step is compared with what was
+//! the checkpoint, opens the module (the one that ran, read from the job's
+//! module store and only with the SHA-256 the checkpoint records; or the
+//! one `--module` names), and follows its chain of recorded segments step
+//! by step: processing time held at the step's recorded reading (for the
+//! guest's clocks, its timers and state TTL), the guest's randomness seeded
+//! as it was, the same input. What the module emits for each step is compared with what was
 //! recorded for it: byte for byte per step, and per output key as a shadow
 //! run compares ([`super::shadow::compare`]).
 //!
@@ -14,6 +15,8 @@
 
 use super::shadow::compare::Tally;
 use super::shadow::fire;
+use crate::checkpoint::metadata::RecordedModule;
+use crate::checkpoint::modules::{ModuleStoreError, read_named};
 use crate::checkpoint::recording::{RecordingError, Segment, StepInput, read_segment};
 use crate::checkpoint::restore::backend::{BackendSpec, SubtaskRestore, open_backend};
 use crate::checkpoint::restore::{RestoreError, Restored};
@@ -26,7 +29,7 @@ use crate::state::key_group::{KeyGroupRange, key_hash};
 use crate::wasm::engine::{EpochTicker, new_engine};
 use crate::wasm::{GuestFailure, Limits, ModuleLoader, OperatorInfo, OperatorInstance, OperatorModule, WasmError};
 use serde::Serialize;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -66,6 +69,23 @@ pub enum ReplayError {
     /// The module could not be loaded or instantiated.
     #[error(transparent)]
     Module(#[from] WasmError),
+    /// The module that ran is not in the job's module store as the
+    /// checkpoint records it.
+    #[error(
+        "operator '{uid}': {location} names module {path} (SHA-256 {sha256}), which a replay loads only from the job's module store, and cannot: {cause}; give the module to run with --module"
+    )]
+    StoredModule {
+        /// The operator.
+        uid: String,
+        /// The checkpoint.
+        location: String,
+        /// Where the module was, for messages (never read).
+        path: String,
+        /// Its recorded SHA-256.
+        sha256: String,
+        /// Why.
+        cause: Box<ModuleStoreError>,
+    },
     /// The WebAssembly engine could not start.
     #[error("cannot start the WebAssembly engine: {0}")]
     Engine(String),
@@ -92,8 +112,14 @@ pub struct ReplayReport {
     pub operator: String,
     /// The checkpoint it started from.
     pub checkpoint: u64,
-    /// The module it ran.
+    /// The module it ran: `--module`, or the job's stored copy of the one
+    /// that ran.
     pub module: String,
+    /// SHA-256 of the module it ran.
+    pub module_sha256: String,
+    /// SHA-256 of the module that ran when the input was recorded, as the
+    /// checkpoint states it (none from a version that did not record it).
+    pub recorded_sha256: Option<String>,
     /// Subtasks replayed.
     pub subtasks: u32,
     /// Recorded segments replayed (over every subtask).
@@ -163,17 +189,45 @@ pub fn replay(request: &ReplayRequest, settings: &Settings) -> Result<ReplayRepo
         })
         .collect::<Result<Vec<Segment>, ReplayError>>()?;
     let recorded = &firsts[0].header;
-    let swapped = from.metadata.swapped.get(uid).filter(|_| !from.metadata.savepoint);
-    let module_path = match (&request.module, swapped) {
-        (Some(m), _) => m.clone(),
-        (None, Some(m)) => PathBuf::from(&m.path),
-        (None, None) => PathBuf::from(&recorded.module),
-    };
     let engine = new_engine().map_err(|e| ReplayError::Engine(format!("{e:#}")))?;
     let _ticker = EpochTicker::start(&engine);
     let mut loader =
         ModuleLoader::new(&engine, settings.cache_dir.clone()).map_err(|e| ReplayError::Engine(format!("{e:#}")))?;
-    let module = loader.load(uid, &module_path)?.module;
+    let ran = module_that_ran(from, uid);
+    let loaded = match (&request.module, &ran) {
+        // The user's own choice, on the command line.
+        (Some(m), _) => loader.load(uid, m)?,
+        (None, Some(ran)) => {
+            let bytes = read_named(&from.storage, Some(&ran.stored), &ran.sha256).map_err(|cause| {
+                ReplayError::StoredModule {
+                    uid: uid.to_string(),
+                    location: from.location.clone(),
+                    path: ran.path.clone(),
+                    sha256: ran.sha256.clone(),
+                    cause: Box::new(cause),
+                }
+            })?;
+            loader.load_bytes(uid, Path::new(&format!("{}/{}", from.storage.display(), ran.stored)), &bytes)?
+        }
+        (None, None) => {
+            let why = match from.metadata.swapped.get(uid) {
+                Some(s) => format!(
+                    "operator '{uid}' ran a module swapped in before it ({}), of which it keeps no copy",
+                    s.path
+                ),
+                None => format!(
+                    "it does not record which module operator '{uid}' ran (the recording names {})",
+                    recorded.module
+                ),
+            };
+            return Err(ReplayError::Invalid(format!(
+                "{}: {why}: it was written by a version of Weir that kept only paths, and a replay loads no module \
+                 from a path a stored file names; give the module to run with --module",
+                from.location
+            )));
+        }
+    };
+    let module = loaded.module;
     let backend = BackendKind::from_name(&recorded.backend).ok_or_else(|| {
         ReplayError::Invalid(format!("{}: unknown state backend {:?}", firsts[0].location, recorded.backend))
     })?;
@@ -205,7 +259,9 @@ pub fn replay(request: &ReplayRequest, settings: &Settings) -> Result<ReplayRepo
     let mut report = ReplayReport {
         operator: uid.to_string(),
         checkpoint,
-        module: module_path.display().to_string(),
+        module: loaded.path.display().to_string(),
+        module_sha256: loaded.sha256.clone(),
+        recorded_sha256: ran.map(|r| r.sha256),
         subtasks: parallelism,
         ..ReplayReport::default()
     };
@@ -396,6 +452,22 @@ impl Subtask<'_> {
                 }
             }
         }
+    }
+}
+
+/// The module operator `uid` ran from checkpoint `from` on, as the
+/// checkpoint records it with its copy in the job's module store: a module
+/// swapped in before it, else the job file's (an operator that records its
+/// input has its module stored); none from a version that kept only paths.
+fn module_that_ran(from: &Restored, uid: &str) -> Option<RecordedModule> {
+    let m = &from.metadata;
+    match m.swapped.get(uid).filter(|_| !m.savepoint) {
+        Some(s) => s.stored.as_ref().map(|stored| RecordedModule {
+            path: s.path.clone(),
+            sha256: s.sha256.clone(),
+            stored: stored.clone(),
+        }),
+        None => m.recorded.get(uid).cloned(),
     }
 }
 

@@ -5,14 +5,15 @@
 //!
 //! A guest's text never reaches the log raw: control characters (carriage
 //! returns and escape sequences included) and Unicode's bidirectional
-//! formatting characters are written escaped (`\u{1b}`), so a line cannot
-//! forge another line or reorder what a reader sees. Both streams share one
+//! formatting characters are written escaped (`\u{1b}`, by
+//! [`crate::paths::terminal`]), so a line cannot forge another line or
+//! reorder what a reader sees. Both streams share one
 //! budget per call ([`LogBudget`]: `wasm.max_log_lines` and
 //! `wasm.max_log_bytes`); lines past it are dropped and counted, and the
 //! instance reports the count once the call ends.
 
+use crate::paths::terminal::escape;
 use bytes::Bytes;
-use std::borrow::Cow;
 use std::collections::VecDeque;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
@@ -168,34 +169,6 @@ impl Inner {
     }
 }
 
-/// Whether `c` must not reach the log as it is: a control character (C0,
-/// DEL, C1: carriage return, escape, backspace ...), a line or paragraph
-/// separator, or a bidirectional formatting character (marks, embeddings,
-/// overrides, isolates), which reorders how the rest of a line displays.
-fn unsafe_in_log(c: char) -> bool {
-    c.is_control()
-        || matches!(c, '\u{061c}' | '\u{200e}' | '\u{200f}' | '\u{2028}' | '\u{2029}')
-        || ('\u{202a}'..='\u{202e}').contains(&c)
-        || ('\u{2066}'..='\u{2069}').contains(&c)
-}
-
-/// `text` with every character [`unsafe_in_log`] says must not reach the
-/// log written as `\u{..}`; borrowed when there is none (the usual case).
-pub fn escape(text: &str) -> Cow<'_, str> {
-    if !text.chars().any(unsafe_in_log) {
-        return Cow::Borrowed(text);
-    }
-    let mut out = String::with_capacity(text.len() + 16);
-    for c in text.chars() {
-        if unsafe_in_log(c) {
-            out.extend(c.escape_unicode());
-        } else {
-            out.push(c);
-        }
-    }
-    Cow::Owned(out)
-}
-
 impl IsTerminal for GuestLog {
     fn is_terminal(&self) -> bool {
         false
@@ -250,16 +223,6 @@ impl tokio::io::AsyncWrite for GuestLog {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn control_and_bidi_characters_are_escaped() {
-        assert!(matches!(escape("plain text, ünïcode"), Cow::Borrowed(_)));
-        assert_eq!(
-            escape("a\rb\x1b[31mc\u{202e}d\u{2066}e\u{7f}\u{85}"),
-            "a\\u{d}b\\u{1b}[31mc\\u{202e}d\\u{2066}e\\u{7f}\\u{85}"
-        );
-        assert_eq!(escape("tab\there"), "tab\\u{9}here");
-    }
 
     #[test]
     fn lines_past_the_budget_are_dropped_and_counted() {

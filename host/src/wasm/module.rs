@@ -177,6 +177,12 @@ impl ModuleCompiler {
         self.compile(uid, path, &bytes, sha256)
     }
 
+    /// Checks, compiles (or takes from the cache) and pre-links `bytes` for
+    /// operator `uid`, read from `path` (which messages name).
+    pub fn load_bytes(&self, uid: &str, path: &Path, bytes: &[u8]) -> Result<Loaded, WasmError> {
+        self.compile(uid, path, bytes, hex::encode(Sha256::digest(bytes)))
+    }
+
     fn compile(&self, uid: &str, path: &Path, bytes: &[u8], sha256: String) -> Result<Loaded, WasmError> {
         let started = Instant::now();
         check_header(uid, path, bytes)?;
@@ -246,10 +252,20 @@ impl ModuleLoader {
     /// Loads the module at `path` for operator `uid`.
     pub fn load(&mut self, uid: &str, path: &Path) -> Result<Loaded, WasmError> {
         let (bytes, sha256) = self.compiler.read(uid, path)?;
+        self.load_hashed(uid, path, &bytes, sha256)
+    }
+
+    /// Loads `bytes`, read from `path` (which messages name), for operator
+    /// `uid`.
+    pub fn load_bytes(&mut self, uid: &str, path: &Path, bytes: &[u8]) -> Result<Loaded, WasmError> {
+        self.load_hashed(uid, path, bytes, hex::encode(Sha256::digest(bytes)))
+    }
+
+    fn load_hashed(&mut self, uid: &str, path: &Path, bytes: &[u8], sha256: String) -> Result<Loaded, WasmError> {
         if let Some(pre) = self.loaded.get(&sha256) {
             return Ok(Loaded { module: pre.clone(), path: path.to_path_buf(), sha256 });
         }
-        let loaded = self.compiler.compile(uid, path, &bytes, sha256)?;
+        let loaded = self.compiler.compile(uid, path, bytes, sha256)?;
         self.loaded.insert(loaded.sha256.clone(), loaded.module.clone());
         Ok(loaded)
     }

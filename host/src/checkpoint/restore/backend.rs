@@ -2,18 +2,21 @@
 //! from a checkpoint or savepoint as a [`SubtaskPlan`] says: the single
 //! place where restored bytes become live state. Also reads any stored
 //! subtask state as a canonical snapshot stream ([`read_canonical`]), which
-//! `host inspect` shares.
+//! `host inspect` shares, and copies an incremental checkpoint's RocksDB
+//! files into a local directory ([`download_rocksdb`]). Stored bytes are
+//! streamed, never held whole: snapshot sections are bounded by
+//! `state.checkpoints.max_section_size`, files by `max_file_size`.
 
 use super::plan::{SourceForm, SubtaskPlan, plan_subtask};
 use super::{RestoreError, RestoreSource, Restored};
 use crate::checkpoint::metadata::DbFile;
-use crate::checkpoint::storage::CheckpointStorage;
+use crate::checkpoint::storage::{CheckpointStorage, StorageError};
 use crate::checkpoint::upload::DESCRIPTORS_FILE;
 use crate::clock::Clock;
 use crate::config::{BackendKind, RocksDbSettings};
 use crate::state::hashmap::HashMapBackend;
 use crate::state::key_group::KeyGroupRange;
-use crate::state::snapshot::{decode_descriptors, restore_snapshot_stream};
+use crate::state::snapshot::{decode_descriptors, restore_snapshot_stream_within};
 use crate::state::ttl::TtlBackend;
 use crate::state::{StateBackend, StateDescriptor};
 use std::io::Read;
@@ -111,11 +114,14 @@ pub fn open_backend(
         let source =
             r.sources.get(i).ok_or_else(|| RestoreError::BadUri(format!("{}: subtask {i}", r.from.location)))?;
         let mut reader = read_canonical(&r.from.storage, source, r.from.metadata.max_parallelism, scratch.path())?;
-        let summary = restore_snapshot_stream(&mut reader, opened.backend.as_mut(), range, spec.max_parallelism, share)
-            .map_err(|source| RestoreError::Snapshot {
-                location: format!("{}: state of subtask {i}", r.from.location),
-                cause: source,
-            })?;
+        let max_section = r.from.storage.limits().max_section_size;
+        let backend = opened.backend.as_mut();
+        let summary =
+            restore_snapshot_stream_within(&mut reader, backend, range, spec.max_parallelism, share, max_section)
+                .map_err(|source| RestoreError::Snapshot {
+                    location: format!("{}: state of subtask {i}", r.from.location),
+                    cause: source,
+                })?;
         opened.restored.entries += summary.entries;
         opened.restored.bytes += source.size();
     }
@@ -204,7 +210,7 @@ fn adopt_files(
 fn local_dir(spec: &BackendSpec) -> Result<&Path, RestoreError> {
     let dir = &spec.rocksdb.localdir;
     crate::checkpoint::storage::local::beneath::ensure_private_dir(dir, false)
-        .map_err(|e| RestoreError::Storage(crate::checkpoint::storage::StorageError::Local(e)))?;
+        .map_err(|e| RestoreError::Storage(StorageError::Local(e)))?;
     Ok(dir)
 }
 
@@ -234,6 +240,10 @@ pub fn read_canonical<'a>(
         RestoreSource::Snapshot(bytes) => Ok(Box::new(&bytes[..])),
         RestoreSource::File { path, size, crc32 } => Ok(Box::new(storage.open_reader(path, *size, *crc32)?)),
         RestoreSource::Rocksdb(files) => {
+            if !cfg!(feature = "rocksdb") {
+                // Nothing could convert the files: fetch none of them.
+                return Err(without_rocksdb());
+            }
             let location = storage.display().to_string();
             let db = scratch.join("db");
             let descriptors = download_rocksdb(storage, files, &db, &location)?;
@@ -286,27 +296,38 @@ fn convert_rocksdb(
     _max_parallelism: u32,
     _to: &Path,
 ) -> Result<(), RestoreError> {
-    Err(crate::state::StateError::Unsupported {
+    Err(without_rocksdb())
+}
+
+/// Why a host built without RocksDB cannot read an incremental checkpoint.
+fn without_rocksdb() -> RestoreError {
+    crate::state::StateError::Unsupported {
         name: "(incremental checkpoint)".into(),
         what: "reading RocksDB files (this host was built without the `rocksdb` feature)",
     }
-    .into())
+    .into()
 }
 
 /// Downloads an incremental checkpoint's files into `dir` (created; it must
 /// not exist yet); returns the state descriptors stored with them. A file
-/// is written only under a plain name directly inside `dir`.
+/// is written only under a plain name directly inside `dir`. Every file's
+/// size is checked against `state.checkpoints.max_file_size` before any is
+/// fetched; each is then streamed to disk ([`copy_stored`]), never held in
+/// memory whole, and only the descriptors are read into memory.
 pub fn download_rocksdb(
     storage: &CheckpointStorage,
     files: &[DbFile],
     dir: &Path,
     location: &str,
 ) -> Result<Vec<StateDescriptor>, RestoreError> {
+    for f in files {
+        storage.check_file_size(&f.path, f.size)?;
+    }
     std::fs::create_dir_all(dir).map_err(|cause| RestoreError::Local { path: dir.to_path_buf(), cause })?;
     let mut descriptors = None;
     for f in files {
-        let bytes = storage.get_object(&f.path, f.size, f.crc32)?;
         if f.name == DESCRIPTORS_FILE {
+            let bytes = storage.read_object(&f.path, f.size, f.crc32)?;
             let (_, d) = decode_descriptors(&bytes).map_err(|source| RestoreError::Snapshot {
                 location: format!("{location}/{}", f.path),
                 cause: source,
@@ -315,8 +336,44 @@ pub fn download_rocksdb(
         } else {
             let to = crate::paths::join_under(dir, &f.name)
                 .map_err(|cause| RestoreError::UnsafeName { location: location.to_string(), cause })?;
-            std::fs::write(&to, &bytes).map_err(|cause| RestoreError::Local { path: to, cause })?;
+            copy_stored(storage, f, &to)?;
         }
     }
     descriptors.ok_or_else(|| RestoreError::NoDescriptors { location: location.to_string() })
+}
+
+/// Bytes per read and write of [`copy_stored`].
+const COPY_CHUNK: usize = 1 << 20;
+
+/// Copies stored file `f` to `to`, a new local file, a chunk at a time,
+/// checked as it goes against the size and CRC-32 `_metadata` gives it
+/// (the reader fails past the size, and at the end on a wrong size or
+/// checksum). A chunk of zeros is skipped rather than written, as
+/// `cp --sparse` does: a sparse stored file stays sparse on this disk.
+fn copy_stored(storage: &CheckpointStorage, f: &DbFile, to: &Path) -> Result<(), RestoreError> {
+    use std::io::{Seek, SeekFrom, Write};
+    let local = |cause| RestoreError::Local { path: to.to_path_buf(), cause };
+    let mut reader = storage.open_reader(&f.path, f.size, f.crc32)?;
+    let mut file = std::fs::OpenOptions::new().write(true).create_new(true).open(to).map_err(local)?;
+    let (mut buf, zeros) = (vec![0u8; COPY_CHUNK], vec![0u8; COPY_CHUNK]);
+    let mut copied = 0u64;
+    loop {
+        let n = match reader.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => {
+                let location = format!("{}/{}", storage.display(), f.path);
+                return Err(StorageError::Corrupt { location, message: e.to_string() }.into());
+            }
+        };
+        if buf[..n] == zeros[..n] {
+            file.seek(SeekFrom::Current(n as i64)).map_err(local)?;
+        } else {
+            file.write_all(&buf[..n]).map_err(local)?;
+        }
+        copied += n as u64;
+    }
+    // A file ending in zeros ends in a hole: give it its length.
+    file.set_len(copied).map_err(local)
 }

@@ -15,11 +15,12 @@ pub mod origin;
 pub mod plan;
 
 use super::metadata::{CheckpointMetadata, DbFile, MetadataError, StateHandle};
+use super::modules::ModuleStoreError;
 use super::storage::{CheckpointStorage, StorageError};
 use crate::config::StorageSettings;
 use crate::fault::{Classify, Domain, RetryHint};
 use crate::state::StateError;
-use crate::state::snapshot::{SnapshotError, verify_snapshot};
+use crate::state::snapshot::{SnapshotError, verify_snapshot, verify_snapshot_within};
 use bytes::Bytes;
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -105,6 +106,21 @@ pub enum RestoreError {
     /// The state backend could not be opened or refused the state.
     #[error(transparent)]
     Backend(#[from] StateError),
+    /// The checkpoint's state belongs to a module swapped in while the job
+    /// ran, which is not in the job's module store as `_metadata` records.
+    #[error(
+        "{location}: operator '{uid}' runs a module swapped in while the job ran ({path}), which is loaded only from the job's module store, and cannot be: {cause}"
+    )]
+    SwappedModule {
+        /// The checkpoint.
+        location: String,
+        /// The operator.
+        uid: String,
+        /// Where the module was swapped in from (never read).
+        path: String,
+        /// Why (boxed: every restore returns this error type).
+        cause: Box<ModuleStoreError>,
+    },
 }
 
 fn upload_descriptors() -> &'static str {
@@ -118,6 +134,7 @@ impl Classify for RestoreError {
             RestoreError::Local { .. } => Domain::External,
             RestoreError::Backend(e) => e.domain(),
             RestoreError::OriginGone { cause, .. } => cause.domain(),
+            RestoreError::SwappedModule { cause, .. } => cause.domain(),
             _ => Domain::User,
         }
     }
@@ -128,6 +145,7 @@ impl Classify for RestoreError {
             RestoreError::Local { .. } => RetryHint::Restart,
             RestoreError::Backend(e) => e.retry(),
             RestoreError::OriginGone { cause, .. } => cause.retry(),
+            RestoreError::SwappedModule { cause, .. } => cause.retry(),
             // Damaged or foreign files stay damaged.
             _ => RetryHint::NoRetry,
         }
@@ -201,7 +219,7 @@ pub fn load(storage: &Arc<CheckpointStorage>, id: u64) -> Result<Restored, Resto
                     // Checked whole now, streamed (never held whole in
                     // memory), and streamed again by the subtask.
                     let mut reader = storage.open_reader(path, *size, *crc32)?;
-                    verify_snapshot(&mut reader)
+                    verify_snapshot_within(&mut reader, storage.limits().max_section_size)
                         .map_err(|e| snapshot_error(format!("{}/{path}", storage.display()), e))?;
                     subtasks.push(RestoreSource::File { path: path.clone(), size: *size, crc32: *crc32 });
                 }
@@ -236,13 +254,26 @@ pub fn load_latest(
     origin: Option<&origin::Origin>,
     settings: &StorageSettings,
 ) -> Result<Option<Restored>, RestoreError> {
+    load_latest_with(storage, origin, settings, &mut |_| Ok(()))
+}
+
+/// [`load_latest`], where a checkpoint is usable only if `usable` also
+/// accepts it once it was read (the job's own conditions, such as its
+/// swapped modules being in the module store); one it refuses is passed
+/// over like a damaged one.
+pub fn load_latest_with(
+    storage: &Arc<CheckpointStorage>,
+    origin: Option<&origin::Origin>,
+    settings: &StorageSettings,
+    usable: &mut dyn FnMut(&Restored) -> Result<(), RestoreError>,
+) -> Result<Option<Restored>, RestoreError> {
     let ids = storage.list_checkpoints()?;
     let mut reasons = Vec::new();
     // Checkpoints at or below `after` predate the origin: resuming from one
     // would undo what the run that started from the origin published.
     let after = origin.map_or(0, |o| o.after);
     for &id in ids.iter().rev().filter(|&&id| origin.is_none() || id > after) {
-        match load(storage, id) {
+        match load(storage, id).and_then(|r| usable(&r).map(|()| r)) {
             Ok(r) => return Ok(Some(r)),
             Err(e) => {
                 tracing::warn!(checkpoint = id, error = %e, "checkpoint is unusable; trying the one before");
@@ -260,7 +291,7 @@ pub fn load_latest(
             uri: o.uri.clone(),
             cause: Box::new(cause),
         };
-        return Target::parse(&o.uri).load(settings).map(Some).map_err(gone);
+        return Target::parse(&o.uri).load(settings).and_then(|r| usable(&r).map(|()| r)).map(Some).map_err(gone);
     }
     if ids.is_empty() {
         Ok(None)

@@ -75,6 +75,7 @@ mod tests {
             fsync: true,
             s3: S3Settings::default(),
             fenced_by: None,
+            limits: crate::config::settings::ReadLimits::default(),
         };
         CheckpointStorage::open(&settings, "job").unwrap()
     }

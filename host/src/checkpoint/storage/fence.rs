@@ -247,6 +247,7 @@ mod tests {
             fsync: true,
             s3: crate::config::S3Settings::default(),
             fenced_by: Some(owner.into()),
+            limits: crate::config::settings::ReadLimits::default(),
         };
         CheckpointStorage::open(&settings, "job-p0").unwrap()
     }

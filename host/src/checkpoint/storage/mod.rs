@@ -26,10 +26,11 @@ mod stores;
 pub use fence::{CLAIM_IDS, Claimed, LastEntry};
 
 pub use reader::ObjectReader;
-use reader::Source;
 
 use super::metadata::StateHandle;
 use crate::config::StorageSettings;
+use crate::config::settings::ReadLimits;
+use crate::config::units::human_bytes;
 use crate::fault::{Classify, Domain, RetryHint};
 use bytes::Bytes;
 use futures::TryStreamExt;
@@ -96,6 +97,22 @@ pub enum StorageError {
         /// The store's error.
         cause: object_store::Error,
     },
+    /// A stored file is larger than a setting lets a restore or `host
+    /// inspect` read; it was not read.
+    #[error(
+        "{location}: _metadata gives it {size} bytes, over {setting} = {} ({limit} bytes), so it was not read; raise {setting} in the host settings if this checkpoint is trusted",
+        human_bytes(*limit)
+    )]
+    TooLarge {
+        /// Where.
+        location: String,
+        /// Its size, as `_metadata` states it.
+        size: u64,
+        /// The setting's value.
+        limit: u64,
+        /// The setting.
+        setting: &'static str,
+    },
     /// A state file does not match what `_metadata` says of it.
     #[error("{location} is corrupt: {message}")]
     Corrupt {
@@ -117,7 +134,9 @@ pub enum StorageError {
 impl Classify for StorageError {
     fn domain(&self) -> Domain {
         match self {
-            StorageError::BadDir { .. } | StorageError::TooLargeForMemory { .. } => Domain::User,
+            StorageError::BadDir { .. } | StorageError::TooLargeForMemory { .. } | StorageError::TooLarge { .. } => {
+                Domain::User
+            }
             StorageError::AlreadyCommitted { .. }
             | StorageError::Fenced { .. }
             | StorageError::Io { .. }
@@ -142,6 +161,7 @@ impl Classify for StorageError {
             // would only be fenced again.
             StorageError::BadDir { .. }
             | StorageError::TooLargeForMemory { .. }
+            | StorageError::TooLarge { .. }
             | StorageError::Corrupt { .. }
             | StorageError::Fenced { .. } => RetryHint::NoRetry,
         }
@@ -161,6 +181,8 @@ pub struct CheckpointStorage {
     local: Option<Arc<LocalStore>>,
     /// Some(limit) when the store is host memory.
     memory_limit: Option<u64>,
+    /// What reading a stored file may cost at most.
+    limits: ReadLimits,
     inline_threshold: u64,
     /// A savepoint directory: one checkpoint, its files at the root, rather
     /// than a job's `chk-<n>/` directories.
@@ -193,6 +215,7 @@ impl CheckpointStorage {
                 display: format!("memory:/{job}"),
                 local: None,
                 memory_limit: Some(settings.memory_max_state_size),
+                limits: settings.limits,
                 inline_threshold: settings.inline_threshold,
                 savepoint: false,
                 fence: None,
@@ -206,6 +229,7 @@ impl CheckpointStorage {
             display: format!("{}/{job}", dir.trim_end_matches('/')),
             local,
             memory_limit: None,
+            limits: settings.limits,
             inline_threshold: settings.inline_threshold,
             savepoint: false,
             fence: settings.fenced_by.as_deref().map(fence::Fence::new),
@@ -229,6 +253,7 @@ impl CheckpointStorage {
             display: uri.to_string(),
             local,
             memory_limit: None,
+            limits: settings.limits,
             inline_threshold: settings.inline_threshold,
             savepoint: true,
             fence: None,
@@ -263,6 +288,13 @@ impl CheckpointStorage {
     /// The job's directory, as the user would write it.
     pub fn display(&self) -> &str {
         &self.display
+    }
+
+    /// What reading a stored file may cost at most: the largest file read,
+    /// and the largest part of one held in memory whole (a snapshot's
+    /// section, which its parser bounds by it).
+    pub fn limits(&self) -> ReadLimits {
+        self.limits
     }
 
     /// Whether checkpoints survive the process.
@@ -358,16 +390,18 @@ impl CheckpointStorage {
         }
     }
 
-    /// Reads a snapshot handle's bytes, checking size and checksum. An
-    /// incremental RocksDB handle is a set of files: read them with
-    /// [`CheckpointStorage::get_object`].
-    pub fn read_state(&self, handle: &StateHandle) -> Result<Bytes, StorageError> {
+    /// Reads a handle's bytes whole into memory (a Kafka sink's held
+    /// output), checking size and checksum. A stored file is refused unread
+    /// if `_metadata` gives it more than `state.checkpoints.max_section_size`.
+    /// An incremental RocksDB handle is a set of files: stream them with
+    /// [`CheckpointStorage::open_reader`].
+    pub fn read_state(&self, handle: &StateHandle) -> Result<Vec<u8>, StorageError> {
         match handle {
-            StateHandle::Inline { data } => Ok(Bytes::from(data.clone())),
-            StateHandle::File { path, size, crc32 } => self.get_object(path, *size, *crc32),
+            StateHandle::Inline { data } => Ok(data.clone()),
+            StateHandle::File { path, size, crc32 } => self.read_object(path, *size, *crc32),
             StateHandle::Rocksdb { .. } => Err(StorageError::Corrupt {
                 location: self.display.clone(),
-                message: "an incremental RocksDB handle is not one snapshot file".into(),
+                message: "an incremental RocksDB handle is not one stored file".into(),
             }),
         }
     }
@@ -381,47 +415,6 @@ impl CheckpointStorage {
             .map_err(|source| StorageError::Io { op: "writing", location: self.location(relative), cause: source })?;
         crate::crash_point::crash_point("storage.object-written");
         Ok((size, crc))
-    }
-
-    /// Reads `relative`, checking it has `size` bytes with CRC-32 `crc32`.
-    /// It is read as a stream and never held past `size` bytes, whatever
-    /// the store holds.
-    pub fn get_object(&self, relative: &str, size: u64, crc32: u32) -> Result<Bytes, StorageError> {
-        use std::io::Read;
-        let mut reader = self.open_reader(relative, size, crc32)?;
-        let mut bytes = Vec::new();
-        let corrupt = |message: String| StorageError::Corrupt { location: self.location(relative), message };
-        reader.read_to_end(&mut bytes).map_err(|e| corrupt(e.to_string()))?;
-        Ok(Bytes::from(bytes))
-    }
-
-    /// Opens `relative` for reading as a stream, chunk by chunk, so it is
-    /// never in memory whole; at its end the reader checks it had `size`
-    /// bytes with CRC-32 `crc32`, and fails the read if not.
-    pub fn open_reader(&self, relative: &str, size: u64, crc32: u32) -> Result<ObjectReader<'_>, StorageError> {
-        let location = self.location(relative);
-        // A local file is read directly: object_store's local store streams
-        // it in 8 KiB chunks through the runtime's blocking pool, which cost
-        // half of a large restore's time.
-        let source = match &self.local {
-            Some(local) => Source::File(std::io::BufReader::with_capacity(1 << 20, self.open_local(local, relative)?)),
-            None => Source::Stream(
-                self.runtime
-                    .block_on(self.store.get(&self.path(relative)))
-                    .map_err(|source| StorageError::Io { op: "reading", location: location.clone(), cause: source })?
-                    .into_stream(),
-            ),
-        };
-        Ok(ObjectReader {
-            storage: self,
-            source,
-            chunk: Bytes::new(),
-            hasher: crc32fast::Hasher::new(),
-            read: 0,
-            size,
-            crc32,
-            location,
-        })
     }
 
     /// Deletes `relative`; a missing object is not an error.
@@ -613,6 +606,7 @@ mod tests {
             fsync: true,
             s3: crate::config::S3Settings::default(),
             fenced_by: None,
+            limits: crate::config::settings::ReadLimits::default(),
         }
     }
 

@@ -112,12 +112,29 @@ impl Held {
         Ok(HeldBatch { checkpoint: self.checkpoint, nonce: self.nonce, records: self.records, handle })
     }
 
+    /// Reads the batches a checkpoint recorded, all held in memory together
+    /// to be published: refused unread if `_metadata` gives them more than
+    /// `state.checkpoints.max_section_size` together. Each is streamed into
+    /// memory, counted against the size `_metadata` gives it.
+    pub fn load_all(batches: &[HeldBatch], storage: &CheckpointStorage) -> Result<Vec<Held>, ConnectorError> {
+        let total = batches.iter().fold(0u64, |sum, b| sum.saturating_add(b.handle.size()));
+        let limit = storage.limits().max_section_size;
+        if total > limit {
+            return Err(ConnectorError::Inconsistent(format!(
+                "{}: the held output of {} checkpoints is {total} bytes by _metadata, over state.checkpoints.max_section_size = {limit} bytes, so none was read; raise the setting in the host settings if this checkpoint is trusted",
+                storage.display(),
+                batches.len()
+            )));
+        }
+        batches.iter().map(|b| Held::load(b, storage)).collect()
+    }
+
     /// Reads a batch a checkpoint recorded.
-    pub fn load(batch: &HeldBatch, storage: &CheckpointStorage) -> Result<Held, ConnectorError> {
+    fn load(batch: &HeldBatch, storage: &CheckpointStorage) -> Result<Held, ConnectorError> {
         let bytes = storage.read_state(&batch.handle).map_err(|e| {
             ConnectorError::Inconsistent(format!("cannot read the held output of checkpoint {}: {e}", batch.checkpoint))
         })?;
-        let held = Held { checkpoint: batch.checkpoint, nonce: batch.nonce, records: 0, bytes: bytes.to_vec() };
+        let held = Held { checkpoint: batch.checkpoint, nonce: batch.nonce, records: 0, bytes };
         let records = held.iter().try_fold(0u64, |n, r| r.map(|_| n + 1))?;
         if records != batch.records {
             return Err(ConnectorError::Inconsistent(format!(
@@ -311,6 +328,44 @@ mod tests {
         held.bytes.truncate(held.bytes.len() - 1);
         held.bytes.push(200);
         assert!(held.iter().any(|r| r.is_err()));
+    }
+
+    #[test]
+    fn held_output_is_read_only_within_the_section_limit_and_its_stated_size() {
+        let tmp = tempfile::tempdir().unwrap();
+        let settings = crate::config::StorageSettings {
+            dir: Some(format!("file://{}", tmp.path().display())),
+            inline_threshold: 16,
+            memory_max_state_size: 0,
+            fsync: false,
+            s3: crate::config::S3Settings::default(),
+            fenced_by: None,
+            limits: crate::config::settings::ReadLimits { max_file_size: 1 << 20, max_section_size: 1000 },
+        };
+        let storage = CheckpointStorage::open(&settings, "job").unwrap();
+        let mut held = Held { checkpoint: 4, nonce: 9, ..Held::default() };
+        for i in 0..30u8 {
+            held.push(&HeldRecord { partition: 0, key: None, payload: &[i; 20], timestamp: None });
+        }
+        let at = SnapshotAt { id: Some(4), tag: "0000000004", storage: &storage, owner: "sink-out-0" };
+        let batch = held.store(&at).unwrap();
+        let StateHandle::File { size, .. } = batch.handle else { panic!("stored as a file: {:?}", batch.handle) };
+        assert!(size > 500 && size <= 1000, "one batch fits: {size} bytes");
+        let back = Held::load_all(std::slice::from_ref(&batch), &storage).unwrap();
+        assert_eq!((back[0].records, &back[0].bytes), (30, &held.bytes));
+        // Two of them pass the limit together: refused before either is
+        // read (the second names a file that does not exist).
+        let mut missing = batch.clone();
+        missing.handle = StateHandle::File { path: "chk-4/none.held".into(), size, crc32: 0 };
+        let err = Held::load_all(&[batch.clone(), missing], &storage).unwrap_err().to_string();
+        assert!(err.contains("over state.checkpoints.max_section_size = 1000 bytes"), "{err}");
+        // A batch whose file holds more than _metadata says is refused at
+        // the stated size, not read to its end.
+        let mut short = batch.clone();
+        let StateHandle::File { path, crc32, .. } = &batch.handle else { unreachable!() };
+        short.handle = StateHandle::File { path: path.clone(), size: size - 1, crc32: *crc32 };
+        let err = Held::load_all(&[short], &storage).unwrap_err().to_string();
+        assert!(err.contains(&format!("more than the {} bytes", size - 1)), "{err}");
     }
 
     #[test]

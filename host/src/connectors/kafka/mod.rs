@@ -11,6 +11,7 @@ pub mod source;
 pub mod transactions;
 pub mod txn_client;
 
+use crate::config::kafka_properties;
 use crate::config::units::HumanDuration;
 use crate::runtime::error::ConnectorError;
 use rdkafka::ClientConfig;
@@ -27,10 +28,6 @@ use std::time::Duration;
 /// How long a request to the cluster may take before the connector says
 /// it is unreachable, unless `request_timeout` says otherwise.
 pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
-
-/// librdkafka properties that load a shared library into the process: a
-/// job file must not run native code in the host.
-const LOADS_CODE: &[&str] = &["plugin.library.paths", "ssl.engine.location", "ssl.providers"];
 
 /// What a source and a sink entry share.
 #[derive(Debug, Clone, Deserialize)]
@@ -68,11 +65,9 @@ impl ClusterOptions {
             c.set(*k, v);
         }
         for (k, v) in &self.properties {
-            if LOADS_CODE.contains(&k.as_str()) {
-                return Err(ConnectorError::Refused(format!(
-                    "properties.{k}: librdkafka would load native code into the host from it; not allowed"
-                )));
-            }
+            // Validation refused these already; a client is never built
+            // with one, whoever built the options.
+            kafka_properties::check(k, v).map_err(|e| ConnectorError::Refused(e.to_string()))?;
             let v = match v {
                 toml::Value::String(s) => s.clone(),
                 toml::Value::Integer(i) => i.to_string(),
@@ -350,6 +345,12 @@ mod tests {
         )
         .unwrap();
         let e = plugin.check().unwrap_err().to_string();
-        assert!(e.contains("properties.plugin.library.paths: librdkafka would load native code"), "{e}");
+        assert!(e.contains("properties.plugin.library.paths: librdkafka would load each library"), "{e}");
+        let kinit: ClusterOptions = toml::from_str(
+            "bootstrap_servers = \"127.0.0.1:1\"\n[properties]\n\"sasl.kerberos.kinit.cmd\" = \"touch /tmp/x\"",
+        )
+        .unwrap();
+        let e = kinit.check().unwrap_err().to_string();
+        assert!(e.contains("properties.sasl.kerberos.kinit.cmd: librdkafka would run it as a shell command"), "{e}");
     }
 }

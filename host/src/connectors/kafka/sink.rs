@@ -170,7 +170,7 @@ impl Sink for KafkaSink {
         if let Some(r) = at.restore
             && let SinkState::Kafka { batches } = r.state
         {
-            let held = batches.iter().map(|b| Held::load(b, r.storage)).collect::<Result<Vec<_>, _>>()?;
+            let held = Held::load_all(batches, r.storage)?;
             w.publish_restored(held, at.cancelled)?;
         }
         Ok(Box::new(w))

@@ -26,9 +26,10 @@
 
   // ---- the token ---------------------------------------------------------
 
-  // Takes the token from the address (`#token=` as `host status` prints it, or
-  // `?token=` from the page's form), keeps it for this tab only, and takes
-  // it out of the address bar (and so out of history and bookmarks).
+  // Takes the token from the address (`#token=` as `host status` prints it,
+  // or `?token=` of an older link), keeps it for this tab only, and takes
+  // it out of the address bar (and so out of history and bookmarks). The
+  // page's form hands it over without an address (see `wire`).
   function takeToken() {
     const fragment = new URLSearchParams(location.hash.slice(1));
     const query = new URLSearchParams(location.search);
@@ -669,7 +670,17 @@
     s.className = error ? 'error' : '';
   }
 
-  async function poll() {
+  // The poll loop that runs: a token entered in the form starts a new
+  // loop, and an older one still waiting for its timer then ends.
+  let loop = 0;
+
+  function restartPolling() {
+    loop += 1;
+    poll(loop);
+  }
+
+  async function poll(mine) {
+    if (mine !== loop) return;
     try {
       if (!plan || Date.now() - planRead > PLAN_MS) {
         plan = await api('/v1/job/plan');
@@ -714,7 +725,7 @@
       }
       status(e.message, true);
     }
-    setTimeout(poll, POLL_MS);
+    setTimeout(() => poll(mine), POLL_MS);
   }
 
   // ---- actions -----------------------------------------------------------
@@ -785,6 +796,20 @@
   }
 
   function wire() {
+    // Where scripts run, the form's token goes to this tab's storage and
+    // then only into the Authorization header: the form is not sent (it
+    // posts it to the server where scripts do not run, never in an
+    // address).
+    $('#token-form')?.addEventListener('submit', (event) => {
+      event.preventDefault();
+      const given = $('#token').value.trim();
+      if (!given) return;
+      $('#token').value = '';
+      sessionStorage.setItem(TOKEN_KEY, given);
+      token = given;
+      $('#token-form').hidden = true;
+      restartPolling();
+    });
     $('#savepoint-button').addEventListener('click', () =>
       act('Savepoint', '/v1/savepoints', { dir: null, stop: false, drain: false }));
     $('#stop-button').addEventListener('click', () => {
@@ -835,7 +860,7 @@
       const form = $('#token-form');
       if (form) form.hidden = true;
     }
-    poll();
+    restartPolling();
   }
 
   if (document.readyState === 'loading') {

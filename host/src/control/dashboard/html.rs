@@ -63,8 +63,8 @@ impl Html {
 }
 
 /// The HTML of `/`: the job's state with `data`, else the form asking for
-/// the token (`GET /?token=...`). Either way `app.js` takes over where
-/// scripts run.
+/// the token (posted to `/`). Either way `app.js` takes over where scripts
+/// run.
 pub fn page(data: Option<&PageData>) -> String {
     let mut h = Html::default();
     match data {
@@ -141,7 +141,10 @@ fn state_class(state: &str) -> &'static str {
 }
 
 fn token_form(h: &mut Html) {
-    h.raw("<form id=\"token-form\" class=\"card token\" method=\"get\" action=\"/\"><h2>Open the dashboard</h2>");
+    // Posted, so the token travels in the body, never in an address (which
+    // history, bookmarks and logs keep); where scripts run, app.js keeps it
+    // instead and sends nothing.
+    h.raw("<form id=\"token-form\" class=\"card token\" method=\"post\" action=\"/\"><h2>Open the dashboard</h2>");
     h.raw(
         "<p>This job's control API needs its token. <code>host status &lt;job&gt;</code> prints the dashboard's \
            address with it (<code>#token=…</code>); it is also in the job's run file.</p>",

@@ -15,11 +15,12 @@ mod write;
 
 pub use read::{
     Entries, Header, OperatorShare, RestoreSummary, SectionOf, restore_snapshot, restore_snapshot_stream,
-    verify_snapshot, visit_snapshot,
+    restore_snapshot_stream_within, verify_snapshot, verify_snapshot_within, visit_snapshot, visit_snapshot_within,
 };
 pub use write::{write_snapshot, write_snapshot_sized, write_snapshot_streamed};
 
 use super::{Redistribution, Shape, SnapshotEntry, StateDescriptor, StateError, StateKind, TimeDomain, TtlConfig};
+use crate::config::job::MAX_MAX_PARALLELISM as MAX_KEY_GROUPS;
 use thiserror::Error;
 
 /// The first bytes of every snapshot.
@@ -52,6 +53,18 @@ pub enum SnapshotError {
     /// Reading a streamed snapshot failed (storage, or its checksum).
     #[error("cannot read the snapshot: {0}")]
     Read(String),
+    /// A section claims more bytes than a reader holds in memory at once.
+    #[error(
+        "snapshot section {section} claims {len} bytes, over the {max}-byte limit on a section held in memory to be checked (state.checkpoints.max_section_size), so it was not read"
+    )]
+    SectionTooLarge {
+        /// Which section (`key group 5`, `header`, `operator state`).
+        section: String,
+        /// Its length.
+        len: u64,
+        /// The limit.
+        max: u64,
+    },
 }
 
 fn put_varint(out: &mut Vec<u8>, mut v: u64) {
@@ -219,7 +232,10 @@ pub fn decode_descriptors(payload: &[u8]) -> Result<(u32, Vec<StateDescriptor>),
 
 fn parse_descriptors(payload: &[u8], base: usize) -> Result<(u32, Vec<StateDescriptor>), SnapshotError> {
     let mut r = Reader { bytes: payload, at: 0, base };
-    let found = r.varint()? as u32;
+    let found = r.varint()?;
+    let found = u32::try_from(found).ok().filter(|n| (1..=MAX_KEY_GROUPS).contains(n)).ok_or_else(|| {
+        SnapshotError::Corrupt(format!("max_parallelism {found} is not between 1 and {MAX_KEY_GROUPS}"))
+    })?;
     let n = r.varint()?;
     let mut descriptors = Vec::new();
     for _ in 0..n {

@@ -1,7 +1,11 @@
 //! Reading the snapshot format: the one parser. It reads a snapshot from
-//! any stream one section at a time, checking each section's CRC-32 before
-//! anything in it is used, and never allocates more than the bytes it has
-//! actually read: a crafted length cannot make it reserve memory.
+//! any stream one section at a time, checking each section's CRC-32 (as
+//! its bytes arrive) before anything in it is used. A section's checksum
+//! follows its bytes, so a section is held whole: a stored snapshot is
+//! read with a bound on that (`state.checkpoints.max_section_size`, the
+//! `_within` forms), a larger section refused before it is read, and the
+//! buffer grows only as bytes arrive, so a crafted length costs nothing.
+//! Each key group has at most one section, within the header's key groups.
 
 use super::{FORMAT_VERSION, MAGIC, Reader, SnapshotError, entry_key, parse_descriptors, read_entry, remap};
 use crate::state::key_group::{KeyGroupRange, key_group_of_hash, key_hash};
@@ -45,15 +49,19 @@ enum Part<'a> {
     Section(SectionOf, Entries<'a>),
 }
 
-/// Parses a snapshot from `r`, one section in memory at a time: checks the
-/// magic and version, hands on the header, then every later section
-/// (`visit` may skip one without decoding its entries). Returns the
-/// header.
+/// No bound but the format's own: a section's length is a `u32`. For
+/// snapshots this process wrote, or already holds in memory.
+const ANY_SECTION: u64 = u32::MAX as u64;
+
+/// Parses a snapshot from `r`, one section in memory at a time, none over
+/// `max_section` bytes: checks the magic and version, hands on the header,
+/// then every later section (`visit` may skip one without decoding its
+/// entries). Returns the header.
 fn parse(
     r: &mut dyn std::io::Read,
+    max_section: u64,
     visit: &mut dyn FnMut(Part<'_>) -> Result<(), SnapshotError>,
 ) -> Result<Header, SnapshotError> {
-    use std::io::Read;
     let mut at = 0usize;
     let read = |r: &mut dyn std::io::Read, buf: &mut [u8], at: &mut usize| -> Result<(), SnapshotError> {
         r.read_exact(buf).map_err(|e| match e.kind() {
@@ -76,12 +84,16 @@ fn parse(
     }
     let mut found: Option<Header> = None;
     let mut kinds: Vec<StateKind> = Vec::new();
+    // Sections seen: a bit per key group of the header's, and the operator
+    // state's. A second section for either would restore its state twice.
+    let mut seen = KeyGroupSet::default();
+    let mut operator_seen = false;
     let mut payload = Vec::new();
     loop {
         let mut tag = [0u8; 1];
         read(r, &mut tag, &mut at)?;
-        let key_group = match tag[0] {
-            b'E' => {
+        let section = match (tag[0], &found) {
+            (b'E', _) => {
                 let mut rest = [0u8; 1];
                 return match r.read(&mut rest) {
                     Ok(0) => found.ok_or_else(|| SnapshotError::Corrupt("no header section".into())),
@@ -89,54 +101,153 @@ fn parse(
                     Err(e) => Err(SnapshotError::Read(e.to_string())),
                 };
             }
-            b'K' => {
+            (b'H', None) => Section::Header,
+            (b'H', Some(_)) => return Err(SnapshotError::Corrupt("a second header section".into())),
+            (b'K' | b'O', None) => return Err(SnapshotError::Corrupt("no header section".into())),
+            (b'K', Some(h)) => {
                 read(r, &mut word[..2], &mut at)?;
-                u16::from_le_bytes([word[0], word[1]])
+                let kg = u16::from_le_bytes([word[0], word[1]]);
+                if u32::from(kg) >= h.max_parallelism {
+                    return Err(SnapshotError::Corrupt(format!(
+                        "a section for key group {kg}, outside the snapshot's {} key groups (0 to {})",
+                        h.max_parallelism,
+                        h.max_parallelism - 1
+                    )));
+                }
+                if !seen.insert(kg) {
+                    return Err(SnapshotError::Corrupt(format!("a second section for key group {kg}")));
+                }
+                Section::KeyGroup(kg)
             }
-            b'H' | b'O' => 0,
-            other => return Err(SnapshotError::Corrupt(format!("unknown section tag {other:#04x}"))),
+            (b'O', Some(_)) => {
+                if std::mem::replace(&mut operator_seen, true) {
+                    return Err(SnapshotError::Corrupt("a second operator state section".into()));
+                }
+                Section::Operator
+            }
+            (other, _) => return Err(SnapshotError::Corrupt(format!("unknown section tag {other:#04x}"))),
         };
         read(r, &mut word, &mut at)?;
         let len = u64::from(u32::from_le_bytes(word));
+        if len > max_section {
+            return Err(SnapshotError::SectionTooLarge { section: section.to_string(), len, max: max_section });
+        }
         let offset = at;
-        // Read what is there rather than reserve what the length claims.
-        payload.clear();
-        let got = r.take(len).read_to_end(&mut payload).map_err(|e| SnapshotError::Read(e.to_string()))?;
-        at += got;
-        if (got as u64) < len {
+        let crc = read_payload(r, len, &mut payload).map_err(|e| SnapshotError::Read(e.to_string()))?;
+        at += payload.len();
+        if (payload.len() as u64) < len {
             return Err(SnapshotError::Truncated(at));
         }
         read(r, &mut word, &mut at)?;
-        if crc32fast::hash(&payload) != u32::from_le_bytes(word) {
-            return Err(SnapshotError::Checksum(match tag[0] {
-                b'H' => "header".to_string(),
-                b'K' => format!("key group {key_group}"),
-                _ => "operator state".to_string(),
-            }));
+        if crc != u32::from_le_bytes(word) {
+            return Err(SnapshotError::Checksum(section.to_string()));
         }
-        match (tag[0], &found) {
-            (b'H', None) => {
+        match section {
+            Section::Header => {
                 let (max_parallelism, descriptors) = parse_descriptors(&payload, offset)?;
                 let h = Header { max_parallelism, descriptors };
                 visit(Part::Header(&h))?;
                 kinds = h.descriptors.iter().map(|d| d.kind).collect();
+                seen = KeyGroupSet::new(max_parallelism);
                 found = Some(h);
             }
-            (b'H', Some(_)) => return Err(SnapshotError::Corrupt("a second header section".into())),
-            (_, None) => return Err(SnapshotError::Corrupt("no header section".into())),
-            (tag, Some(_)) => {
-                let keyed = tag == b'K';
+            Section::KeyGroup(_) | Section::Operator => {
+                let keyed = matches!(section, Section::KeyGroup(_));
+                let of = match section {
+                    Section::KeyGroup(kg) => Some(kg),
+                    _ => None,
+                };
                 let entries = Entries { reader: Reader { bytes: &payload, at: 0, base: offset }, kinds: &kinds, keyed };
-                visit(Part::Section(keyed.then_some(key_group), entries))?;
+                visit(Part::Section(of, entries))?;
             }
         }
     }
 }
 
+/// Which section a tag and key group name.
+#[derive(Debug, Clone, Copy)]
+enum Section {
+    Header,
+    KeyGroup(u16),
+    Operator,
+}
+
+impl std::fmt::Display for Section {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Section::Header => f.write_str("header"),
+            Section::KeyGroup(kg) => write!(f, "key group {kg}"),
+            Section::Operator => f.write_str("operator state"),
+        }
+    }
+}
+
+/// Key groups seen, a bit each.
+#[derive(Default)]
+struct KeyGroupSet(Vec<u64>);
+
+impl KeyGroupSet {
+    fn new(key_groups: u32) -> Self {
+        KeyGroupSet(vec![0; (key_groups as usize).div_ceil(64)])
+    }
+
+    /// Adds `kg` (which must be below the count it was made for); false if
+    /// it was there.
+    fn insert(&mut self, kg: u16) -> bool {
+        let (word, bit) = (usize::from(kg) / 64, 1u64 << (kg % 64));
+        debug_assert!(word < self.0.len(), "key group {kg} checked against the header first");
+        let Some(w) = self.0.get_mut(word) else { return false };
+        let fresh = *w & bit == 0;
+        *w |= bit;
+        fresh
+    }
+}
+
+/// The buffer for a section's bytes starts growing from this many.
+const GROW_FROM: usize = 1 << 20;
+
+/// Reads a section's `len` bytes into `payload` (emptied first), or fewer
+/// if `r` ends; returns the CRC-32 of what it read, computed as it arrives.
+/// The buffer doubles as bytes arrive and never grows past `len`: a length
+/// that lies costs no more than twice the bytes that are there.
+fn read_payload(r: &mut dyn std::io::Read, len: u64, payload: &mut Vec<u8>) -> std::io::Result<u32> {
+    let len = usize::try_from(len).map_err(|_| std::io::Error::other("a section larger than this machine's memory"))?;
+    let mut hasher = crc32fast::Hasher::new();
+    payload.clear();
+    while payload.len() < len {
+        let start = payload.len();
+        let want = (len - start).min(start.max(GROW_FROM));
+        payload.reserve_exact(want);
+        payload.resize(start + want, 0);
+        let mut got = 0;
+        while got < want {
+            match r.read(&mut payload[start + got..]) {
+                Ok(0) => break,
+                Ok(n) => got += n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        hasher.update(&payload[start..start + got]);
+        payload.truncate(start + got);
+        if got < want {
+            break;
+        }
+    }
+    Ok(hasher.finalize())
+}
+
 /// Checks a snapshot whole (framing, every checksum, every entry) without
-/// restoring it, holding one section at a time.
+/// restoring it, holding one section at a time. For a stored snapshot use
+/// [`verify_snapshot_within`].
 pub fn verify_snapshot(r: &mut dyn std::io::Read) -> Result<Header, SnapshotError> {
-    parse(r, &mut |part| {
+    verify_snapshot_within(r, ANY_SECTION)
+}
+
+/// As [`verify_snapshot`], refusing a section over `max_section` bytes
+/// before reading it.
+pub fn verify_snapshot_within(r: &mut dyn std::io::Read, max_section: u64) -> Result<Header, SnapshotError> {
+    parse(r, max_section, &mut |part| {
         if let Part::Section(_, mut entries) = part {
             while entries.next_entry()?.is_some() {}
         }
@@ -146,12 +257,23 @@ pub fn verify_snapshot(r: &mut dyn std::io::Read) -> Result<Header, SnapshotErro
 
 /// Reads a snapshot without restoring it, handing every entry to `visit`
 /// with its key group (none for operator and broadcast state). Returns the
-/// header. A damaged section stops it with an error part-way.
+/// header. A damaged section stops it with an error part-way. For a stored
+/// snapshot use [`visit_snapshot_within`].
 pub fn visit_snapshot(
     r: &mut dyn std::io::Read,
     visit: &mut dyn FnMut(SectionOf, &SnapshotEntry<'_>),
 ) -> Result<Header, SnapshotError> {
-    parse(r, &mut |part| {
+    visit_snapshot_within(r, ANY_SECTION, visit)
+}
+
+/// As [`visit_snapshot`], refusing a section over `max_section` bytes
+/// before reading it.
+pub fn visit_snapshot_within(
+    r: &mut dyn std::io::Read,
+    max_section: u64,
+    visit: &mut dyn FnMut(SectionOf, &SnapshotEntry<'_>),
+) -> Result<Header, SnapshotError> {
+    parse(r, max_section, &mut |part| {
         if let Part::Section(of, mut entries) = part {
             while let Some(e) = entries.next_entry()? {
                 visit(of, &e);
@@ -219,13 +341,26 @@ pub fn restore_snapshot(
 /// group's entries) at a time: a savepoint restores without its state ever
 /// being in memory whole. It checks as it goes, so a damaged section stops
 /// it part-way; check the stream first ([`verify_snapshot`]) where that
-/// matters.
+/// matters. For a stored snapshot use [`restore_snapshot_stream_within`].
 pub fn restore_snapshot_stream(
     r: &mut dyn std::io::Read,
     backend: &mut dyn StateBackend,
     range: KeyGroupRange,
     max_parallelism: u32,
     share: OperatorShare,
+) -> Result<RestoreSummary, SnapshotError> {
+    restore_snapshot_stream_within(r, backend, range, max_parallelism, share, ANY_SECTION)
+}
+
+/// As [`restore_snapshot_stream`], refusing a section over `max_section`
+/// bytes before reading it.
+pub fn restore_snapshot_stream_within(
+    r: &mut dyn std::io::Read,
+    backend: &mut dyn StateBackend,
+    range: KeyGroupRange,
+    max_parallelism: u32,
+    share: OperatorShare,
+    max_section: u64,
 ) -> Result<RestoreSummary, SnapshotError> {
     let mut summary = RestoreSummary::default();
     // Set by the header: whether keys are re-hashed, which operator lists
@@ -235,7 +370,7 @@ pub fn restore_snapshot_stream(
     let mut union: Vec<bool> = Vec::new();
     let mut ids: Vec<u32> = Vec::new();
     let mut dealt: Vec<u32> = Vec::new();
-    parse(r, &mut |part| {
+    parse(r, max_section, &mut |part| {
         let (of, mut entries) = match part {
             Part::Header(h) => {
                 rehash = h.max_parallelism != max_parallelism;
@@ -316,248 +451,4 @@ fn keys_per_state(mut entries: Entries<'_>, states: usize) -> Result<Vec<usize>,
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::state::hashmap::HashMapBackend;
-    use crate::state::snapshot::write_snapshot;
-    use crate::state::{KeyRef, StateKind};
-    use std::collections::BTreeMap;
-
-    fn snapshot() -> Vec<u8> {
-        let range = KeyGroupRange { start: 0, end: 8 };
-        let mut b = HashMapBackend::new(range);
-        let v = b.register(StateKind::Value.descriptor("count")).unwrap();
-        for i in 0..50 {
-            let k = format!("k{i}").into_bytes();
-            let hash = key_hash(&k);
-            b.value_set(v, KeyRef { key: &k, hash, key_group: key_group_of_hash(hash, 8) }, b"1").unwrap();
-        }
-        write_snapshot(b.freeze().as_mut(), 8).unwrap()
-    }
-
-    fn restore(bytes: &[u8]) -> (Result<RestoreSummary, SnapshotError>, HashMapBackend) {
-        let range = KeyGroupRange { start: 0, end: 8 };
-        let mut b = HashMapBackend::new(range);
-        (restore_snapshot(bytes, &mut b, range, 8, OperatorShare::All), b)
-    }
-
-    #[test]
-    fn a_flipped_byte_is_caught_and_nothing_is_restored() {
-        let good = snapshot();
-        assert_eq!(restore(&good).0.unwrap().entries, 50);
-        for at in [12, good.len() / 2, good.len() - 6] {
-            let mut bad = good.clone();
-            bad[at] ^= 0x40;
-            let (result, backend) = restore(&bad);
-            assert!(result.is_err(), "flipping byte {at} went unnoticed");
-            assert!(backend.descriptors().is_empty(), "nothing registered or restored after an error");
-        }
-    }
-
-    /// `good` with the first entry of its first key group's section
-    /// retagged `tag`, that section's checksum made right again.
-    fn retagged(good: &[u8], tag: u8) -> Vec<u8> {
-        let mut bytes = good.to_vec();
-        let header_len = u32::from_le_bytes(bytes[11..15].try_into().unwrap()) as usize;
-        let k = 15 + header_len + 4;
-        assert_eq!(bytes[k], b'K');
-        let len = u32::from_le_bytes(bytes[k + 3..k + 7].try_into().unwrap()) as usize;
-        let payload = k + 7;
-        bytes[payload] = tag;
-        let crc = crc32fast::hash(&bytes[payload..payload + len]);
-        bytes[payload + len..payload + len + 4].copy_from_slice(&crc.to_le_bytes());
-        bytes
-    }
-
-    #[test]
-    fn an_entry_must_fit_its_states_kind_and_its_section() {
-        let good = snapshot();
-        // A list element for the value state `count`.
-        let (result, backend) = restore(&retagged(&good, 2));
-        let err = result.unwrap_err().to_string();
-        assert!(err.contains("for state 0, which is a value state"), "{err}");
-        assert!(backend.descriptors().is_empty());
-        // Operator state inside a key group's section.
-        let err = restore(&retagged(&good, 5)).0.unwrap_err().to_string();
-        assert!(err.contains("entry tag 5 in a key group's section"), "{err}");
-    }
-
-    #[test]
-    fn truncation_wrong_magic_and_versions_are_named() {
-        let good = snapshot();
-        assert!(matches!(restore(&good[..good.len() - 1]).0, Err(SnapshotError::Truncated(_))));
-        assert!(matches!(
-            restore(&good[..good.len() / 2]).0,
-            Err(SnapshotError::Truncated(_) | SnapshotError::Checksum(_))
-        ));
-        assert!(matches!(restore(b"PK\x03\x04 not a snapshot").0, Err(SnapshotError::BadMagic)));
-        let mut v2 = good.clone();
-        v2[8] = 2;
-        assert!(matches!(restore(&v2).0, Err(SnapshotError::UnsupportedVersion(2))));
-    }
-
-    #[test]
-    fn another_max_parallelism_rehashes_every_key() {
-        let good = snapshot();
-        // 8 key groups written, 32 read, split over two subtasks.
-        let mut total = 0;
-        for range in [KeyGroupRange { start: 0, end: 16 }, KeyGroupRange { start: 16, end: 32 }] {
-            let mut b = HashMapBackend::new(range);
-            let summary = restore_snapshot(&good, &mut b, range, 32, OperatorShare::All).unwrap();
-            assert_eq!(b.key_count(0), summary.entries as usize);
-            for i in 0..50 {
-                let k = format!("k{i}").into_bytes();
-                let hash = key_hash(&k);
-                let kg = key_group_of_hash(hash, 32);
-                if range.contains(kg) {
-                    let v = b.value_get(0, KeyRef { key: &k, hash, key_group: kg }).unwrap();
-                    assert_eq!(v.as_deref(), Some(&b"1"[..]), "key k{i} in key group {kg}");
-                }
-            }
-            total += summary.entries;
-        }
-        assert_eq!(total, 50, "every key restored exactly once");
-    }
-
-    #[test]
-    fn operator_lists_are_dealt_out_and_broadcast_state_copied_on_rescale() {
-        use crate::state::Redistribution;
-        let range = KeyGroupRange { start: 0, end: 8 };
-        let mut snaps = Vec::new();
-        for old in 0..2u32 {
-            let mut b = HashMapBackend::new(range);
-            let split = b.register(StateKind::OperatorList.descriptor("split")).unwrap();
-            let mut d = StateKind::OperatorList.descriptor("union");
-            d.redistribution = Some(Redistribution::Union);
-            let union = b.register(d).unwrap();
-            let rules = b.register(StateKind::BroadcastMap.descriptor("rules")).unwrap();
-            let items: Vec<Vec<u8>> = (0..5).map(|j| format!("{old}-{j}").into_bytes()).collect();
-            let refs: Vec<&[u8]> = items.iter().map(Vec::as_slice).collect();
-            b.operator_list_add(split, &refs).unwrap();
-            b.operator_list_add(union, &refs[..1]).unwrap();
-            b.broadcast_put(rules, b"r", b"same").unwrap();
-            snaps.push(write_snapshot(b.freeze().as_mut(), 8).unwrap());
-        }
-        let mut split_total = 0;
-        for to in 0..3u32 {
-            let mut b = HashMapBackend::new(range);
-            for (from, bytes) in snaps.iter().enumerate() {
-                let share = OperatorShare::Rescaled { from: from as u32, to, parallelism: 3 };
-                restore_snapshot(bytes, &mut b, range, 8, share).unwrap();
-            }
-            let split = b.operator_list_read(0, 0, 100).unwrap();
-            assert!((3..=4).contains(&split.len()), "10 elements over 3 subtasks: {split:?}");
-            split_total += split.len();
-            assert_eq!(b.operator_list_len(1).unwrap(), 2, "union lists go to everyone");
-            assert_eq!(b.broadcast_len(2).unwrap(), 1, "broadcast state once, from old subtask 0");
-        }
-        assert_eq!(split_total, 10);
-    }
-
-    /// A snapshot's entries, by section and (kind, state, key), each
-    /// group's values in order.
-    fn entries(bytes: &[u8]) -> BTreeMap<(Option<u16>, String), Vec<String>> {
-        let mut m: BTreeMap<(Option<u16>, String), Vec<String>> = BTreeMap::new();
-        visit_snapshot(&mut &bytes[..], &mut |of, e| {
-            let (group, value) = match *e {
-                SnapshotEntry::Value { state, key, value } => (format!("v{state} {key:?}"), format!("{value:?}")),
-                SnapshotEntry::ListItem { state, key, value } => (format!("l{state} {key:?}"), format!("{value:?}")),
-                SnapshotEntry::MapItem { state, key, user_key, value } => {
-                    (format!("m{state} {key:?}"), format!("{user_key:?}={value:?}"))
-                }
-                SnapshotEntry::Timer { domain, time, key } => (format!("t{domain:?} {key:?}"), format!("{time}")),
-                SnapshotEntry::OperatorItem { state, value } => (format!("o{state}"), format!("{value:?}")),
-                SnapshotEntry::BroadcastItem { state, user_key, value } => {
-                    (format!("b{state}"), format!("{user_key:?}={value:?}"))
-                }
-            };
-            m.entry((of, group)).or_default().push(value);
-        })
-        .unwrap();
-        m
-    }
-
-    proptest::proptest! {
-        #[test]
-        fn every_state_kind_round_trips_through_a_snapshot(
-            ops in proptest::collection::vec(
-                (0u8..6, proptest::collection::vec(0u8..4, 1..3), proptest::collection::vec(0u8..255, 0..6), -5i64..5),
-                0..80,
-            ),
-        ) {
-            use crate::state::{Redistribution, TimeDomain};
-            let range = KeyGroupRange { start: 0, end: 16 };
-            let mut b = HashMapBackend::new(range);
-            let value = b.register(StateKind::Value.descriptor("value")).unwrap();
-            let list = b.register(StateKind::List.descriptor("list")).unwrap();
-            let map = b.register(StateKind::Map.descriptor("map")).unwrap();
-            let even = b.register(StateKind::OperatorList.descriptor("even")).unwrap();
-            let mut union = StateKind::OperatorList.descriptor("union");
-            union.redistribution = Some(Redistribution::Union);
-            let union = b.register(union).unwrap();
-            let broadcast = b.register(StateKind::BroadcastMap.descriptor("rules")).unwrap();
-            for (op, key, bytes, time) in &ops {
-                let hash = key_hash(key);
-                let k = KeyRef { key, hash, key_group: key_group_of_hash(hash, 16) };
-                match op {
-                    0 => b.value_set(value, k, bytes).unwrap(),
-                    1 => b.list_add(list, k, &[bytes]).unwrap(),
-                    2 => b.map_put(map, k, bytes, key).unwrap(),
-                    3 => b.operator_list_add(if *time > 0 { even } else { union }, &[bytes]).unwrap(),
-                    4 => b.broadcast_put(broadcast, bytes, key).unwrap(),
-                    _ => b.timer_register(if *time > 0 { TimeDomain::EventTime } else { TimeDomain::ProcessingTime }, k, *time).unwrap(),
-                }
-            }
-            let written = write_snapshot(b.freeze().as_mut(), 16).unwrap();
-            let mut restored = HashMapBackend::new(range);
-            restore_snapshot(&written, &mut restored, range, 16, OperatorShare::All).unwrap();
-            let again = write_snapshot(restored.freeze().as_mut(), 16).unwrap();
-            proptest::prop_assert_eq!(entries(&written), entries(&again));
-        }
-    }
-
-    #[test]
-    fn the_header_starts_with_magic_and_version() {
-        let bytes = snapshot();
-        assert_eq!(&bytes[..8], MAGIC);
-        assert_eq!(u16::from_le_bytes([bytes[8], bytes[9]]), FORMAT_VERSION);
-        assert_eq!(*bytes.last().unwrap(), b'E');
-    }
-
-    #[test]
-    fn a_sections_keys_are_counted_once_per_state_for_sizing_tables() {
-        let range = KeyGroupRange { start: 0, end: 8 };
-        let mut b = HashMapBackend::new(range);
-        let v = b.register(StateKind::Value.descriptor("v")).unwrap();
-        let l = b.register(StateKind::List.descriptor("l")).unwrap();
-        let m = b.register(StateKind::Map.descriptor("m")).unwrap();
-        for i in 0..50 {
-            let k = format!("k{i}").into_bytes();
-            let hash = key_hash(&k);
-            let kr = KeyRef { key: &k, hash, key_group: key_group_of_hash(hash, 8) };
-            b.value_set(v, kr, b"1").unwrap();
-            if i < 20 {
-                b.list_add(l, kr, &[b"a", b"b", b"c"]).unwrap();
-                b.timer_register(crate::state::TimeDomain::EventTime, kr, i).unwrap();
-            }
-            if i < 10 {
-                b.map_put(m, kr, b"x", b"1").unwrap();
-                b.map_put(m, kr, b"y", b"2").unwrap();
-            }
-        }
-        let bytes = write_snapshot(b.freeze().as_mut(), 8).unwrap();
-        let mut total = vec![0; 3];
-        parse(&mut &bytes[..], &mut |part| {
-            if let Part::Section(Some(_), entries) = part {
-                for (t, n) in total.iter_mut().zip(keys_per_state(entries, 3)?) {
-                    *t += n;
-                }
-            }
-            Ok(())
-        })
-        .unwrap();
-        // Keys, not entries: three list elements or two map entries of a
-        // key are one key; timers are no key of any state.
-        assert_eq!(total, vec![50, 20, 10]);
-    }
-}
+mod tests;

@@ -56,7 +56,7 @@ fn the_page_shows_the_job_as_tables() {
 fn without_data_the_page_asks_for_the_token_and_shows_nothing_of_the_job() {
     let html = page(None);
     assert!(html.contains("<form id=\"token-form\""));
-    assert!(html.contains("method=\"get\" action=\"/\""));
+    assert!(html.contains("method=\"post\" action=\"/\""), "the token is posted, never put in an address");
     assert!(html.contains("name=\"token\""));
     assert!(html.contains("<main id=\"dashboard\" hidden>"));
     assert!(!html.contains("<table"), "no data, so no table");
