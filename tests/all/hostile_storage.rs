@@ -274,6 +274,32 @@ fn a_savepoint_whose_state_file_links_out_is_refused() {
     assert_eq!(tree(&outside), before);
 }
 
+/// Found by the `checkpoint_tree` fuzz target: reading a savepoint or a
+/// checkpoint whose directory does not exist created it, through a link
+/// planted above it.
+#[test]
+fn reading_a_savepoint_or_checkpoint_that_is_not_there_creates_nothing_through_a_planted_link() {
+    let dir = JobDir::new();
+    write_job(&dir, FILE_SINK);
+    let v = victim(&dir, "victim");
+    let before = tree(&v);
+    // Outside the job's own checkpoint directory, which a run checks
+    // whole before it reads anything.
+    let through = dir.path().join("elsewhere/chk-7");
+    std::fs::create_dir_all(dir.path().join("elsewhere")).unwrap();
+    symlink(&v, &through);
+    let missing = format!("{}/sp does not exist", through.display());
+    for (flag, uri) in [
+        ("--from-savepoint", format!("file://{}/sp", through.display())),
+        ("--from-checkpoint", format!("file://{}/sp/job/chk-3", through.display())),
+    ] {
+        for args in [vec!["inspect", uri.as_str()], vec!["run", "job.toml", flag, uri.as_str()]] {
+            refused(dir.path(), &args, &[&missing]);
+            assert_eq!(tree(&v), before, "{args:?} changed the link's target");
+        }
+    }
+}
+
 #[test]
 fn a_fifo_as_metadata_or_state_file_is_refused_at_once_not_waited_on() {
     let dir = JobDir::new();

@@ -125,7 +125,7 @@ pub fn read(storage: &CheckpointStorage, sha256: &str) -> Result<Vec<u8>, Module
     let location = format!("{}/{path}", storage.display());
     let bytes = match storage.read_bounded(&path, MAX_MODULE_BYTES, "not a module Weir stored") {
         Ok(bytes) => bytes,
-        Err(StorageError::Io { cause: object_store::Error::NotFound { .. }, .. }) => {
+        Err(e) if e.is_not_found() => {
             return Err(ModuleStoreError::Missing { location });
         }
         Err(e) => return Err(e.into()),

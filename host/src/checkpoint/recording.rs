@@ -344,7 +344,7 @@ pub fn read_segment(
     let path = segment_path(operator, subtask, start);
     let bytes = match storage.read_bounded(&path, MAX_SEGMENT_READ, "larger than any segment a job records") {
         Ok(b) => b,
-        Err(StorageError::Io { cause: object_store::Error::NotFound { .. }, .. }) => return Ok(None),
+        Err(e) if e.is_not_found() => return Ok(None),
         Err(e) => return Err(e.into()),
     };
     let segment = Segment::decode(bytes, format!("{}/{path}", storage.display()))?;

@@ -9,7 +9,7 @@ use super::checkpointing::Attempt;
 use crate::checkpoint::metadata::CheckpointMetadata;
 use crate::checkpoint::protocol::CheckpointId;
 use crate::checkpoint::savepoint::new_savepoint_uri;
-use crate::checkpoint::storage::CheckpointStorage;
+use crate::checkpoint::storage::{CheckpointStorage, IfMissing};
 use crate::clock::now_ms;
 use crate::config::StorageSettings;
 use crate::config::units::human_bytes;
@@ -132,7 +132,8 @@ impl Attempt<'_> {
         };
         let uri = new_savepoint_uri(dir, &self.cp.job, now_ms());
         let target = Arc::new(
-            CheckpointStorage::open_savepoint(storage, &uri).map_err(|e| RequestError::Storage(e.to_string()))?,
+            CheckpointStorage::open_savepoint(storage, &uri, IfMissing::Create)
+                .map_err(|e| RequestError::Storage(e.to_string()))?,
         );
         tracing::info!(savepoint = %uri, stop = request.stop, drain = request.drain, swap = swap.is_some(), "savepoint requested");
         self.savepoint = Some(PendingSavepoint { request, reply: None, storage: target, id: None, swap });

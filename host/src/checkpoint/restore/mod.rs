@@ -16,7 +16,7 @@ pub mod plan;
 
 use super::metadata::{CheckpointMetadata, DbFile, MetadataError, StateHandle};
 use super::modules::ModuleStoreError;
-use super::storage::{CheckpointStorage, StorageError};
+use super::storage::{CheckpointStorage, IfMissing, StorageError};
 use crate::config::StorageSettings;
 use crate::fault::{Classify, Domain, RetryHint};
 use crate::state::StateError;
@@ -236,7 +236,7 @@ pub fn load_savepoint(uri: &str, settings: &StorageSettings) -> Result<Restored,
     if !(uri.starts_with("file://") || uri.starts_with("s3://")) {
         return Err(RestoreError::BadSavepointUri(uri.to_string()));
     }
-    let storage = Arc::new(CheckpointStorage::open_savepoint(settings, uri)?);
+    let storage = Arc::new(CheckpointStorage::open_savepoint(settings, uri, IfMissing::Fail)?);
     let restored = load(&storage, 0)?;
     if !restored.metadata.savepoint {
         return Err(RestoreError::BadSavepointUri(uri.to_string()));
@@ -332,7 +332,7 @@ impl Target {
         match self {
             Target::Checkpoint { dir, job, id } => {
                 let settings = StorageSettings { dir: Some(dir.clone()), ..settings.clone() };
-                load(&Arc::new(CheckpointStorage::open(&settings, job)?), *id)
+                load(&Arc::new(CheckpointStorage::open_existing(&settings, job)?), *id)
             }
             Target::Savepoint(uri) => load_savepoint(uri, settings),
         }

@@ -53,7 +53,7 @@ pub fn clear(storage: &CheckpointStorage) -> Result<(), StorageError> {
 pub fn read(storage: &CheckpointStorage) -> Result<Option<Origin>, StorageError> {
     let bytes = match storage.read_bounded(FILE, MAX, "not a record Weir wrote") {
         Ok(bytes) => bytes,
-        Err(StorageError::Io { cause: object_store::Error::NotFound { .. }, .. }) => return Ok(None),
+        Err(e) if e.is_not_found() => return Ok(None),
         Err(e) => return Err(e),
     };
     serde_json::from_slice(&bytes).map(Some).map_err(|e| StorageError::Corrupt {

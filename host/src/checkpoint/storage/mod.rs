@@ -35,6 +35,7 @@ use crate::fault::{Classify, Domain, RetryHint};
 use bytes::Bytes;
 use futures::TryStreamExt;
 use local::LocalStore;
+pub use local::beneath::IfMissing;
 use local::beneath::LocalError;
 use object_store::path::Path as ObjectPath;
 use object_store::{ObjectStore, PutMode, PutOptions, PutPayload};
@@ -131,6 +132,14 @@ pub enum StorageError {
     Local(LocalError),
 }
 
+impl StorageError {
+    /// Whether the file asked for does not exist (the one failure callers
+    /// answer with "nothing there" rather than an error).
+    pub fn is_not_found(&self) -> bool {
+        matches!(self, StorageError::Io { cause: object_store::Error::NotFound { .. }, .. })
+    }
+}
+
 impl Classify for StorageError {
     fn domain(&self) -> Domain {
         match self {
@@ -207,6 +216,17 @@ impl CheckpointStorage {
     /// Opens the storage of job `job` as `settings` say: a `file://` or
     /// `s3://` directory, or host memory when none is set.
     pub fn open(settings: &StorageSettings, job: &str) -> Result<Self, StorageError> {
+        Self::open_job(settings, job, IfMissing::Create)
+    }
+
+    /// Opens the storage of job `job` to read a checkpoint from it: as
+    /// [`open`](Self::open), but a `file://` directory that does not exist
+    /// is an error, not created.
+    pub fn open_existing(settings: &StorageSettings, job: &str) -> Result<Self, StorageError> {
+        Self::open_job(settings, job, IfMissing::Fail)
+    }
+
+    fn open_job(settings: &StorageSettings, job: &str, if_missing: IfMissing) -> Result<Self, StorageError> {
         let runtime = runtime()?;
         let Some(dir) = settings.dir.as_deref() else {
             return Ok(CheckpointStorage {
@@ -222,7 +242,7 @@ impl CheckpointStorage {
                 runtime,
             });
         };
-        let stores::OpenDir { store, root, local } = open_dir(dir, &settings.s3, settings.fsync)?;
+        let stores::OpenDir { store, root, local } = open_dir(dir, &settings.s3, settings.fsync, if_missing)?;
         let storage = CheckpointStorage {
             store,
             root: root.child(job),
@@ -242,11 +262,13 @@ impl CheckpointStorage {
     /// Opens savepoint directory `uri` (`file://` or `s3://`, with the S3
     /// options of `settings`): `_metadata` and state files at its root, so
     /// the directory can be copied elsewhere whole and still be restored.
-    pub fn open_savepoint(settings: &StorageSettings, uri: &str) -> Result<Self, StorageError> {
+    /// A `file://` directory that does not exist is created to write a
+    /// savepoint in ([`IfMissing::Create`]), never to read one.
+    pub fn open_savepoint(settings: &StorageSettings, uri: &str, if_missing: IfMissing) -> Result<Self, StorageError> {
         let runtime = runtime()?;
         let uri = uri.trim_end_matches('/');
         let uri = uri.strip_suffix("/_metadata").unwrap_or(uri);
-        let stores::OpenDir { store, root, local } = open_dir(uri, &settings.s3, settings.fsync)?;
+        let stores::OpenDir { store, root, local } = open_dir(uri, &settings.s3, settings.fsync, if_missing)?;
         let storage = CheckpointStorage {
             store,
             root,

@@ -4,6 +4,7 @@
 
 use super::StorageError;
 use super::local::LocalStore;
+use super::local::beneath::IfMissing;
 use object_store::path::Path as ObjectPath;
 use object_store::{ObjectStore, ObjectStoreScheme};
 use std::sync::Arc;
@@ -34,7 +35,12 @@ pub(super) struct OpenDir {
 /// it or others may write it). object_store parses the
 /// URI; the stores are built here rather than by `parse_url_opts`, which
 /// cannot set the retry policy S3 needs (see [`s3_store`]).
-pub(super) fn open_dir(dir: &str, s3: &crate::config::S3Settings, fsync: bool) -> Result<OpenDir, StorageError> {
+pub(super) fn open_dir(
+    dir: &str,
+    s3: &crate::config::S3Settings,
+    fsync: bool,
+    if_missing: IfMissing,
+) -> Result<OpenDir, StorageError> {
     let bad = |message: String| StorageError::BadDir { dir: dir.to_string(), message };
     if !(dir.starts_with("file://") || dir.starts_with("s3://")) {
         return Err(bad("must start with file:// or s3://".into()));
@@ -49,7 +55,7 @@ pub(super) fn open_dir(dir: &str, s3: &crate::config::S3Settings, fsync: bool) -
             let path = url.to_file_path().ok().filter(|p| p.is_absolute()).ok_or_else(|| {
                 bad("a file:// directory must be absolute, as in file:///var/lib/weir/checkpoints".into())
             })?;
-            let local = Arc::new(LocalStore::open(&path, fsync).map_err(StorageError::Local)?);
+            let local = Arc::new(LocalStore::open(&path, fsync, if_missing).map_err(StorageError::Local)?);
             Ok(OpenDir { store: local.clone(), root: ObjectPath::default(), local: Some(local) })
         }
         ("s3", Ok((ObjectStoreScheme::AmazonS3, prefix))) => {

@@ -212,6 +212,16 @@ impl Chain {
     }
 }
 
+/// What opening a storage directory that does not exist does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IfMissing {
+    /// Creates it (0700), to write in: a job's checkpoints, a savepoint's
+    /// target.
+    Create,
+    /// Fails with [`LocalError::NotFound`]: to read from.
+    Fail,
+}
+
 /// A local storage directory (the base) and the way into it.
 pub struct Base {
     /// Where it is.
@@ -222,9 +232,10 @@ pub struct Base {
 }
 
 impl Base {
-    /// Opens (creating it 0700 if missing) the directory `path`, which a
-    /// setting names, and checks it is the host user's alone.
-    pub fn open(path: &Path, fsync: bool) -> Result<Self, LocalError> {
+    /// Opens the directory `path`, which a setting or a command names
+    /// (creating it 0700 if missing and `if_missing` says so), and checks
+    /// it is the host user's alone.
+    pub fn open(path: &Path, fsync: bool, if_missing: IfMissing) -> Result<Self, LocalError> {
         let dir = if path.exists() {
             // The setting's own path may go through links (it is the host's
             // choice); the directory it reaches must be trusted.
@@ -234,8 +245,12 @@ impl Base {
             let dir = File::from(fd);
             check_trusted(&dir, path)?;
             dir
-        } else {
+        } else if if_missing == IfMissing::Create {
             ensure_private_dir(path, fsync)?
+        } else {
+            // Reading creates nothing: a missing directory's path may lead
+            // through a link someone else planted.
+            return Err(LocalError::NotFound { path: path.to_path_buf() });
         };
         Ok(Base { path: path.to_path_buf(), dir, fsync })
     }
@@ -369,7 +384,7 @@ mod tests {
     #[test]
     fn links_fifos_and_open_directories_are_refused_by_name() {
         let tmp = tempfile::tempdir().unwrap();
-        let base = Base::open(&tmp.path().join("base"), false).unwrap();
+        let base = Base::open(&tmp.path().join("base"), false, IfMissing::Create).unwrap();
         assert_eq!(std::fs::metadata(tmp.path().join("base")).unwrap().mode() & 0o777, 0o700);
         let chain = base.dirs(&["job", "chk-1"], true).unwrap().unwrap();
         assert_eq!(std::fs::metadata(&chain.path).unwrap().mode() & 0o777, 0o700);

@@ -19,7 +19,7 @@
 pub mod beneath;
 
 use async_trait::async_trait;
-use beneath::{Base, Chain, LocalError};
+use beneath::{Base, Chain, IfMissing, LocalError};
 use futures::StreamExt;
 use futures::stream::BoxStream;
 use object_store::path::Path as ObjectPath;
@@ -64,10 +64,10 @@ fn split(location: &ObjectPath) -> (Vec<&str>, &str) {
 }
 
 impl LocalStore {
-    /// The store over directory `dir` (created 0700 if missing), which
-    /// must be the host user's alone.
-    pub fn open(dir: &Path, fsync: bool) -> Result<Self, LocalError> {
-        Ok(LocalStore { base: Arc::new(Base::open(dir, fsync)?) })
+    /// The store over directory `dir` (created 0700 if missing and
+    /// `if_missing` says so), which must be the host user's alone.
+    pub fn open(dir: &Path, fsync: bool, if_missing: IfMissing) -> Result<Self, LocalError> {
+        Ok(LocalStore { base: Arc::new(Base::open(dir, fsync, if_missing)?) })
     }
 
     /// The directory.
@@ -453,7 +453,7 @@ mod tests {
     #[test]
     fn objects_round_trip_and_deletes_stop_at_links_and_full_directories() {
         let tmp = tempfile::tempdir().unwrap();
-        let store = LocalStore::open(&tmp.path().join("ck"), true).unwrap();
+        let store = LocalStore::open(&tmp.path().join("ck"), true, IfMissing::Create).unwrap();
         let at = |s: &str| ObjectPath::parse(s).unwrap();
         block(store.put(&at("job/chk-1/a"), PutPayload::from_static(b"one"))).unwrap();
         block(store.put(&at("job/chk-1/b"), PutPayload::from_static(b"two"))).unwrap();
@@ -493,7 +493,7 @@ mod tests {
     #[test]
     fn streamed_writes_land_whole_and_staged_ones_are_swept() {
         let tmp = tempfile::tempdir().unwrap();
-        let store = LocalStore::open(tmp.path(), false).unwrap();
+        let store = LocalStore::open(tmp.path(), false, IfMissing::Create).unwrap();
         let at = ObjectPath::parse("job/chk-1/big").unwrap();
         let mut up = block(store.put_multipart(&at)).unwrap();
         block(up.put_part(PutPayload::from_static(b"ab"))).unwrap();
