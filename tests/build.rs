@@ -74,20 +74,28 @@ fn main() {
 
 /// The `members` list of the guest workspace.
 fn members(manifest: &Path) -> Vec<String> {
-    let text = std::fs::read_to_string(manifest).unwrap();
-    let start = text.find("members").expect("guest workspace lists members");
-    let list = &text[start..];
-    let list = &list[list.find('[').unwrap() + 1..list.find(']').unwrap()];
-    list.split(',').map(|s| s.trim().trim_matches('"').to_string()).filter(|s| !s.is_empty()).collect()
+    let list = manifest_value(manifest, &["workspace", "members"]);
+    let list = list.as_array().unwrap_or_else(|| panic!("{}: workspace.members is not a list", manifest.display()));
+    list.iter()
+        .map(|m| m.as_str().unwrap_or_else(|| panic!("{}: a member is not a string", manifest.display())).to_string())
+        .collect()
 }
 
+/// The package name a guest's manifest gives.
 fn crate_name(manifest: &Path) -> String {
-    let text = std::fs::read_to_string(manifest).unwrap();
-    text.lines()
-        .find_map(|l| {
-            l.trim().strip_prefix("name").map(|r| r.trim().trim_start_matches('=').trim().trim_matches('"').to_string())
-        })
-        .unwrap_or_else(|| panic!("no package name in {}", manifest.display()))
+    let name = manifest_value(manifest, &["package", "name"]);
+    name.as_str().unwrap_or_else(|| panic!("{}: package.name is not a string", manifest.display())).to_string()
+}
+
+/// The value at `keys` in the TOML file `manifest`.
+fn manifest_value(manifest: &Path, keys: &[&str]) -> toml::Value {
+    let text = std::fs::read_to_string(manifest).unwrap_or_else(|e| panic!("{}: {e}", manifest.display()));
+    let mut value: toml::Value = toml::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", manifest.display()));
+    for key in keys {
+        value =
+            value.get(key).cloned().unwrap_or_else(|| panic!("{}: no {} in it", manifest.display(), keys.join(".")));
+    }
+    value
 }
 
 /// Copies only when the bytes differ, so unchanged guests keep their mtime
