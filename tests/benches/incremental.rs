@@ -14,7 +14,7 @@ use std::time::Instant;
 use weir_host::state::key_group::{KeyGroupRange, key_group_of_hash, key_hash};
 use weir_host::state::rocksdb::{RocksDbBackend, RocksDbMemory};
 use weir_host::state::snapshot::{OperatorShare, restore_snapshot, write_snapshot};
-use weir_host::state::{FrozenState, KeyRef, StateBackend, StateKind};
+use weir_host::state::{Accounting, FrozenState, KeyRef, Registry, Snapshots, StateKind, ValueState};
 
 const MAX_PARALLELISM: u32 = 128;
 

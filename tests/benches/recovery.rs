@@ -25,7 +25,7 @@ use weir_host::state::hashmap::HashMapBackend;
 use weir_host::state::key_group::{KeyGroupRange, key_group_of_hash, key_hash};
 use weir_host::state::snapshot::{OperatorShare, restore_snapshot_stream, write_snapshot};
 use weir_host::state::ttl::TtlBackend;
-use weir_host::state::{KeyRef, StateBackend, StateKind};
+use weir_host::state::{Accounting, KeyRef, Registry, Snapshots, StateKind, ValueState};
 use weir_tests::host_command;
 
 const MAX_PARALLELISM: u32 = 128;

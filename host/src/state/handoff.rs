@@ -6,8 +6,8 @@
 //! hashmap backend's tables by pointer ([`KeyGroupHandOff`]), a RocksDB
 //! backend's databases as hard-linked copies of their files
 //! ([`crate::state::rocksdb::DatabaseHandOff`]), and open, once the old
-//! subtask gave them up ([`StateBackend::give_up_into`]), for a new subtask
-//! that takes one whole. Beside either goes a small
+//! subtask gave them up ([`Snapshots::give_up_into`](super::Snapshots::give_up_into)),
+//! for a new subtask that takes one whole. Beside either goes a small
 //! canonical snapshot of the descriptors and operator and broadcast state,
 //! which a new subtask deals out as a restore at another parallelism does.
 //! A backend with no hand-off sends one canonical snapshot of everything;
@@ -15,7 +15,7 @@
 
 use super::key_group::KeyGroupRange;
 use super::snapshot::{OperatorShare, RestoreSummary, SnapshotError, restore_snapshot_stream, write_snapshot};
-use super::{FrozenState, KeyGroupHandOff, SnapshotEntry, StateBackend, StateDescriptor, StateError};
+use super::{FrozenState, KeyGroupHandOff, Restore, SnapshotEntry, StateDescriptor, StateError};
 
 /// An old subtask's keyed state, handed to the new subtasks of a live
 /// rescale without a snapshot; shared by all of them.
@@ -117,7 +117,7 @@ pub struct Handed<'a> {
 /// adopts the key groups of `range` from the hand-offs, all at once, or
 /// restores them from each through a snapshot if the backend cannot adopt.
 pub fn take_over_state(
-    backend: &mut dyn StateBackend,
+    backend: &mut dyn Restore,
     handed: &[Handed<'_>],
     range: KeyGroupRange,
     max_parallelism: u32,

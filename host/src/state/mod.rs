@@ -1,12 +1,15 @@
-//! State: the backend trait every state backend implements, the descriptors
-//! states are registered with, and key groups.
+//! State: the capability traits every state backend implements
+//! ([`backend`]), the descriptors states are registered with, the entries
+//! snapshots carry, and key groups.
 //!
 //! Architecture invariant: this module never imports wasmtime. The WASM layer
 //! translates guest calls into these calls; backends know nothing of guests.
 
+pub mod backend;
 pub mod handoff;
 pub mod hashmap;
 pub mod key_group;
+pub mod pass_through;
 #[cfg(feature = "rocksdb")]
 pub mod rocksdb;
 pub mod snapshot;
@@ -15,8 +18,13 @@ pub mod ttl;
 #[cfg(test)]
 mod conformance;
 
+pub use backend::{
+    Accounting, FrozenState, KeyScan, ListState, MapState, NativeCheckpoint, OperatorState, Registry, Restore,
+    Snapshots, StateBackend, TimerService, ValueState, restore_by_calls,
+};
 pub use handoff::HandOff;
 pub use hashmap::KeyGroupHandOff;
+pub use pass_through::PassThrough;
 
 use crate::fault::{Classify, Domain, RetryHint};
 use thiserror::Error;
@@ -292,275 +300,6 @@ pub enum SnapshotEntry<'a> {
 
 /// One entry of a map page: user key and value.
 pub type MapEntry = (Vec<u8>, Vec<u8>);
-
-/// A state backend for one operator subtask: registration plus the
-/// operations of every state shape. Implemented by the hashmap backend (and
-/// later RocksDB); every implementation must pass `state::conformance`.
-///
-/// Calls take a [`StateId`] from [`StateBackend::register`]; a `StateId` of
-/// another shape is an internal error the backend may panic on.
-pub trait StateBackend: Send {
-    /// Registers a state, or returns the id of the same state registered
-    /// before. Fails if the name exists with another kind or settings.
-    fn register(&mut self, descriptor: StateDescriptor) -> Result<StateId, StateError>;
-
-    /// Every registered state, indexed by id.
-    fn descriptors(&self) -> &[StateDescriptor];
-
-    /// Value shape: the current value.
-    fn value_get(&mut self, state: StateId, key: KeyRef<'_>) -> Result<Option<Vec<u8>>, StateError>;
-    /// Value shape: appends the current value to `out` and returns whether
-    /// there was one (the batch read path: no allocation per value).
-    fn value_get_into(&mut self, state: StateId, key: KeyRef<'_>, out: &mut Vec<u8>) -> Result<bool, StateError> {
-        Ok(match self.value_get(state, key)? {
-            Some(v) => {
-                out.extend_from_slice(&v);
-                true
-            }
-            None => false,
-        })
-    }
-    /// Value shape: appends the values of `keys` to `out`, one `(start, len,
-    /// present)` per key in `spans` (the batch read path; one call lets the
-    /// backend overlap the lookups' cache misses).
-    fn value_get_many(
-        &mut self,
-        state: StateId,
-        keys: &[KeyRef<'_>],
-        out: &mut Vec<u8>,
-        spans: &mut Vec<(u32, u32, bool)>,
-    ) -> Result<(), StateError> {
-        for &k in keys {
-            let start = out.len();
-            let present = self.value_get_into(state, k, out)?;
-            spans.push((start as u32, (out.len() - start) as u32, present));
-        }
-        Ok(())
-    }
-    /// Value shape: sets (`Some`) or clears (`None`) the values of `keys`, in
-    /// order (the batch write path).
-    fn value_set_many(
-        &mut self,
-        state: StateId,
-        keys: &[KeyRef<'_>],
-        values: &[Option<&[u8]>],
-    ) -> Result<(), StateError> {
-        for (&k, v) in keys.iter().zip(values) {
-            match v {
-                Some(v) => self.value_set(state, k, v)?,
-                None => self.value_clear(state, k)?,
-            }
-        }
-        Ok(())
-    }
-    /// Value shape: replace.
-    fn value_set(&mut self, state: StateId, key: KeyRef<'_>, value: &[u8]) -> Result<(), StateError>;
-    /// Value shape: remove.
-    fn value_clear(&mut self, state: StateId, key: KeyRef<'_>) -> Result<(), StateError>;
-
-    /// List shape: append values.
-    fn list_add(&mut self, state: StateId, key: KeyRef<'_>, values: &[&[u8]]) -> Result<(), StateError>;
-    /// List shape: replace the list (empty removes it).
-    fn list_update(&mut self, state: StateId, key: KeyRef<'_>, values: Vec<Vec<u8>>) -> Result<(), StateError>;
-    /// List shape: up to `max` values from index `start`.
-    fn list_read(&mut self, state: StateId, key: KeyRef<'_>, start: u32, max: u32) -> Result<Vec<Vec<u8>>, StateError>;
-    /// List shape: length.
-    fn list_len(&mut self, state: StateId, key: KeyRef<'_>) -> Result<u32, StateError>;
-    /// List shape: remove.
-    fn list_clear(&mut self, state: StateId, key: KeyRef<'_>) -> Result<(), StateError>;
-
-    /// Map shape: value under a user key.
-    fn map_get(&mut self, state: StateId, key: KeyRef<'_>, user_key: &[u8]) -> Result<Option<Vec<u8>>, StateError>;
-    /// Map shape: set a user key.
-    fn map_put(&mut self, state: StateId, key: KeyRef<'_>, user_key: &[u8], value: &[u8]) -> Result<(), StateError>;
-    /// Map shape: remove a user key.
-    fn map_remove(&mut self, state: StateId, key: KeyRef<'_>, user_key: &[u8]) -> Result<(), StateError>;
-    /// Map shape: whether a user key is present.
-    fn map_contains(&mut self, state: StateId, key: KeyRef<'_>, user_key: &[u8]) -> Result<bool, StateError>;
-    /// Map shape: whether the key's map is empty.
-    fn map_is_empty(&mut self, state: StateId, key: KeyRef<'_>) -> Result<bool, StateError>;
-    /// Map shape: up to `max` entries with user key after `after`, in
-    /// user-key byte order.
-    fn map_entries(
-        &mut self,
-        state: StateId,
-        key: KeyRef<'_>,
-        after: Option<&[u8]>,
-        max: u32,
-    ) -> Result<Vec<MapEntry>, StateError>;
-    /// Map shape: remove every entry of the key.
-    fn map_clear(&mut self, state: StateId, key: KeyRef<'_>) -> Result<(), StateError>;
-
-    /// Operator list: append.
-    fn operator_list_add(&mut self, state: StateId, values: &[&[u8]]) -> Result<(), StateError>;
-    /// Operator list: replace.
-    fn operator_list_update(&mut self, state: StateId, values: Vec<Vec<u8>>) -> Result<(), StateError>;
-    /// Operator list: page from `start`.
-    fn operator_list_read(&mut self, state: StateId, start: u32, max: u32) -> Result<Vec<Vec<u8>>, StateError>;
-    /// Operator list: length.
-    fn operator_list_len(&mut self, state: StateId) -> Result<u32, StateError>;
-
-    /// Broadcast map: value under a user key.
-    fn broadcast_get(&mut self, state: StateId, user_key: &[u8]) -> Result<Option<Vec<u8>>, StateError>;
-    /// Broadcast map: set a user key.
-    fn broadcast_put(&mut self, state: StateId, user_key: &[u8], value: &[u8]) -> Result<(), StateError>;
-    /// Broadcast map: remove a user key.
-    fn broadcast_remove(&mut self, state: StateId, user_key: &[u8]) -> Result<(), StateError>;
-    /// Broadcast map: up to `max` entries after `after`, in user-key order.
-    fn broadcast_entries(
-        &mut self,
-        state: StateId,
-        after: Option<&[u8]>,
-        max: u32,
-    ) -> Result<Vec<MapEntry>, StateError>;
-    /// Broadcast map: number of entries.
-    fn broadcast_len(&mut self, state: StateId) -> Result<usize, StateError>;
-    /// Broadcast map: remove everything.
-    fn broadcast_clear(&mut self, state: StateId) -> Result<(), StateError>;
-
-    /// Timers: registers a timer for `key` at `time` (registering the same
-    /// (domain, key, time) twice leaves one).
-    fn timer_register(&mut self, domain: TimeDomain, key: KeyRef<'_>, time: i64) -> Result<(), StateError>;
-    /// Timers: deletes `key`'s timer at `time`, if any.
-    fn timer_delete(&mut self, domain: TimeDomain, key: KeyRef<'_>, time: i64) -> Result<(), StateError>;
-    /// Timers: removes and returns the earliest timer at or before `up_to`
-    /// (ties in key group, then key byte order).
-    fn timer_pop_due(&mut self, domain: TimeDomain, up_to: i64) -> Option<(i64, Vec<u8>)>;
-    /// Timers: the earliest pending time.
-    fn timer_next(&self, domain: TimeDomain) -> Option<i64>;
-    /// Timers: how many are pending.
-    fn timer_count(&self, domain: TimeDomain) -> usize;
-
-    /// A hint that `keys` are about to be accessed, in order. Backends may
-    /// warm caches; the hashmap backend resolves every key's table slot in
-    /// one tight loop, where the CPU overlaps the cache misses that the
-    /// guest's one-call-per-record accesses would take one at a time.
-    fn prefetch(&mut self, keys: &[KeyRef<'_>]) {
-        let _ = keys;
-    }
-
-    /// A hint before a restore: about `keys` keys of keyed state `state`
-    /// are coming for `key_group`. The hashmap backend sizes that group's
-    /// table once, rather than growing it (and rehashing every entry) a
-    /// dozen times as they arrive.
-    fn reserve_keys(&mut self, key_group: u16, state: StateId, keys: usize) {
-        let _ = (key_group, state, keys);
-    }
-
-    /// Asks the backend to drop the expired values of the TTL state `state`
-    /// by itself, in the background, reading the TTL layer's expiry prefix
-    /// against `clock`. True if it will: the TTL layer then skips its
-    /// per-access clean-up for that state. The RocksDB backend does it in
-    /// compaction; the hashmap backend cannot (false).
-    fn expire_in_background(&mut self, state: StateId, clock: &crate::clock::Clock) -> bool {
-        let _ = (state, clock);
-        false
-    }
-
-    /// Keyed states: up to `max` keys of `state` from position `cursor` (0
-    /// is the start), with their key groups, and the position to continue
-    /// from (none at the end). Keys written between calls may be missed or
-    /// seen twice: this serves incremental clean-up, not snapshots.
-    fn scan_keys(&mut self, state: StateId, cursor: u64, max: u32) -> (Vec<(u16, Vec<u8>)>, Option<u64>);
-
-    /// The synchronous part of a snapshot: a frozen view of every state,
-    /// which [`snapshot::write_snapshot`] writes out later, on another
-    /// thread, while this backend goes on changing. Its cost must not grow
-    /// with the state's size (the hashmap backend shares its tables
-    /// copy-on-write).
-    fn freeze(&mut self) -> Box<dyn FrozenState>;
-    /// Restores one entry (of `key_group`, for keyed entries) written by a
-    /// snapshot; the states must be registered already. By default through
-    /// the ordinary operations; a layer that transforms values (TTL) passes
-    /// entries through untouched instead.
-    fn restore_entry(&mut self, key_group: u16, entry: SnapshotEntry<'_>) -> Result<(), StateError> {
-        let at = |key| KeyRef { key, hash: key_group::key_hash(key), key_group };
-        match entry {
-            SnapshotEntry::Value { state, key, value } => self.value_set(state, at(key), value),
-            SnapshotEntry::ListItem { state, key, value } => self.list_add(state, at(key), &[value]),
-            SnapshotEntry::MapItem { state, key, user_key, value } => self.map_put(state, at(key), user_key, value),
-            SnapshotEntry::Timer { domain, time, key } => self.timer_register(domain, at(key), time),
-            SnapshotEntry::OperatorItem { state, value } => self.operator_list_add(state, &[value]),
-            SnapshotEntry::BroadcastItem { state, user_key, value } => self.broadcast_put(state, user_key, value),
-        }
-    }
-
-    /// Live rescale: takes the key groups of this backend's range, with
-    /// their timers, out of `hand_offs` (the old subtasks'
-    /// [`FrozenState::hand_off`]s) without a snapshot: tables by pointer
-    /// (hashmap), databases as files (RocksDB). All at once, so that a
-    /// backend can take them side by side. The states must be registered
-    /// already (the hand-offs' snapshots of descriptors and operator state
-    /// are restored first). Returns about how many keys and timers were
-    /// taken. `None`: this backend cannot adopt these hand-offs (the caller
-    /// restores them through snapshots instead).
-    fn adopt_key_groups(&mut self, hand_offs: &[&HandOff]) -> Option<Result<u64, StateError>> {
-        let _ = hand_offs;
-        None
-    }
-
-    /// Live rescale, an old subtask's side, once `hand_off` was made from
-    /// this backend's frozen state: moves into it what of the live state
-    /// can go as it is, for a new subtask that takes it whole (RocksDB: the
-    /// open databases, so that subtask opens none). The backend is not used
-    /// after this. By default nothing moves.
-    fn give_up_into(&mut self, hand_off: &mut HandOff) {
-        let _ = hand_off;
-    }
-
-    /// Number of keys that hold a value in a keyed state (for tests and
-    /// inspection).
-    fn key_count(&self, state: StateId) -> usize;
-
-    /// Bytes of state (timers included) this backend holds in the host's
-    /// memory, as it counts them on every write: keys and values with an
-    /// estimate of each entry's overhead. A counter, so reading it after
-    /// every write costs nothing. `None`: the backend keeps its state on
-    /// disk, and its own settings bound its memory (RocksDB).
-    fn memory_bytes(&self) -> Option<u64> {
-        None
-    }
-}
-
-/// A backend's state at the instant of [`StateBackend::freeze`].
-pub trait FrozenState: Send {
-    /// Every registered state, indexed by id.
-    fn descriptors(&self) -> &[StateDescriptor];
-    /// The key groups it holds.
-    fn range(&self) -> key_group::KeyGroupRange;
-    /// Hands every keyed entry and timer of `key_group` to `visit` (stored
-    /// bytes, as the backend holds them), then lets go of that group: each
-    /// group is visited once.
-    fn key_group(&mut self, key_group: u16, visit: &mut dyn FnMut(SnapshotEntry<'_>)) -> Result<(), StateError>;
-    /// Hands every operator list item and broadcast entry to `visit`.
-    fn operator_state(&mut self, visit: &mut dyn FnMut(SnapshotEntry<'_>)) -> Result<(), StateError>;
-    /// The state as a RocksDB checkpoint's files, for backends that can
-    /// store their own files (incremental checkpoints); waits until every
-    /// file is written.
-    fn native_checkpoint(&mut self) -> Option<Result<NativeCheckpoint, StateError>> {
-        None
-    }
-    /// Live rescale: every key group's keyed state and timers as a hand-off
-    /// that new subtasks adopt without a snapshot
-    /// ([`StateBackend::adopt_key_groups`]). A hashmap view moves its tables
-    /// out (keeping descriptors and operator state); a RocksDB view stays
-    /// whole ([`HandOff::leaves_frozen_whole`]). `None` (the view
-    /// unchanged): this backend has no such hand-off, or making it failed,
-    /// and its state goes as a snapshot.
-    fn hand_off(&mut self) -> Option<HandOff> {
-        None
-    }
-}
-
-/// A frozen state as files of its database, to be stored as they are.
-pub struct NativeCheckpoint {
-    /// A RocksDB checkpoint directory.
-    pub dir: std::path::PathBuf,
-    /// Files to store beside the directory's, by the name they must have
-    /// there: the layers the database had not taken in, which whoever
-    /// opens the checkpoint ingests in the order of their names.
-    pub layers: Vec<(String, std::path::PathBuf)>,
-}
 
 /// Appends one value of a batch read to `out`, and its `(start, len,
 /// present)` to `spans`: the shape `value_get_many` answers in.

@@ -212,7 +212,7 @@ impl OperatorInstance {
     }
 
     /// Live rescale, an old subtask: moves what of the live state can go
-    /// as it is into `hand_off` ([`crate::state::StateBackend::give_up_into`]).
+    /// as it is into `hand_off` ([`crate::state::Snapshots::give_up_into`]).
     /// The instance's state is not used after this.
     pub fn give_up_state_into(&mut self, hand_off: &mut crate::state::HandOff) {
         self.store.data_mut().backend_mut().give_up_into(hand_off);

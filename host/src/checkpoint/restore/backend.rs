@@ -14,6 +14,8 @@ use crate::checkpoint::storage::{CheckpointStorage, StorageError};
 use crate::checkpoint::upload::DESCRIPTORS_FILE;
 use crate::clock::Clock;
 use crate::config::{BackendKind, RocksDbSettings};
+#[cfg(feature = "rocksdb")]
+use crate::state::Registry;
 use crate::state::hashmap::HashMapBackend;
 use crate::state::key_group::KeyGroupRange;
 use crate::state::snapshot::{decode_descriptors, restore_snapshot_stream_within};

@@ -9,8 +9,9 @@
 //! can move as they are: the old subtask hands over its frozen per-group
 //! `Arc`s and its timers ([`FrozenState::hand_off`]); each new subtask
 //! takes the groups of its own range out of the shared hand-off and puts
-//! them in its own tables ([`StateBackend::adopt_key_groups`]), no entry
-//! encoded, copied or rehashed. Copy-on-write keeps this safe: a group
+//! them in its own tables
+//! ([`Restore::adopt_key_groups`](crate::state::Restore::adopt_key_groups)),
+//! no entry encoded, copied or rehashed. Copy-on-write keeps this safe: a group
 //! still shared when its new owner writes to it (an old subtask's
 //! checkpoint still writing it out) is copied first, and the old subtask
 //! ends right after the handover anyway.
@@ -22,8 +23,9 @@
 //! A live rescale keeps the job's number of key groups, so a key group's
 //! number means the same on both sides and no key needs rehashing.
 
+use super::frozen::FrozenTable;
 use super::keyed::{Entry, Keyed, rehash};
-use super::{FrozenTable, HashMapBackend, Table, Timers, domain_index};
+use super::{HashMapBackend, Table, Timers, domain_index};
 use crate::state::key_group::KeyGroupRange;
 use crate::state::{FrozenState, SnapshotEntry, StateDescriptor, StateError, StateId, TimeDomain};
 use hashbrown::HashTable;

@@ -9,29 +9,30 @@
 //!
 //! Snapshots are copy-on-write per key group: every table (and the timers,
 //! operator and broadcast state) sits behind an `Arc`, so
-//! [`StateBackend::freeze`] only clones pointers, whatever the state's size.
-//! A write to a group the frozen view still holds copies that one group
-//! first; the writer of the snapshot lets go of each group as soon as it has
-//! written it, so most groups are never copied.
+//! [`Snapshots::freeze`](super::Snapshots::freeze) only clones pointers,
+//! whatever the state's size. A write to a group the frozen view still
+//! holds copies that one group first; the writer of the snapshot lets go of
+//! each group as soon as it has written it, so most groups are never copied
+//! (`frozen.rs`).
 //!
 //! The same `Arc`s let a live rescale move key groups to the new subtasks
 //! by pointer instead of through a snapshot ([`handoff`]).
 
+mod frozen;
 mod handoff;
 mod keyed;
 mod size;
 
 pub use handoff::KeyGroupHandOff;
 
-use super::FrozenState;
 use super::handoff::HandOff;
 use super::key_group::KeyGroupRange;
 use super::{
-    KeyRef, MapEntry, Shape, SnapshotEntry, StateBackend, StateDescriptor, StateError, StateId, TimeDomain,
-    check_registration, push_value,
+    Accounting, KeyRef, KeyScan, ListState, MapEntry, MapState, OperatorState, Registry, Restore, Shape, SnapshotEntry,
+    StateDescriptor, StateError, StateId, TimeDomain, TimerService, ValueState, check_registration, push_value,
+    restore_by_calls,
 };
-use hashbrown::HashTable;
-use keyed::{Entry, InlineValue, Keyed};
+use keyed::{InlineValue, Keyed};
 use std::collections::BTreeMap;
 use std::collections::BTreeSet;
 use std::ops::Bound;
@@ -141,7 +142,7 @@ fn page<T: Clone>(items: &[T], start: u32, max: u32) -> Vec<T> {
     items[start..end].to_vec()
 }
 
-impl StateBackend for HashMapBackend {
+impl Registry for HashMapBackend {
     fn register(&mut self, d: StateDescriptor) -> Result<StateId, StateError> {
         if let Some(id) = check_registration(&self.descriptors, &d)? {
             // A new module version re-declares the state; later snapshots
@@ -164,7 +165,9 @@ impl StateBackend for HashMapBackend {
     fn descriptors(&self) -> &[StateDescriptor] {
         &self.descriptors
     }
+}
 
+impl ValueState for HashMapBackend {
     #[inline]
     fn value_get(&mut self, s: StateId, k: KeyRef<'_>) -> Result<Option<Vec<u8>>, StateError> {
         let range = self.range;
@@ -239,7 +242,9 @@ impl StateBackend for HashMapBackend {
         self.count(0, freed);
         Ok(())
     }
+}
 
+impl ListState for HashMapBackend {
     fn list_add(&mut self, s: StateId, k: KeyRef<'_>, values: &[&[u8]]) -> Result<(), StateError> {
         if values.is_empty() {
             return Ok(());
@@ -282,7 +287,9 @@ impl StateBackend for HashMapBackend {
         self.count(0, freed);
         Ok(())
     }
+}
 
+impl MapState for HashMapBackend {
     fn map_get(&mut self, s: StateId, k: KeyRef<'_>, uk: &[u8]) -> Result<Option<Vec<u8>>, StateError> {
         let range = self.range;
         Ok(self.maps(s).get(range, &k)?.and_then(|m| m.get(uk).cloned()))
@@ -359,7 +366,34 @@ impl StateBackend for HashMapBackend {
         self.count(0, freed);
         Ok(())
     }
+}
 
+impl KeyScan for HashMapBackend {
+    fn prefetch(&mut self, keys: &[KeyRef<'_>]) {
+        let range = self.range;
+        for table in &mut self.tables {
+            if let Table::Value(t) = table {
+                for k in keys {
+                    if let Ok(v) = t.get(range, k) {
+                        std::hint::black_box(v.map(|v| v.len()));
+                    }
+                }
+            }
+        }
+    }
+
+    fn scan_keys(&mut self, s: StateId, cursor: u64, max: u32) -> (Vec<(u16, Vec<u8>)>, Option<u64>) {
+        let range = self.range;
+        match &self.tables[s as usize] {
+            Table::Value(t) => t.scan(range, cursor, max),
+            Table::List(t) => t.scan(range, cursor, max),
+            Table::Map(t) => t.scan(range, cursor, max),
+            Table::OperatorList(_) | Table::Broadcast(_) => (Vec::new(), None),
+        }
+    }
+}
+
+impl OperatorState for HashMapBackend {
     fn operator_list_add(&mut self, s: StateId, values: &[&[u8]]) -> Result<(), StateError> {
         self.operator_list(s).extend(values.iter().map(|v| v.to_vec()));
         self.count(size::list(values), 0);
@@ -422,7 +456,9 @@ impl StateBackend for HashMapBackend {
         self.count(0, freed);
         Ok(())
     }
+}
 
+impl TimerService for HashMapBackend {
     fn timer_register(&mut self, d: TimeDomain, k: KeyRef<'_>, time: i64) -> Result<(), StateError> {
         self.check_range(&k)?;
         if Arc::make_mut(&mut self.timers[domain_index(d)]).insert((time, k.key_group, k.key.to_vec())) {
@@ -457,6 +493,12 @@ impl StateBackend for HashMapBackend {
     fn timer_count(&self, d: TimeDomain) -> usize {
         self.timers[domain_index(d)].len()
     }
+}
+
+impl Restore for HashMapBackend {
+    fn restore_entry(&mut self, kg: u16, entry: SnapshotEntry<'_>) -> Result<(), StateError> {
+        restore_by_calls(self, kg, entry)
+    }
 
     fn reserve_keys(&mut self, key_group: u16, s: StateId, keys: usize) {
         let range = self.range;
@@ -466,50 +508,6 @@ impl StateBackend for HashMapBackend {
             Some(Table::Map(t)) => t.reserve(range, key_group, keys),
             _ => {}
         }
-    }
-
-    fn prefetch(&mut self, keys: &[KeyRef<'_>]) {
-        let range = self.range;
-        for table in &mut self.tables {
-            if let Table::Value(t) = table {
-                for k in keys {
-                    if let Ok(v) = t.get(range, k) {
-                        std::hint::black_box(v.map(|v| v.len()));
-                    }
-                }
-            }
-        }
-    }
-
-    fn scan_keys(&mut self, s: StateId, cursor: u64, max: u32) -> (Vec<(u16, Vec<u8>)>, Option<u64>) {
-        let range = self.range;
-        match &self.tables[s as usize] {
-            Table::Value(t) => t.scan(range, cursor, max),
-            Table::List(t) => t.scan(range, cursor, max),
-            Table::Map(t) => t.scan(range, cursor, max),
-            Table::OperatorList(_) | Table::Broadcast(_) => (Vec::new(), None),
-        }
-    }
-
-    fn freeze(&mut self) -> Box<dyn FrozenState> {
-        let tables = self
-            .tables
-            .iter()
-            .map(|t| match t {
-                Table::Value(t) => FrozenTable::Value(t.freeze()),
-                Table::List(t) => FrozenTable::List(t.freeze()),
-                Table::Map(t) => FrozenTable::Map(t.freeze()),
-                Table::OperatorList(v) => FrozenTable::OperatorList(v.clone()),
-                Table::Broadcast(m) => FrozenTable::Broadcast(m.clone()),
-            })
-            .collect();
-        Box::new(FrozenHashMap {
-            range: self.range,
-            descriptors: self.descriptors.clone(),
-            tables,
-            timers: self.timers.clone(),
-            timers_by_group: None,
-        })
     }
 
     fn adopt_key_groups(&mut self, hand_offs: &[&HandOff]) -> Option<Result<u64, StateError>> {
@@ -529,7 +527,9 @@ impl StateBackend for HashMapBackend {
         self.bytes = size::recount(&self.tables, &self.timers);
         Some(taken)
     }
+}
 
+impl Accounting for HashMapBackend {
     fn memory_bytes(&self) -> Option<u64> {
         Some(self.bytes)
     }
@@ -541,138 +541,6 @@ impl StateBackend for HashMapBackend {
             Table::Map(t) => t.len(),
             Table::OperatorList(_) | Table::Broadcast(_) => 0,
         }
-    }
-}
-
-enum FrozenTable {
-    Value(Vec<Option<Arc<HashTable<Entry<InlineValue>>>>>),
-    List(Vec<Option<Arc<HashTable<Entry<ListValue>>>>>),
-    Map(Vec<Option<Arc<HashTable<Entry<MapValue>>>>>),
-    OperatorList(Arc<Vec<Vec<u8>>>),
-    Broadcast(Arc<MapValue>),
-}
-
-impl FrozenTable {
-    /// Hands the entries of the group at index `g` (if any) to `visit` as
-    /// entries of `state`, and lets go of the group: once written, it is
-    /// released, and the live backend writes to it without copying.
-    fn visit_group(&mut self, state: StateId, g: usize, visit: &mut dyn FnMut(SnapshotEntry<'_>)) {
-        match self {
-            FrozenTable::Value(t) => {
-                for e in t.get_mut(g).and_then(Option::take).iter().flat_map(|t| t.iter()) {
-                    visit(SnapshotEntry::Value { state, key: &e.key, value: &e.value });
-                }
-            }
-            FrozenTable::List(t) => {
-                for e in t.get_mut(g).and_then(Option::take).iter().flat_map(|t| t.iter()) {
-                    for v in &e.value {
-                        visit(SnapshotEntry::ListItem { state, key: &e.key, value: v });
-                    }
-                }
-            }
-            FrozenTable::Map(t) => {
-                for e in t.get_mut(g).and_then(Option::take).iter().flat_map(|t| t.iter()) {
-                    for (uk, v) in &e.value {
-                        visit(SnapshotEntry::MapItem { state, key: &e.key, user_key: uk, value: v });
-                    }
-                }
-            }
-            FrozenTable::OperatorList(_) | FrozenTable::Broadcast(_) => {}
-        }
-    }
-
-    /// The keyed groups, moved out (this table keeps empty slots, so it
-    /// stays well-formed); operator and broadcast state stay (an empty
-    /// table of their kind is returned in their place).
-    fn take_keyed(&mut self) -> FrozenTable {
-        fn take<T>(t: &mut [Option<T>]) -> Vec<Option<T>> {
-            t.iter_mut().map(Option::take).collect()
-        }
-        match self {
-            FrozenTable::Value(t) => FrozenTable::Value(take(t)),
-            FrozenTable::List(t) => FrozenTable::List(take(t)),
-            FrozenTable::Map(t) => FrozenTable::Map(take(t)),
-            FrozenTable::OperatorList(_) => FrozenTable::OperatorList(Arc::default()),
-            FrozenTable::Broadcast(_) => FrozenTable::Broadcast(Arc::default()),
-        }
-    }
-}
-
-/// A timer of a frozen state, filed under its key group.
-type GroupTimer = (TimeDomain, i64, Vec<u8>);
-
-/// A hashmap backend's state at one instant, shared copy-on-write with the
-/// live backend.
-struct FrozenHashMap {
-    range: KeyGroupRange,
-    descriptors: Vec<super::StateDescriptor>,
-    tables: Vec<FrozenTable>,
-    timers: [Arc<Timers>; 2],
-    /// Timers split by key group on first use (off the task thread): the
-    /// sets are ordered by time, not group.
-    timers_by_group: Option<BTreeMap<u16, Vec<GroupTimer>>>,
-}
-
-impl FrozenState for FrozenHashMap {
-    fn descriptors(&self) -> &[super::StateDescriptor] {
-        &self.descriptors
-    }
-
-    fn range(&self) -> KeyGroupRange {
-        self.range
-    }
-
-    fn key_group(&mut self, kg: u16, visit: &mut dyn FnMut(SnapshotEntry<'_>)) -> Result<(), StateError> {
-        if !self.range.contains(kg) {
-            return Err(StateError::KeyGroupOutOfRange { key_group: kg, start: self.range.start, end: self.range.end });
-        }
-        let g = usize::from(kg - self.range.start);
-        for (i, table) in self.tables.iter_mut().enumerate() {
-            table.visit_group(i as StateId, g, visit);
-        }
-        let timers = &self.timers;
-        let by_group = self.timers_by_group.get_or_insert_with(|| {
-            let mut m: BTreeMap<u16, Vec<GroupTimer>> = BTreeMap::new();
-            for (d, domain) in [(0, TimeDomain::EventTime), (1, TimeDomain::ProcessingTime)] {
-                for (time, tkg, key) in timers[d].iter() {
-                    m.entry(*tkg).or_default().push((domain, *time, key.clone()));
-                }
-            }
-            m
-        });
-        for (domain, time, key) in by_group.remove(&kg).unwrap_or_default() {
-            visit(SnapshotEntry::Timer { domain, time, key: &key });
-        }
-        Ok(())
-    }
-
-    fn hand_off(&mut self) -> Option<HandOff> {
-        let tables = self.tables.iter_mut().map(FrozenTable::take_keyed).collect();
-        let timers = self.timers.each_mut().map(std::mem::take);
-        // Timers split by group earlier are handed off too: none is left
-        // for this view to write.
-        self.timers_by_group = Some(BTreeMap::new());
-        Some(HandOff::Tables(KeyGroupHandOff::new(self.range, self.descriptors.clone(), tables, timers)))
-    }
-
-    fn operator_state(&mut self, visit: &mut dyn FnMut(SnapshotEntry<'_>)) -> Result<(), StateError> {
-        for (i, table) in self.tables.iter().enumerate() {
-            let state = i as StateId;
-            match table {
-                FrozenTable::OperatorList(items) => {
-                    for v in items.iter() {
-                        visit(SnapshotEntry::OperatorItem { state, value: v });
-                    }
-                }
-                FrozenTable::Broadcast(m) => {
-                    for (uk, v) in m.iter() {
-                        visit(SnapshotEntry::BroadcastItem { state, user_key: uk, value: v });
-                    }
-                }
-                _ => {}
-            }
-        }
-        Ok(())
     }
 }
 

@@ -118,7 +118,10 @@ pub(super) fn recount(tables: &[Table], timers: &[Arc<Timers>; 2]) -> u64 {
 mod tests {
     use super::super::HashMapBackend;
     use crate::state::key_group::{KeyGroupRange, key_hash};
-    use crate::state::{KeyRef, StateBackend, StateKind, TimeDomain};
+    use crate::state::{
+        Accounting, KeyRef, ListState, MapState, OperatorState, Registry, StateKind, TimeDomain, TimerService,
+        ValueState,
+    };
 
     fn key(k: &[u8]) -> KeyRef<'_> {
         KeyRef { key: k, hash: key_hash(k), key_group: (key_hash(k) % 8) as u16 }

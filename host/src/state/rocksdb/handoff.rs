@@ -56,7 +56,7 @@ pub(super) struct HandedDb {
     /// Its states in its own id order (its column families' numbering).
     pub(super) descriptors: Vec<StateDescriptor>,
     /// The database itself, still open, once the old subtask gave it up
-    /// ([`RocksDbBackend::give_up_into`](crate::state::StateBackend::give_up_into)):
+    /// ([`RocksDbBackend::give_up_into`](crate::state::Snapshots::give_up_into)):
     /// the new subtask that takes all of its key groups takes it as it is.
     live: Mutex<Option<Database>>,
 }

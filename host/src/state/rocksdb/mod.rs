@@ -1,6 +1,6 @@
 //! The RocksDB state backend (Flink's EmbeddedRocksDBStateBackend): one
 //! embedded RocksDB per operator subtask (more after a live rescale, see
-//! `parts.rs`), in a working directory of its own under
+//! `parts/`), in a working directory of its own under
 //! `state.backend.rocksdb.localdir`, removed when the subtask ends. State
 //! lives on local disk, so it can grow past memory. This file holds one
 //! database (`Database`).
@@ -73,8 +73,9 @@ use values::Wait;
 
 use super::key_group::KeyGroupRange;
 use super::{
-    FrozenState, KeyRef, MapEntry, StateBackend, StateDescriptor, StateError, StateId, StateKind, TimeDomain,
-    check_registration,
+    Accounting, FrozenState, KeyRef, KeyScan, ListState, MapEntry, MapState, OperatorState, Registry, Restore,
+    SnapshotEntry, Snapshots, StateDescriptor, StateError, StateId, StateKind, TimeDomain, TimerService, ValueState,
+    check_registration, restore_by_calls,
 };
 use crate::clock::Clock;
 use ::rocksdb::{
@@ -95,8 +96,10 @@ type Row = (Vec<u8>, Vec<u8>);
 
 /// One embedded RocksDB with its write-back cache, layers and timers,
 /// holding the key groups of `range`: a subtask's whole state, or one of
-/// its parts after a live rescale (see `parts.rs`).
-struct Database {
+/// its parts after a live rescale (see `parts/`). Public only as the part
+/// a [`RocksDbBackend`] serves operator state from ([`super::PassThrough`]);
+/// nothing outside this module makes or opens one.
+pub struct Database {
     db: Option<DB>,
     path: PathBuf,
     range: KeyGroupRange,
@@ -314,7 +317,7 @@ fn page(items: Vec<&[u8]>, start: u32, max: u32) -> Vec<Vec<u8>> {
     items.into_iter().skip(start as usize).take(max as usize).map(<[u8]>::to_vec).collect()
 }
 
-impl StateBackend for Database {
+impl Registry for Database {
     fn register(&mut self, d: StateDescriptor) -> Result<StateId, StateError> {
         if let Some(id) = check_registration(&self.descriptors, &d)? {
             // A new module version re-declares the state; later snapshots
@@ -341,7 +344,9 @@ impl StateBackend for Database {
     fn descriptors(&self) -> &[StateDescriptor] {
         &self.descriptors
     }
+}
 
+impl ValueState for Database {
     fn value_get(&mut self, s: StateId, k: KeyRef<'_>) -> Result<Option<Vec<u8>>, StateError> {
         self.read_value(s, &k)
     }
@@ -370,7 +375,9 @@ impl StateBackend for Database {
     fn value_clear(&mut self, s: StateId, k: KeyRef<'_>) -> Result<(), StateError> {
         self.write_value(s, &k, None)
     }
+}
 
+impl ListState for Database {
     fn list_add(&mut self, s: StateId, k: KeyRef<'_>, values: &[&[u8]]) -> Result<(), StateError> {
         self.check(&k)?;
         if values.is_empty() {
@@ -404,7 +411,9 @@ impl StateBackend for Database {
         self.check(&k)?;
         self.delete(s, &keyed_key(k.key_group, k.key))
     }
+}
 
+impl MapState for Database {
     fn map_get(&mut self, s: StateId, k: KeyRef<'_>, uk: &[u8]) -> Result<Option<Vec<u8>>, StateError> {
         self.check(&k)?;
         self.get(s, &Self::map_key(&k, uk))
@@ -469,7 +478,58 @@ impl StateBackend for Database {
             }
         }
     }
+}
 
+impl KeyScan for Database {
+    fn scan_keys(&mut self, s: StateId, cursor: u64, max: u32) -> (Vec<(u16, Vec<u8>)>, Option<u64>) {
+        // A new round starts from RocksDB with everything written taken
+        // in, so a round sees every key present when it began.
+        if cursor == 0 && self.settle().is_err() {
+            return (Vec::new(), None);
+        }
+        let from = if cursor == 0 { Vec::new() } else { self.scan_after.get(&s).cloned().unwrap_or_default() };
+        let is_map = self.descriptors[s as usize].kind == StateKind::Map;
+        let mut out: Vec<(u16, Vec<u8>)> = Vec::new();
+        let mut last = from.clone();
+        // One row per key, but a map has a row per entry: read more for maps.
+        let rows_wanted = if is_map { max as usize * 64 + 64 } else { max as usize + 2 };
+        let Ok(rows) = self.scan(self.cf(s), b"", &from, rows_wanted) else {
+            return (Vec::new(), None);
+        };
+        // A full read may have stopped inside the state: there is more.
+        let mut more = rows.len() == rows_wanted;
+        for (key, _) in rows {
+            if key == from && cursor != 0 {
+                continue;
+            }
+            let parsed = if is_map {
+                split_map_key(&key).map(|(kg, k, _)| (kg, k.to_vec()))
+            } else {
+                (key.len() >= 2).then(|| (u16::from_be_bytes([key[0], key[1]]), key[2..].to_vec()))
+            };
+            let Some(entry) = parsed else { continue };
+            if out.last() == Some(&entry) {
+                last = key;
+                continue;
+            }
+            if out.len() == max as usize {
+                more = true;
+                break;
+            }
+            out.push(entry);
+            last = key;
+        }
+        if more {
+            self.scan_after.insert(s, last);
+            (out, Some(1))
+        } else {
+            self.scan_after.remove(&s);
+            (out, None)
+        }
+    }
+}
+
+impl OperatorState for Database {
     fn operator_list_add(&mut self, s: StateId, values: &[&[u8]]) -> Result<(), StateError> {
         let mut encoded = Vec::new();
         encode_list(&mut encoded, values);
@@ -521,7 +581,9 @@ impl StateBackend for Database {
         }
         Ok(())
     }
+}
 
+impl TimerService for Database {
     fn timer_register(&mut self, d: TimeDomain, k: KeyRef<'_>, time: i64) -> Result<(), StateError> {
         self.check(&k)?;
         let (db, cf) = with_timers(&self.db);
@@ -547,58 +609,21 @@ impl StateBackend for Database {
     fn timer_count(&self, d: TimeDomain) -> usize {
         self.timers.count(d)
     }
+}
 
-    fn scan_keys(&mut self, s: StateId, cursor: u64, max: u32) -> (Vec<(u16, Vec<u8>)>, Option<u64>) {
-        // A new round starts from RocksDB with everything written taken
-        // in, so a round sees every key present when it began.
-        if cursor == 0 && self.settle().is_err() {
-            return (Vec::new(), None);
-        }
-        let from = if cursor == 0 { Vec::new() } else { self.scan_after.get(&s).cloned().unwrap_or_default() };
-        let is_map = self.descriptors[s as usize].kind == StateKind::Map;
-        let mut out: Vec<(u16, Vec<u8>)> = Vec::new();
-        let mut last = from.clone();
-        // One row per key, but a map has a row per entry: read more for maps.
-        let rows_wanted = if is_map { max as usize * 64 + 64 } else { max as usize + 2 };
-        let Ok(rows) = self.scan(self.cf(s), b"", &from, rows_wanted) else {
-            return (Vec::new(), None);
-        };
-        // A full read may have stopped inside the state: there is more.
-        let mut more = rows.len() == rows_wanted;
-        for (key, _) in rows {
-            if key == from && cursor != 0 {
-                continue;
-            }
-            let parsed = if is_map {
-                split_map_key(&key).map(|(kg, k, _)| (kg, k.to_vec()))
-            } else {
-                (key.len() >= 2).then(|| (u16::from_be_bytes([key[0], key[1]]), key[2..].to_vec()))
-            };
-            let Some(entry) = parsed else { continue };
-            if out.last() == Some(&entry) {
-                last = key;
-                continue;
-            }
-            if out.len() == max as usize {
-                more = true;
-                break;
-            }
-            out.push(entry);
-            last = key;
-        }
-        if more {
-            self.scan_after.insert(s, last);
-            (out, Some(1))
-        } else {
-            self.scan_after.remove(&s);
-            (out, None)
-        }
-    }
-
+impl Snapshots for Database {
     fn freeze(&mut self) -> Box<dyn FrozenState> {
         Box::new(self.freeze_db())
     }
+}
 
+impl Restore for Database {
+    fn restore_entry(&mut self, kg: u16, entry: SnapshotEntry<'_>) -> Result<(), StateError> {
+        restore_by_calls(self, kg, entry)
+    }
+}
+
+impl Accounting for Database {
     fn key_count(&self, s: StateId) -> usize {
         let is_map = self.descriptors[s as usize].kind == StateKind::Map;
         let Ok(rows) = self.scan(self.cf(s), b"", b"", usize::MAX) else { return 0 };
@@ -613,7 +638,7 @@ impl StateBackend for Database {
 }
 
 impl Database {
-    /// The state now, as [`StateBackend::freeze`] gives it.
+    /// The state now, as [`Snapshots::freeze`] gives it.
     fn freeze_db(&mut self) -> FrozenRocksDb {
         self.freezes += 1;
         // Beside the working directory, not in it: the snapshot may still be

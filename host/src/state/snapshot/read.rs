@@ -9,7 +9,7 @@
 
 use super::{FORMAT_VERSION, MAGIC, Reader, SnapshotError, entry_key, parse_descriptors, read_entry, remap};
 use crate::state::key_group::{KeyGroupRange, key_group_of_hash, key_hash};
-use crate::state::{Redistribution, SnapshotEntry, StateBackend, StateDescriptor, StateKind};
+use crate::state::{Redistribution, Restore, SnapshotEntry, StateDescriptor, StateKind};
 
 /// A snapshot's header: its key groups and its states, in id order.
 #[derive(Debug, Clone)]
@@ -327,7 +327,7 @@ pub enum OperatorShare {
 /// first; on any error nothing has been restored.
 pub fn restore_snapshot(
     bytes: &[u8],
-    backend: &mut dyn StateBackend,
+    backend: &mut dyn Restore,
     range: KeyGroupRange,
     max_parallelism: u32,
     share: OperatorShare,
@@ -344,7 +344,7 @@ pub fn restore_snapshot(
 /// matters. For a stored snapshot use [`restore_snapshot_stream_within`].
 pub fn restore_snapshot_stream(
     r: &mut dyn std::io::Read,
-    backend: &mut dyn StateBackend,
+    backend: &mut dyn Restore,
     range: KeyGroupRange,
     max_parallelism: u32,
     share: OperatorShare,
@@ -356,7 +356,7 @@ pub fn restore_snapshot_stream(
 /// bytes before reading it.
 pub fn restore_snapshot_stream_within(
     r: &mut dyn std::io::Read,
-    backend: &mut dyn StateBackend,
+    backend: &mut dyn Restore,
     range: KeyGroupRange,
     max_parallelism: u32,
     share: OperatorShare,

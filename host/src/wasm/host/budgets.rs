@@ -4,7 +4,7 @@
 //! (`wasm.max_state_write_bytes`) and pending timers
 //! (`wasm.max_timers`). Each check is a counter add or a comparison; the
 //! state's size is the backend's own counter
-//! ([`StateBackend::memory_bytes`](crate::state::StateBackend::memory_bytes)).
+//! ([`Accounting::memory_bytes`](crate::state::Accounting::memory_bytes)).
 //! Past a budget the import returns [`BudgetExceeded`] as a trap: the call
 //! fails, and with it the job, which does not restart (the same input would
 //! pass the budget again). The log budgets live with the log

@@ -6,7 +6,9 @@
 use super::*;
 use crate::state::hashmap::HashMapBackend;
 use crate::state::snapshot::write_snapshot;
-use crate::state::{KeyRef, StateKind};
+use crate::state::{
+    Accounting, KeyRef, ListState, MapState, OperatorState, Registry, Snapshots, StateKind, TimerService, ValueState,
+};
 use std::collections::BTreeMap;
 
 fn snapshot() -> Vec<u8> {
