@@ -101,7 +101,7 @@ fn build(data: &[u8], job: &Path, victim: &Path) {
             0 => std::fs::create_dir(&path),
             1 => {
                 let Some(which) = next() else { break };
-                std::fs::write(&path, contents(which, rel, &mut next))
+                write_plain(&path, &contents(which, rel, &mut next))
             }
             2 => {
                 let Some(to) = next() else { break };
@@ -121,6 +121,19 @@ fn build(data: &[u8], job: &Path, victim: &Path) {
             _ => std::fs::create_dir_all(&path),
         };
     }
+}
+
+/// Writes `bytes` to a file at `path`, neither following a link there
+/// nor waiting on a FIFO there (with no reader, opening one to write
+/// fails at once): building the tree must neither change the victim nor
+/// hang.
+fn write_plain(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let flags = (rustix::fs::OFlags::NOFOLLOW | rustix::fs::OFlags::NONBLOCK).bits() as i32;
+    let mut file =
+        std::fs::OpenOptions::new().write(true).create(true).truncate(true).custom_flags(flags).open(path)?;
+    file.write_all(bytes)
 }
 
 /// Whether every directory above `rel` is a real directory: the tree is
