@@ -11,6 +11,7 @@
 
 use super::history::History;
 use super::savepoints::{PendingSavepoint, PendingSwap};
+use crate::api::{CheckpointMetrics, SavepointDone};
 use crate::checkpoint::metadata::{
     CheckpointMetadata, OperatorState, RecordedModule, SinkState, SourcePosition, StateHandle, SwappedModule,
 };
@@ -21,7 +22,6 @@ use crate::clock::now_ms;
 use crate::config::settings::DEFAULT_CHECKPOINT_TIMEOUT;
 use crate::config::units::human_bytes;
 use crate::config::{CheckpointMode, CheckpointSettings};
-use crate::control::{CheckpointMetrics, SavepointDone};
 use crate::fault::{Classify, Domain, RetryHint};
 use crate::runtime::TaskId;
 use crate::runtime::events::{AckTiming, TaskSnapshot};

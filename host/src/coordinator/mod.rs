@@ -32,14 +32,14 @@ pub use job_state::JobState;
 pub use report::{JobReport, NodeReport};
 pub use start::{StartError, StartFrom};
 
+use crate::api::Request;
+use crate::api::{ModuleInfo, Restart, RestoredCheckpoint};
 use crate::checkpoint::restore::{self, RestoreError};
 use crate::checkpoint::storage::{CheckpointStorage, StorageError};
 use crate::clock::now_ms;
 use crate::config::{ConfigError, LoadedJob, RestartStrategy, StorageSettings};
 use crate::connectors;
-use crate::control::Request;
 use crate::control::server::{ControlError, ControlServer};
-use crate::control::{ModuleInfo, Restart, RestoredCheckpoint};
 use crate::fault::{Classify, Domain, RetryHint};
 use crate::runtime::TaskError;
 use crate::runtime::sink::{OpenAt, SinkRestore};

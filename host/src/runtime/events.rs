@@ -4,10 +4,10 @@
 
 use super::error::TaskError;
 use super::swap::SwapError;
+use crate::api::{GuestMetrics, ShadowReport};
 use crate::checkpoint::metadata::{SinkState, SourcePosition, StateHandle};
 use crate::checkpoint::protocol::CheckpointId;
 use crate::checkpoint::upload::CheckpointError;
-use crate::control::{GuestMetrics, ShadowReport};
 use crossbeam_channel::Sender;
 use std::fmt;
 use std::sync::Arc;
