@@ -10,7 +10,7 @@
 //! shadow of itself. No task consults a
 //! table the coordinator writes: orders travel as messages only.
 
-use super::events::TaskId;
+use super::task_id::TaskId;
 use crate::checkpoint::protocol::CheckpointId;
 use crate::checkpoint::storage::CheckpointStorage;
 use crate::record::Batch;
@@ -250,4 +250,16 @@ pub enum Control {
     RescaleAbandoned,
     /// Operator subtasks running shadow `id`: end it.
     ShadowStop(u64),
+}
+
+/// What a new subtask of a rescaled operator starts from.
+pub struct TakeOver {
+    /// The operator's subtasks before: one handover from each.
+    pub from: u32,
+    /// Where they arrive.
+    pub handover: Receiver<Handover>,
+    /// Dropped once this subtask has taken its state over and opened its
+    /// module: the old subtasks' uploads wait for every new subtask's
+    /// ([`RescaleOrder::taken`]).
+    pub taken: crossbeam_channel::Sender<()>,
 }

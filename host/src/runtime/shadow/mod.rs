@@ -17,8 +17,9 @@
 
 pub mod compare;
 
-use super::events::{TaskEvent, TaskId};
+use super::events::TaskEvent;
 use super::message::ShadowOrder;
+use super::task_id::TaskId;
 use crate::api::ShadowReport;
 use crate::checkpoint::restore::backend::{BackendSpec, open_backend};
 use crate::clock::now_ms;
