@@ -146,6 +146,7 @@ impl Controller<'_> {
                 attempt: self.attempt,
                 restore: None,
                 storage: self.checkpoints.cp.storage().clone(),
+                log: self.checkpoints.cp.log(),
             },
             &uid,
             from,

@@ -9,7 +9,7 @@ use super::plan::{Plan, Role, TaskPlan};
 use crate::checkpoint::recording::{FORMAT_VERSION, SegmentHeader};
 use crate::checkpoint::restore::Restored;
 use crate::checkpoint::restore::backend::{BackendSpec, SubtaskRestore};
-use crate::checkpoint::storage::CheckpointStorage;
+use crate::checkpoint::storage::{CheckpointStorage, LogPosition};
 use crate::checkpoint::upload::Uploader;
 use crate::config::{CheckpointMode, LoadedJob};
 use crate::runtime::TaskError;
@@ -56,6 +56,9 @@ pub struct Attempt<'a> {
     /// Where checkpoints go (host memory for a job without checkpointing:
     /// its savepoints go to their own storage).
     pub storage: Arc<CheckpointStorage>,
+    /// Cluster mode: where the run stands in the storage's commit log, for
+    /// the sinks (a copy; later ones come with `Control::Complete`).
+    pub log: Option<LogPosition>,
 }
 
 /// The tasks of a started attempt.
@@ -274,6 +277,7 @@ fn task_body(
                 job: a.job.spec.name.as_str().into(),
                 subtask: t.id.subtask,
                 storage: a.storage.clone(),
+                log: a.log,
             };
             Box::new(move || task.run())
         }
