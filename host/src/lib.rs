@@ -3,8 +3,8 @@
 //! (`src/main.rs`); this library is everything behind it.
 //!
 //! Modules, lowest first; each depends only on modules above it in this
-//! list (`tests/all/tidy.rs` checks it), and `docs/architecture.md` says
-//! what each owns:
+//! list, and inside each the files depend one way too (`tidy/tests/tidy.rs`
+//! checks both), and `docs/architecture.md` says what each owns:
 //! - leaves: [`fault`] (error classification), [`paths`] (names made
 //!   safe for the file system), [`durable`] (fsync before publishing),
 //!   [`clock`], [`record`]
