@@ -3,13 +3,14 @@
 //! (`src/main.rs`); this library is everything behind it.
 //!
 //! Modules, lowest first; each depends only on modules above it in this
-//! list (`tests/all/tidy.rs` checks it), and `docs/architecture.md` says
-//! what each owns:
+//! list, and inside each the files depend one way too (`tidy/tests/tidy.rs`
+//! checks both), and `docs/architecture.md` says what each owns:
 //! - leaves: [`fault`] (error classification), [`paths`] (names made
 //!   safe for the file system), [`durable`] (fsync before publishing),
 //!   [`clock`], [`record`]
 //!   (records and batches), [`crash_point`], [`config`] (host and job
-//!   files), [`control`] (the control API's types, server and client);
+//!   files), [`api`] (the types the control API, the commands and the
+//!   engine share);
 //! - [`state`]: the state backend trait, key groups, the hashmap and RocksDB
 //!   backends, the snapshot format;
 //! - [`wasm`]: the wasmtime engine, component loading and caching, the host
@@ -19,12 +20,15 @@
 //! - [`runtime`]: the task side: operator subtasks, sources and sinks as
 //!   traits, inputs, routing, barriers;
 //! - [`connectors`]: the sources and sinks a job file can name;
+//! - [`control`]: the control API's HTTP server, its client and the
+//!   dashboard;
 //! - [`coordinator`]: the job side: wiring plan, tasks, job states,
 //!   checkpoints and savepoints, restarts, reports;
 //! - [`cluster`]: cluster mode, many processes sharing a job through a
 //!   Kafka consumer group;
 //! - `fuzzing`: entry points for the fuzz targets (`fuzz/`).
 
+pub mod api;
 pub mod checkpoint;
 pub mod clock;
 #[cfg(feature = "kafka")]

@@ -7,7 +7,7 @@ mod cli;
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
 use std::process::ExitCode;
-use weir_host::control::SavepointRequest;
+use weir_host::api::SavepointRequest;
 use weir_host::coordinator::StartFrom;
 
 /// Weir runs stateful stream operators compiled to WebAssembly components.
@@ -184,7 +184,7 @@ enum Command {
         duration: Option<std::time::Duration>,
         /// Input batches a shadow subtask may fall behind the live one
         /// before it is dropped.
-        #[arg(long, value_name = "N", default_value_t = weir_host::control::DEFAULT_MAX_LAG)]
+        #[arg(long, value_name = "N", default_value_t = weir_host::api::DEFAULT_MAX_LAG)]
         max_lag: u32,
         /// Print the report of the shadow run so far.
         #[arg(long, conflicts_with_all = ["operator", "module", "stop", "promote"])]

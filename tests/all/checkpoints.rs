@@ -853,13 +853,13 @@ fn on_s3_metadata_is_create_only_so_two_hosts_cannot_both_commit() {
     };
     let first = CheckpointStorage::open(&settings, "job").unwrap();
     let second = CheckpointStorage::open(&settings, "job").unwrap();
-    first.write_metadata(1, b"first host".to_vec()).unwrap();
-    let err = second.write_metadata(1, b"second host".to_vec()).unwrap_err();
+    first.write_metadata(1, b"first host".to_vec(), None).unwrap();
+    let err = second.write_metadata(1, b"second host".to_vec(), None).unwrap_err();
     assert!(matches!(err, StorageError::AlreadyCommitted { id: 1, .. }), "{err}");
     assert_eq!(first.read_metadata(1).unwrap(), &b"first host"[..]);
     let handle = first.put_state(2, "op#0", "op-0.snap", vec![9u8; 100]).unwrap();
     assert_eq!(second.read_state(&handle).unwrap(), vec![9u8; 100]);
-    second.write_metadata(2, b"m".to_vec()).unwrap();
+    second.write_metadata(2, b"m".to_vec(), None).unwrap();
     assert_eq!(first.list_checkpoints().unwrap(), vec![1, 2]);
     first.delete_checkpoint(1).unwrap();
     assert_eq!(second.list_checkpoints().unwrap(), vec![2]);
@@ -871,14 +871,17 @@ fn on_s3_metadata_is_create_only_so_two_hosts_cannot_both_commit() {
         CheckpointStorage::open(&s, "job-p0").unwrap()
     };
     let old = member("old");
-    assert_eq!(old.claim().unwrap().checkpoint, None);
-    old.write_metadata(1, b"1".to_vec()).unwrap();
+    let claimed = old.claim().unwrap();
+    assert_eq!(claimed.checkpoint, None);
+    let mut old_log = claimed.position();
+    old.write_metadata(1, b"1".to_vec(), Some(&mut old_log)).unwrap();
     let new = member("new");
-    assert_eq!(new.claim().unwrap().checkpoint, Some(1));
-    let err = old.write_metadata(2, b"2".to_vec()).unwrap_err();
+    let claimed = new.claim().unwrap();
+    assert_eq!(claimed.checkpoint, Some(1));
+    let err = old.write_metadata(2, b"2".to_vec(), Some(&mut old_log)).unwrap_err();
     assert!(matches!(err, StorageError::Fenced { .. }) && err.to_string().contains("new took the job over"), "{err}");
     assert_eq!(new.list_checkpoints().unwrap(), vec![1], "the refused checkpoint does not stay behind");
-    new.write_metadata(3, b"3".to_vec()).unwrap();
+    new.write_metadata(3, b"3".to_vec(), Some(&mut claimed.position())).unwrap();
     assert_eq!(member("third").claim().unwrap().checkpoint, Some(3));
 }
 

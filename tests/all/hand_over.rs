@@ -14,9 +14,9 @@
 use super::support::JobDir;
 use crossbeam_channel::{Receiver, Sender, bounded, unbounded};
 use std::time::{Duration, Instant};
+use weir_host::api::{Request, RequestError, SavepointRequest, SwapRequest};
 use weir_host::checkpoint::metadata::CheckpointMetadata;
 use weir_host::config::load_job;
-use weir_host::control::{Request, RequestError, SavepointRequest, SwapRequest};
 use weir_host::coordinator::{StartFrom, run_job_with};
 use weir_tests::artifacts::{WORD_COUNT_COUNTER, WORD_COUNT_COUNTER_V2, WORD_COUNT_TOKENIZER};
 
@@ -87,7 +87,7 @@ dir = "{out}"
     }
 }
 
-fn swap(tx: &Sender<Request>, dir: &JobDir) -> Receiver<Result<weir_host::control::SwapDone, RequestError>> {
+fn swap(tx: &Sender<Request>, dir: &JobDir) -> Receiver<Result<weir_host::api::SwapDone, RequestError>> {
     let (reply, answer) = bounded(1);
     let request = SwapRequest {
         operator: "counter".into(),

@@ -60,7 +60,6 @@ mod state_kinds;
 mod support;
 mod swapped_modules;
 mod swaps;
-mod tidy;
 mod timers;
 mod top_n;
 mod ttl;

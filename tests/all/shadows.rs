@@ -12,7 +12,7 @@ use super::support::{JobDir, final_counts};
 use super::swaps::assert_swapped_once;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
-use weir_host::control::ShadowReport;
+use weir_host::api::ShadowReport;
 use weir_tests::artifacts;
 
 /// Lines of input; each holds the four q words and four others.

@@ -13,7 +13,7 @@
 
 use std::path::Path;
 use std::time::{Duration, Instant};
-use weir_host::control::ShadowReport;
+use weir_host::api::ShadowReport;
 use weir_tests::{artifacts, host_command};
 
 fn env(name: &str, default: u64) -> u64 {

@@ -4,12 +4,12 @@
 use super::{host_file, job_name};
 use anyhow::Context;
 use std::path::Path;
+use weir_host::api::{RescaleDone, RescaleRequest, SavepointRequest, SwapRequest};
 #[cfg(feature = "kafka")]
 use weir_host::cluster::overview::{group_view, overview};
 use weir_host::config::units::human_bytes;
 use weir_host::config::{self, LoadedJob};
 use weir_host::control::client::Client;
-use weir_host::control::{RescaleDone, RescaleRequest, SavepointRequest, SwapRequest};
 
 /// `host status`.
 pub fn status(job: &str, json: bool) -> anyhow::Result<()> {

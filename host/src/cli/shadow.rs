@@ -5,8 +5,8 @@ use super::job_name;
 use anyhow::Context;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
+use weir_host::api::{ShadowReport, ShadowRequest};
 use weir_host::control::client::Client;
-use weir_host::control::{ShadowReport, ShadowRequest};
 use weir_host::paths::terminal::escape;
 
 /// What `host shadow` was asked to do.

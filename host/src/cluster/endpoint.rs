@@ -11,10 +11,10 @@
 //! file>` for all of them.
 
 use super::overview::group_view;
+use crate::api::{CheckpointMetrics, CheckpointOverview, Metrics, NodeStatus, Request, RequestError, Status};
 use crate::clock::now_ms;
 use crate::config::LoadedJob;
 use crate::control::server::ControlServer;
-use crate::control::{CheckpointMetrics, CheckpointOverview, Metrics, NodeStatus, Request, RequestError, Status};
 use crossbeam_channel::{Receiver, Sender, bounded};
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};

@@ -21,12 +21,12 @@ pub mod overview;
 pub mod partitioned;
 pub mod stages;
 
+use crate::api::Request;
 use crate::checkpoint::storage::StorageError;
 use crate::config::LoadedJob;
 use crate::connectors::kafka::ClusterOptions;
 use crate::connectors::kafka::group::{self, GroupEvent};
 use crate::connectors::kafka::{KafkaConsumer, partition_counts};
-use crate::control::Request;
 use crate::coordinator::checkpointing::CheckpointingError;
 use crate::coordinator::{JobError, StartFrom, run_job_with};
 use crate::fault::{Classify, Domain, RetryHint};

@@ -9,12 +9,12 @@
 
 use super::partitioned::{SharedInput, copy_name};
 use super::{ClusterError, group_options, stages_of};
+use crate::api::Status;
+use crate::api::{GroupView, PartitionStatus};
 use crate::checkpoint::metadata::{CheckpointMetadata, SourcePosition};
 use crate::checkpoint::storage::{CheckpointStorage, LastEntry};
 use crate::config::LoadedJob;
 use crate::connectors::kafka::{KafkaConsumer, partition_counts};
-use crate::control::Status;
-use crate::control::group::{GroupView, PartitionStatus};
 use rdkafka::consumer::Consumer;
 
 /// One partition of the input, as the shared storage tells it.

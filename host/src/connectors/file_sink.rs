@@ -134,6 +134,7 @@ mod tests {
             subtask: 0,
             restore: None,
             fence: None,
+            log: None,
             checkpoint_interval: None,
             cancelled: &|| false,
         };

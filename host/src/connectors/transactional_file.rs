@@ -6,6 +6,7 @@
 use super::part_files::{PartFiles, published_name};
 use super::{OptionsError, options};
 use crate::checkpoint::metadata::SinkState;
+use crate::checkpoint::storage::LogPosition;
 use crate::config::ConnectorSpec;
 use crate::record::Batch;
 use crate::runtime::error::ConnectorError;
@@ -87,7 +88,7 @@ impl SinkWriter for PartFiles {
         self.seal(at.tag).map(Some)
     }
 
-    fn commit(&mut self, upto: Option<u64>) -> Result<(), ConnectorError> {
+    fn commit(&mut self, upto: Option<u64>, _: Option<LogPosition>) -> Result<(), ConnectorError> {
         match upto {
             Some(id) => self.publish_through(id),
             None => self.publish_all(),
@@ -118,6 +119,7 @@ mod tests {
             subtask: 0,
             restore: None,
             fence: None,
+            log: None,
             checkpoint_interval: None,
             cancelled: &|| false,
         };

@@ -5,9 +5,10 @@
 
 use super::run_file::{self, UntrustedRunFile};
 use super::server::alive;
-use super::{
-    Accepted, GraphEdge, JobGraph, Operation, RescaleDone, RescaleRequest, RunFile, SavepointDone, SavepointRequest,
-    ShadowReport, ShadowRequest, ShadowStarted, Status, SwapDone, SwapRequest, run_file_path,
+use super::{RunFile, run_file_path};
+use crate::api::{
+    Accepted, GraphEdge, JobGraph, Operation, RescaleDone, RescaleRequest, SavepointDone, SavepointRequest,
+    ShadowReport, ShadowRequest, ShadowStarted, Status, SwapDone, SwapRequest,
 };
 use std::time::Duration;
 use thiserror::Error;
@@ -275,7 +276,7 @@ impl Client {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::control::GraphNode;
+    use crate::api::GraphNode;
 
     fn node(id: &str, role: &str, parallelism: u32) -> GraphNode {
         GraphNode {

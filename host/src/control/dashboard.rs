@@ -22,7 +22,7 @@ mod html;
 
 pub use html::page;
 
-use super::api::{CheckpointOverview, JobGraph, Metrics, Status};
+use crate::api::{CheckpointOverview, JobGraph, Metrics, Status};
 use axum::Router;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};

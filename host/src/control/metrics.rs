@@ -6,7 +6,7 @@
 //! (`job_name`, `task_name`, `subtask_index`). As Flink's reporter does,
 //! every value is a gauge. `docs/metrics.md` lists them.
 
-use super::{GuestMetrics, Metrics, TaskRates};
+use crate::api::{GuestMetrics, Metrics, TaskRates};
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
@@ -198,7 +198,7 @@ pub fn encode(m: &Metrics) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::control::{CheckpointMetrics, TaskMetrics};
+    use crate::api::{CheckpointMetrics, TaskMetrics};
 
     #[test]
     fn names_labels_and_values_are_flinks() {
@@ -224,11 +224,8 @@ mod tests {
                 guest: Some(GuestMetrics {
                     memory_bytes: 1 << 20,
                     memory_peak_bytes: 2 << 20,
-                    calls: [(
-                        "process-batch".to_string(),
-                        crate::control::CallMetrics { count: 5, time_ns: 2_500_000 },
-                    )]
-                    .into(),
+                    calls: [("process-batch".to_string(), crate::api::CallMetrics { count: 5, time_ns: 2_500_000 })]
+                        .into(),
                     traps: 1,
                     log_lines_dropped: 9000,
                     backend: "rocksdb".into(),

@@ -9,7 +9,7 @@
 //! stay up for the client of a stop with savepoint after the job itself has
 //! ended.
 
-use super::{Operation, RequestError, RescaleDone, SavepointDone, ShadowStarted, SwapDone};
+use crate::api::{Operation, RequestError, RescaleDone, SavepointDone, ShadowStarted, SwapDone};
 use crate::clock::now_ms;
 use std::collections::VecDeque;
 use tokio::sync::{mpsc, oneshot};

@@ -17,9 +17,10 @@
 
 use super::connections::{Connections, serve_connection};
 use super::operations::{Operations, Outcome};
-use super::{
-    Accepted, BackPressure, Request, RequestError, RescaleRequest, RunFile, SavepointRequest, ShadowRequest,
-    SwapRequest, Watermarks, run_file_path,
+use super::{RunFile, run_file_path};
+use crate::api::{
+    Accepted, BackPressure, Request, RequestError, RescaleRequest, SavepointRequest, ShadowRequest, SwapRequest,
+    Watermarks,
 };
 use crate::clock::now_ms;
 use crate::config::{RestAuth, RestSettings};

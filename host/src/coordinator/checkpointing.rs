@@ -11,17 +11,17 @@
 
 use super::history::History;
 use super::savepoints::{PendingSavepoint, PendingSwap};
+use crate::api::{CheckpointMetrics, SavepointDone};
 use crate::checkpoint::metadata::{
     CheckpointMetadata, OperatorState, RecordedModule, SinkState, SourcePosition, StateHandle, SwappedModule,
 };
 use crate::checkpoint::protocol::{CheckpointId, Command, Protocol, ProtocolConfig};
-use crate::checkpoint::storage::{CheckpointStorage, StorageError};
+use crate::checkpoint::storage::{CheckpointStorage, LogPosition, StorageError};
 use crate::checkpoint::upload::CheckpointError;
 use crate::clock::now_ms;
 use crate::config::settings::DEFAULT_CHECKPOINT_TIMEOUT;
 use crate::config::units::human_bytes;
 use crate::config::{CheckpointMode, CheckpointSettings};
-use crate::control::{CheckpointMetrics, SavepointDone};
 use crate::fault::{Classify, Domain, RetryHint};
 use crate::runtime::TaskId;
 use crate::runtime::events::{AckTiming, TaskSnapshot};
@@ -125,6 +125,9 @@ pub struct Checkpoints {
     pub stats: CheckpointStats,
     /// What the control API shows.
     pub history: History,
+    /// Cluster mode: where the run stands in the storage's commit log.
+    /// Owned here, moved on by each commit; tasks get copies by message.
+    pub(super) log: Option<LogPosition>,
 }
 
 /// One attempt's view: the protocol and the tasks to talk to.
@@ -206,6 +209,7 @@ impl Checkpoints {
             recordings: false,
             stats: CheckpointStats::default(),
             history: History::new(pinned.iter().cloned().collect()),
+            log: None,
         }
     }
 
@@ -218,6 +222,11 @@ impl Checkpoints {
     /// Whether periodic checkpoints are on.
     pub fn periodic(&self) -> bool {
         self.periodic
+    }
+
+    /// Cluster mode: where the run stands in the commit log now.
+    pub fn log(&self) -> Option<LogPosition> {
+        self.log
     }
 
     /// The storage.
@@ -504,7 +513,7 @@ impl Attempt<'_> {
                         ..self.metadata(id, handles, false)
                     };
                     let storage = self.savepoint_of(id).expect("checked").storage.clone();
-                    let result = storage.write_metadata(id, metadata.encode());
+                    let result = storage.write_metadata(id, metadata.encode(), None);
                     if result.is_ok() {
                         crate::crash_point::crash_point("savepoint.committed");
                         self.cp.history.completed(id, storage.display().to_string());
@@ -515,7 +524,7 @@ impl Attempt<'_> {
                 }
                 Command::WriteMetadata { id, handles } => {
                     let metadata = self.metadata(id, handles, false);
-                    let result = self.cp.storage.write_metadata(id, metadata.encode());
+                    let result = self.cp.storage.write_metadata(id, metadata.encode(), self.cp.log.as_mut());
                     match &result {
                         Ok(()) => {
                             crate::crash_point::crash_point("checkpoint.metadata-written");
@@ -545,7 +554,7 @@ impl Attempt<'_> {
                     // the savepoint the job stops with), not at one the job goes on from.
                     let checkpoint = self.shared_of.remove(&id);
                     if checkpoint.is_some() || self.stopped_with.as_ref().is_some_and(|s| s.id == id) {
-                        self.send_all(Control::Complete(id));
+                        self.send_all(Control::Complete { id, log: self.cp.log });
                     }
                     if let Some(shared) = checkpoint {
                         self.cp.stats.completed += 1;
@@ -653,13 +662,13 @@ impl Attempt<'_> {
         crate::crash_point::crash_point("checkpoint.final");
         self.cp
             .storage
-            .write_metadata(id, metadata.encode())
+            .write_metadata(id, metadata.encode(), self.cp.log.as_mut())
             .map_err(|cause| CheckpointingError::FinalCheckpoint { id, cause })?;
         tracing::info!(checkpoint = id, "final checkpoint complete");
         self.cp.history.finished(id, self.cp.storage.checkpoint_location(id));
         self.cp.created.push_back((id, Vec::new()));
         self.cp.stats.latest = Some(id);
-        self.send_all(Control::Complete(id));
+        self.send_all(Control::Complete { id, log: self.cp.log });
         self.cp.retain();
         Ok(id)
     }

@@ -17,11 +17,9 @@ use super::savepoints::SwapReply;
 use super::shadow::{ShadowReply, Shadows};
 use super::spawn::Started;
 use super::views::{checkpoint_config, graph, run_status};
+use crate::api::{JobGraph, Metrics, ModuleInfo, Request, RequestError, Restart, ShadowRequest, Status, SwapRequest};
 use crate::checkpoint::metadata::SinkState;
 use crate::config::LoadedJob;
-use crate::control::{
-    JobGraph, Metrics, ModuleInfo, Request, RequestError, Restart, ShadowRequest, Status, SwapRequest,
-};
 use crate::runtime::message::Control;
 use crate::runtime::{TaskError, TaskEvent, TaskId};
 use crate::wasm::OperatorModule;
@@ -637,7 +635,7 @@ impl<'a> Controller<'a> {
 
     /// Every subtask's metrics, operators' with their state's size in the
     /// latest checkpoint and the run's guest failures.
-    fn task_metrics(&self) -> Vec<crate::control::TaskMetrics> {
+    fn task_metrics(&self) -> Vec<crate::api::TaskMetrics> {
         let mut tasks = self.counters.per_task(&self.plan.nodes);
         let sizes = self.checkpoints.cp.history.latest_task_sizes();
         for t in tasks.iter_mut().filter(|t| t.role == "operator") {

@@ -1,5 +1,5 @@
 //! The checkpoint cluster mode hands a partition over at
-//! ([`Request::HandOver`](crate::control::Request::HandOver)): the member
+//! ([`Request::HandOver`](crate::api::Request::HandOver)): the member
 //! asks its copy for it when the group revokes the partition, and cancels
 //! the copy once it is answered. The next owner resumes from that
 //! checkpoint, so it must hold every change the copy answered before it
@@ -9,8 +9,8 @@
 //! [`RequestError::HandingOver`] from the request on, until the copy ends.
 
 use super::controller::Controller;
+use crate::api::RequestError;
 use crate::checkpoint::protocol::CheckpointId;
-use crate::control::RequestError;
 use crossbeam_channel::Sender;
 
 /// Where the hand-over's checkpoint id goes once it completed.

@@ -5,11 +5,11 @@
 //! time, bytes). Fed by the checkpoint edge ([`super::checkpointing`]);
 //! read by the control API.
 
-use crate::checkpoint::protocol::CheckpointId;
-use crate::clock::now_ms;
-use crate::control::{
+use crate::api::{
     CheckpointCounts, CheckpointDetails, CheckpointOverview, CheckpointSummary, RestoredCheckpoint, SubtaskCheckpoint,
 };
+use crate::checkpoint::protocol::CheckpointId;
+use crate::clock::now_ms;
 use crate::runtime::TaskId;
 use crate::runtime::events::{AckTiming, TaskSnapshot};
 use std::collections::{BTreeMap, HashSet, VecDeque};

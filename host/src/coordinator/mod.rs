@@ -32,14 +32,14 @@ pub use job_state::JobState;
 pub use report::{JobReport, NodeReport};
 pub use start::{StartError, StartFrom};
 
+use crate::api::Request;
+use crate::api::{ModuleInfo, Restart, RestoredCheckpoint};
 use crate::checkpoint::restore::{self, RestoreError};
 use crate::checkpoint::storage::{CheckpointStorage, StorageError};
 use crate::clock::now_ms;
 use crate::config::{ConfigError, LoadedJob, RestartStrategy, StorageSettings};
 use crate::connectors;
-use crate::control::Request;
 use crate::control::server::{ControlError, ControlServer};
-use crate::control::{ModuleInfo, Restart, RestoredCheckpoint};
 use crate::fault::{Classify, Domain, RetryHint};
 use crate::runtime::TaskError;
 use crate::runtime::sink::{OpenAt, SinkRestore};
@@ -168,6 +168,7 @@ pub fn run_job_with(
                     subtask: 0,
                     restore: Some(restore),
                     fence,
+                    log: start_with.log,
                     checkpoint_interval: settings.checkpointing.map(|c| c.interval),
                     cancelled: &|| false,
                 })
@@ -211,6 +212,7 @@ pub fn run_job_with(
     let run_modules = modules::load(spec, &mut loader, initial.as_deref(), checkpoints.module_store().map(|s| &**s))?;
     let mut checkpoints = checkpoints.with_modules(&run_modules).inheriting(start_with.inherited.clone());
     checkpoints.recordings = spec.operators.iter().any(|o| o.record.is_some());
+    checkpoints.log = start_with.log;
     if checkpoints.recordings && !(settings.checkpointing.is_some() && storage.is_durable()) {
         // Not an error: the job runs as it would without recording.
         tracing::warn!(
@@ -265,6 +267,7 @@ pub fn run_job_with(
             attempt,
             restore: restore_from.clone(),
             storage: storage.clone(),
+            log: checkpoints.log(),
         });
         let startup = run_started.elapsed();
         tracing::info!(job = %spec.name, tasks = started.threads.len(), startup_ms = startup.as_millis() as u64, attempt, "job started");

@@ -4,7 +4,7 @@
 
 use super::checkpointing::CheckpointStats;
 use super::plan::{Node, Role};
-use crate::control::{GuestMetrics, NodeStatus, SavepointDone, TaskMetrics, TaskRates};
+use crate::api::{GuestMetrics, NodeStatus, SavepointDone, TaskMetrics, TaskRates};
 use crate::runtime::{Counters, TaskId};
 use std::collections::HashMap;
 use std::sync::Arc;

@@ -18,9 +18,9 @@ use super::controller::Controller;
 use super::job_state::JobState;
 use super::plan::{Role, plan_rescaled};
 use super::spawn::{Attempt, Connectors, start_rescaled};
+use crate::api::{RequestError, RescaleDone, RescaleRequest};
 use crate::checkpoint::protocol::CheckpointId;
 use crate::config::Partition;
-use crate::control::{RequestError, RescaleDone, RescaleRequest};
 use crate::runtime::message::{Control, RescaleOrder};
 use crate::runtime::{Counters, TaskId};
 use crossbeam_channel::Sender;
@@ -146,6 +146,7 @@ impl Controller<'_> {
                 attempt: self.attempt,
                 restore: None,
                 storage: self.checkpoints.cp.storage().clone(),
+                log: self.checkpoints.cp.log(),
             },
             &uid,
             from,

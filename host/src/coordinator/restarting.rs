@@ -8,8 +8,8 @@ use super::controller::RunInfo;
 use super::job_state::JobState;
 use super::plan::Plan;
 use super::views::{checkpoint_config, graph, run_status};
+use crate::api::{Metrics, Request, RequestError};
 use crate::config::LoadedJob;
-use crate::control::{Metrics, Request, RequestError};
 use crossbeam_channel::Receiver;
 use std::time::{Duration, Instant};
 

@@ -6,6 +6,7 @@
 //! rolls back if any could not.
 
 use super::checkpointing::Attempt;
+use crate::api::{RequestError, SavepointDone, SavepointRequest, SwapDone};
 use crate::checkpoint::metadata::CheckpointMetadata;
 use crate::checkpoint::protocol::CheckpointId;
 use crate::checkpoint::savepoint::new_savepoint_uri;
@@ -13,10 +14,9 @@ use crate::checkpoint::storage::{CheckpointStorage, IfMissing};
 use crate::clock::now_ms;
 use crate::config::StorageSettings;
 use crate::config::units::human_bytes;
-use crate::control::{RequestError, SavepointDone, SavepointRequest, SwapDone};
+use crate::runtime::SwapError;
 use crate::runtime::TaskId;
 use crate::runtime::message::{BarrierKind, Control, SavepointEnd, SwapOrder};
-use crate::runtime::swap::SwapError;
 use crate::wasm::OperatorModule;
 use crate::wasm::module::Loaded;
 use crossbeam_channel::Sender;

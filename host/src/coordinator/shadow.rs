@@ -14,9 +14,7 @@
 use super::controller::Controller;
 use super::job_state::JobState;
 use super::plan::Role;
-use crate::control::{
-    DEFAULT_MAX_LAG, RequestError, ShadowReport, ShadowRequest, ShadowStarted, SwapDone, SwapRequest,
-};
+use crate::api::{DEFAULT_MAX_LAG, RequestError, ShadowReport, ShadowRequest, ShadowStarted, SwapDone, SwapRequest};
 use crate::runtime::TaskId;
 use crate::runtime::message::{Control, ShadowOrder};
 use crate::wasm::module::{Loaded, ModuleCompiler};

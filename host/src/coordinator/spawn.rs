@@ -9,16 +9,17 @@ use super::plan::{Plan, Role, TaskPlan};
 use crate::checkpoint::recording::{FORMAT_VERSION, SegmentHeader};
 use crate::checkpoint::restore::Restored;
 use crate::checkpoint::restore::backend::{BackendSpec, SubtaskRestore};
-use crate::checkpoint::storage::CheckpointStorage;
+use crate::checkpoint::storage::{CheckpointStorage, LogPosition};
 use crate::checkpoint::upload::Uploader;
 use crate::config::{CheckpointMode, LoadedJob};
 use crate::runtime::TaskError;
-use crate::runtime::events::{Counters, Reporter, TaskEvent, TaskId};
+use crate::runtime::TaskId;
+use crate::runtime::events::{Counters, Reporter, TaskEvent};
 use crate::runtime::inputs::{Alignment, Inputs};
+use crate::runtime::message::TakeOver;
 use crate::runtime::message::{Control, Handover, Message, RescaleOrder};
 use crate::runtime::operator::OperatorTask;
 use crate::runtime::recording::Recorder;
-use crate::runtime::rescale::TakeOver;
 use crate::runtime::router::{Edge, Router};
 use crate::runtime::sink::{Sink, SinkTask};
 use crate::runtime::source::{Source, SourceContext, SubtaskInfo, run_source};
@@ -55,6 +56,9 @@ pub struct Attempt<'a> {
     /// Where checkpoints go (host memory for a job without checkpointing:
     /// its savepoints go to their own storage).
     pub storage: Arc<CheckpointStorage>,
+    /// Cluster mode: where the run stands in the storage's commit log, for
+    /// the sinks (a copy; later ones come with `Control::Complete`).
+    pub log: Option<LogPosition>,
 }
 
 /// The tasks of a started attempt.
@@ -273,6 +277,7 @@ fn task_body(
                 job: a.job.spec.name.as_str().into(),
                 subtask: t.id.subtask,
                 storage: a.storage.clone(),
+                log: a.log,
             };
             Box::new(move || task.run())
         }

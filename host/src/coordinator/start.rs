@@ -12,7 +12,7 @@ use crate::checkpoint::leftovers::{self, Inherited, Sweep};
 use crate::checkpoint::modules::{self, ModuleStoreError};
 use crate::checkpoint::restore::origin::{self, Origin};
 use crate::checkpoint::restore::{self, RestoreError, Restored, Target};
-use crate::checkpoint::storage::{CLAIM_IDS, CheckpointStorage};
+use crate::checkpoint::storage::{CLAIM_IDS, CheckpointStorage, LogPosition};
 use crate::config::LoadedJob;
 use crate::config::job::JobSpec;
 use crate::config::units::human_bytes;
@@ -150,6 +150,9 @@ pub struct Start {
     /// On `--resume`, the job's complete checkpoints older than the one
     /// restored, which this run's retention deletes as its own.
     pub inherited: Vec<Inherited>,
+    /// Cluster mode: where the run stands in the commit log after its
+    /// claim. The coordinator owns it from here on.
+    pub log: Option<LogPosition>,
 }
 
 /// Opens storage and reads what `start` names.
@@ -171,6 +174,7 @@ pub fn prepare(job: &LoadedJob, start: &StartFrom) -> Result<Start, JobError> {
     };
     // The lowest id this run's checkpoints may take, past the restored one.
     let mut first_id = 0;
+    let mut log = None;
     // On --resume, what the last run started from, if not a checkpoint of
     // its own.
     let mut resumed_origin = None;
@@ -195,6 +199,7 @@ pub fn prepare(job: &LoadedJob, start: &StartFrom) -> Result<Start, JobError> {
             let s = storage.as_ref().expect("checked");
             let claimed = s.claim()?;
             first_id = claimed.seq.saturating_mul(CLAIM_IDS);
+            log = Some(claimed.position());
             tracing::info!(
                 dir = %s.display(),
                 claim = claimed.seq,
@@ -268,7 +273,7 @@ pub fn prepare(job: &LoadedJob, start: &StartFrom) -> Result<Start, JobError> {
         }
         _ => Vec::new(),
     };
-    Ok(Start { storage, highest_id, restored: restored.map(Arc::new), inherited })
+    Ok(Start { storage, highest_id, restored: restored.map(Arc::new), inherited, log })
 }
 
 /// Writes down what a run starts from, for a later `--resume` (see

@@ -7,8 +7,8 @@ use super::checkpointing::Checkpoints;
 use super::controller::RunInfo;
 use super::job_state::JobState;
 use super::plan::{Plan, Role};
+use crate::api::{CheckpointConfig, GraphEdge, GraphNode, JobGraph, Status};
 use crate::config::{BackendKind, LoadedJob};
-use crate::control::{CheckpointConfig, GraphEdge, GraphNode, JobGraph, Status};
 use std::time::Duration;
 
 /// The job's status apart from its tasks' counters.

@@ -220,7 +220,7 @@ fn exercise(ck: &Path) {
         let _ = storage.delete_staged();
         let next = latest.unwrap_or(0) + 4;
         if storage.put_state(next, "op-0", "op-0.snap", SNAPSHOT.to_vec()).is_ok() {
-            let _ = storage.write_metadata(next, metadata(next, false));
+            let _ = storage.write_metadata(next, metadata(next, false), None);
         }
         for id in [1, 2, 3, next] {
             let _ = storage.delete_checkpoint(id);

@@ -1,8 +1,9 @@
-//! Why a task stopped ([`TaskError`]) and why a connector failed
+//! Why a task stopped ([`TaskError`]), why a connector failed
 //! ([`ConnectorError`]), each saying whose fault it is and whether a
-//! restart can help.
+//! restart can help, and why a subtask could not take a swapped-in module
+//! ([`SwapError`], reported to the coordinator, which rolls the swap back).
 
-use super::events::TaskId;
+use super::task_id::TaskId;
 use crate::checkpoint::restore::RestoreError;
 use crate::fault::{Classify, Domain, RetryHint};
 use crate::wasm::{FailureKind, GuestFailure, WasmError};
@@ -185,6 +186,18 @@ impl Classify for TaskError {
             TaskError::Panicked { .. } | TaskError::Disconnected(_) | TaskError::Cancelled => RetryHint::Restart,
         }
     }
+}
+
+/// Why a subtask could not take the new module.
+#[derive(Debug, Error)]
+#[non_exhaustive]
+pub enum SwapError {
+    /// The new module could not be instantiated.
+    #[error(transparent)]
+    Instantiate(#[from] WasmError),
+    /// Its `open` failed (a trap, a refused state, a failed migration).
+    #[error("the new module failed in open: {}", .0.message)]
+    Open(GuestFailure),
 }
 
 #[cfg(test)]

@@ -1,32 +1,14 @@
-//! What tasks tell the coordinator ([`TaskEvent`]), who they are
-//! ([`TaskId`]), what they count ([`Counters`]), and the [`Reporter`] they
-//! send it through.
+//! What tasks tell the coordinator ([`TaskEvent`]), what they count
+//! ([`Counters`]), and the [`Reporter`] they send it through.
 
-use super::error::TaskError;
-use super::swap::SwapError;
+use super::error::{SwapError, TaskError};
+use super::task_id::TaskId;
+use crate::api::{GuestMetrics, ShadowReport};
 use crate::checkpoint::metadata::{SinkState, SourcePosition, StateHandle};
 use crate::checkpoint::protocol::CheckpointId;
 use crate::checkpoint::upload::CheckpointError;
-use crate::control::{GuestMetrics, ShadowReport};
 use crossbeam_channel::Sender;
-use std::fmt;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
-
-/// Identifies one task: a node and a subtask index.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct TaskId {
-    /// Source id, operator uid or sink id.
-    pub node: Arc<str>,
-    /// Subtask index.
-    pub subtask: u32,
-}
-
-impl fmt::Display for TaskId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}#{}", self.node, self.subtask)
-    }
-}
 
 /// Counters a task reports.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -14,8 +14,8 @@
 //! ones: an old subtask's channel goes quiet (and then away) after the
 //! barrier, and the new ones carry what follows it.
 
-use super::events::TaskId;
 use super::message::{Barrier, Control, Message};
+use super::task_id::TaskId;
 use crate::checkpoint::protocol::CheckpointId;
 use crate::record::Batch;
 use crossbeam_channel::{Receiver, RecvError, Select, TryRecvError};

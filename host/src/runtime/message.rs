@@ -10,9 +10,9 @@
 //! shadow of itself. No task consults a
 //! table the coordinator writes: orders travel as messages only.
 
-use super::events::TaskId;
+use super::task_id::TaskId;
 use crate::checkpoint::protocol::CheckpointId;
-use crate::checkpoint::storage::CheckpointStorage;
+use crate::checkpoint::storage::{CheckpointStorage, LogPosition};
 use crate::record::Batch;
 use crate::wasm::OperatorModule;
 use crossbeam_channel::{Receiver, Sender};
@@ -232,8 +232,15 @@ pub enum Control {
     /// a stop, see [`Barrier::stop`]: then wait for `Complete` or `Resume`).
     Trigger(Arc<Barrier>),
     /// Checkpoint `id` is complete, and with it every lower id: sinks
-    /// publish what they prepared up to it.
-    Complete(CheckpointId),
+    /// publish what they prepared up to it. In cluster mode `log` is where
+    /// the run stands in the commit log after committing it: a sink looks
+    /// at the log from there before it publishes.
+    Complete {
+        /// The checkpoint.
+        id: CheckpointId,
+        /// The run's position in the commit log; `None` without one.
+        log: Option<LogPosition>,
+    },
     /// Sources: the savepoint they stopped at failed; carry on.
     Resume,
     /// Sinks: the job stopped with a savepoint; end without publishing what
@@ -250,4 +257,16 @@ pub enum Control {
     RescaleAbandoned,
     /// Operator subtasks running shadow `id`: end it.
     ShadowStop(u64),
+}
+
+/// What a new subtask of a rescaled operator starts from.
+pub struct TakeOver {
+    /// The operator's subtasks before: one handover from each.
+    pub from: u32,
+    /// Where they arrive.
+    pub handover: Receiver<Handover>,
+    /// Dropped once this subtask has taken its state over and opened its
+    /// module: the old subtasks' uploads wait for every new subtask's
+    /// ([`RescaleOrder::taken`]).
+    pub taken: crossbeam_channel::Sender<()>,
 }

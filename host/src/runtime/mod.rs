@@ -24,6 +24,8 @@ pub mod shadow;
 pub mod sink;
 pub mod source;
 pub mod swap;
+pub mod task_id;
 
-pub use error::{ConnectorError, TaskError};
-pub use events::{Counters, TaskEvent, TaskId};
+pub use error::{ConnectorError, SwapError, TaskError};
+pub use events::{Counters, TaskEvent};
+pub use task_id::TaskId;

@@ -11,13 +11,14 @@
 //! the subtask feeds every input it processes from then on.
 
 use super::error::TaskError;
-use super::events::{AckTiming, Counters, Reporter, TaskEvent, TaskId, TaskSnapshot};
+use super::events::{AckTiming, Counters, Reporter, TaskEvent, TaskSnapshot};
 use super::inputs::{Inputs, Next};
-use super::message::{Barrier, Control};
+use super::message::{Barrier, Control, TakeOver};
 use super::recording::Recorder;
-use super::rescale::{TakeOver, Waited};
 use super::router::{RouteError, Router};
 use super::shadow::{Input, ShadowStart, Shadowing};
+use super::task_id::TaskId;
+use crate::api::{CallMetrics, GuestMetrics};
 use crate::checkpoint::metadata::{DbFile, StateHandle};
 use crate::checkpoint::protocol::CheckpointId;
 use crate::checkpoint::recording::{InputRef, RecordsRef, SegmentFile};
@@ -28,7 +29,6 @@ use crate::checkpoint::upload::{CheckpointError, Uploader};
 use crate::clock::now_ms;
 use crate::config::BackendKind;
 use crate::config::units::human_bytes;
-use crate::control::{CallMetrics, GuestMetrics};
 use crate::state::key_group::KeyGroupRange;
 use crate::state::{FrozenState, StateBackend, TimeDomain};
 use crate::wasm::{GuestFailure, Limits, OperatorInfo, OperatorInstance, OperatorModule, WasmError};
@@ -537,4 +537,13 @@ fn describe_position(before: u64, len: usize, failure: &GuestFailure) -> String 
         None if len == 1 => format!("failed on input record {}", before + 1),
         None => format!("failed in the batch of input records {} to {}", before + 1, before + len as u64),
     }
+}
+
+/// How a new subtask's wait for its state ended.
+pub(super) enum Waited {
+    /// Every old subtask's state is in the backend; the first old
+    /// subtask's barrier came at this instant; the barrier's checkpoint.
+    Restored(Opened, Instant, u64),
+    /// The rescale was abandoned before its barrier: end without starting.
+    Abandoned,
 }

@@ -15,6 +15,7 @@
 
 use super::shadow::compare::Tally;
 use super::shadow::fire;
+use crate::api::{DiffSample, KeyDiff, OutputDiff, ShadowReport};
 use crate::checkpoint::metadata::RecordedModule;
 use crate::checkpoint::modules::{ModuleStoreError, read_named};
 use crate::checkpoint::recording::{RecordingError, Segment, StepInput, read_segment};
@@ -22,7 +23,6 @@ use crate::checkpoint::restore::backend::{BackendSpec, SubtaskRestore, open_back
 use crate::checkpoint::restore::{RestoreError, Restored};
 use crate::clock::Pinned;
 use crate::config::{BackendKind, Settings};
-use crate::control::{DiffSample, KeyDiff, OutputDiff, ShadowReport};
 use crate::record::Batch;
 use crate::state::TimeDomain;
 use crate::state::key_group::{KeyGroupRange, key_hash};

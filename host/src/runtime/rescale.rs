@@ -28,37 +28,14 @@
 
 use super::error::TaskError;
 use super::events::{Counters, TaskEvent};
-use super::message::{Control, Handover, RescaleOrder};
-use super::operator::{BarrierUpload, OperatorTask};
+use super::message::{Control, Handover, RescaleOrder, TakeOver};
+use super::operator::{BarrierUpload, OperatorTask, Waited};
 use crate::checkpoint::restore::RestoreError;
-use crate::checkpoint::restore::backend::Opened;
 use crate::state::handoff::{Handed, hand_off_state, take_over_state};
 use crate::state::snapshot::{OperatorShare, SnapshotError};
 use crate::wasm::OperatorInstance;
-use crossbeam_channel::Receiver;
 use std::sync::Arc;
 use std::time::Instant;
-
-/// What a new subtask of a rescaled operator starts from.
-pub struct TakeOver {
-    /// The operator's subtasks before: one handover from each.
-    pub from: u32,
-    /// Where they arrive.
-    pub handover: Receiver<Handover>,
-    /// Dropped once this subtask has taken its state over and opened its
-    /// module: the old subtasks' uploads wait for every new subtask's
-    /// ([`RescaleOrder::taken`]).
-    pub taken: crossbeam_channel::Sender<()>,
-}
-
-/// How a new subtask's wait for its state ended.
-pub(super) enum Waited {
-    /// Every old subtask's state is in the backend; the first old
-    /// subtask's barrier came at this instant; the barrier's checkpoint.
-    Restored(Opened, Instant, u64),
-    /// The rescale was abandoned before its barrier: end without starting.
-    Abandoned,
-}
 
 impl OperatorTask {
     /// An old subtask at the rescale's barrier (its state frozen for the

@@ -7,8 +7,8 @@
 //! subtasks' channels right after the barrier.
 
 use super::error::TaskError;
-use super::events::TaskId;
 use super::message::{Barrier, Message};
+use super::task_id::TaskId;
 use crate::config::Partition;
 use crate::record::{Batch, Record, Records};
 use crate::state::key_group::{key_group_of_hash, key_hash, subtask_for_key_group};

@@ -13,7 +13,7 @@ use super::inputs::{Inputs, Next};
 use super::message::{BarrierKind, Control};
 use crate::checkpoint::metadata::SinkState;
 use crate::checkpoint::protocol::CheckpointId;
-use crate::checkpoint::storage::CheckpointStorage;
+use crate::checkpoint::storage::{CheckpointStorage, LogPosition};
 use crate::record::Batch;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -61,6 +61,9 @@ pub struct OpenAt<'a> {
     /// mode): a sink publishes held output only while
     /// [`CheckpointStorage::check_fence`] says no other run took over.
     pub fence: Option<&'a Arc<CheckpointStorage>>,
+    /// Where the run stands in that log as the sink opens; each
+    /// [`SinkWriter::commit`] brings a newer position.
+    pub log: Option<LogPosition>,
     /// How often the job checkpoints (`None`: it does not).
     pub checkpoint_interval: Option<Duration>,
     /// Whether the run was cancelled meanwhile: a sink whose opening takes
@@ -104,9 +107,10 @@ pub trait SinkWriter: Send {
     fn checkpoint(&mut self, at: &SnapshotAt<'_>) -> Result<Option<SinkState>, ConnectorError>;
 
     /// Checkpoint `upto` completed (`None`: the job's final one): publishes
-    /// what it covers.
-    fn commit(&mut self, upto: Option<CheckpointId>) -> Result<(), ConnectorError> {
-        let _ = upto;
+    /// what it covers. `log` is where the run stood in the commit log when
+    /// it committed `upto` (cluster mode; see [`OpenAt::fence`]).
+    fn commit(&mut self, upto: Option<CheckpointId>, log: Option<LogPosition>) -> Result<(), ConnectorError> {
+        let _ = (upto, log);
         Ok(())
     }
 
@@ -139,13 +143,28 @@ pub struct SinkTask {
     pub subtask: u32,
     /// The job's checkpoint storage.
     pub storage: Arc<CheckpointStorage>,
+    /// Where the run stood in the storage's commit log when the task
+    /// started (cluster mode); the coordinator sends newer positions with
+    /// each `Complete`.
+    pub log: Option<LogPosition>,
 }
 
 impl SinkTask {
     /// Runs the sink until every upstream subtask ended (and, with
     /// checkpointing, the final checkpoint completed).
     pub fn run(self) -> Result<Counters, TaskError> {
-        let SinkTask { id, sink, mut inputs, mut reporter, checkpoint_interval, restore, job, subtask, storage } = self;
+        let SinkTask {
+            id,
+            sink,
+            mut inputs,
+            mut reporter,
+            checkpoint_interval,
+            restore,
+            job,
+            subtask,
+            storage,
+            mut log,
+        } = self;
         let error = |source| TaskError::Sink { id: id.clone(), cause: source };
         let owner = format!("sink-{id}-{subtask}");
         // Opening may take long (a restore reading output back); the
@@ -158,6 +177,7 @@ impl SinkTask {
                 subtask,
                 restore: restore.as_ref().map(|(c, s, st)| SinkRestore { id: *c, state: s, storage: st }),
                 fence: storage.is_fenced().then_some(&storage),
+                log,
                 checkpoint_interval,
                 cancelled: &cancelled,
             })
@@ -194,7 +214,10 @@ impl SinkTask {
                     let timing = AckTiming::since(started, inputs.last_alignment());
                     reporter.acknowledge(barrier.id, TaskSnapshot::Sink(state), timing);
                 }
-                Next::Control(Control::Complete(c)) => out.commit(Some(c)).map_err(error)?,
+                Next::Control(Control::Complete { id: c, log: at }) => {
+                    log = at.or(log);
+                    out.commit(Some(c), log).map_err(error)?;
+                }
                 Next::Timeout => {
                     counters.input_watermark = inputs.watermark();
                     reporter.tick(counters);
@@ -215,8 +238,14 @@ impl SinkTask {
                 match inputs.next_control() {
                     // Only the final checkpoint, triggered after every
                     // barrier this sink saw, covers the end.
-                    Control::Complete(c) if c > last_barrier => break,
-                    Control::Complete(c) => out.commit(Some(c)).map_err(error)?,
+                    Control::Complete { id: c, log: at } if c > last_barrier => {
+                        log = at.or(log);
+                        break;
+                    }
+                    Control::Complete { id: c, log: at } => {
+                        log = at.or(log);
+                        out.commit(Some(c), log).map_err(error)?;
+                    }
                     Control::EndStopped => {
                         out.discard().map_err(error)?;
                         return Ok(counters);
@@ -231,7 +260,7 @@ impl SinkTask {
                 }
             }
         }
-        out.commit(None).map_err(error)?;
+        out.commit(None, log).map_err(error)?;
         Ok(counters)
     }
 }

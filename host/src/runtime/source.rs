@@ -403,7 +403,7 @@ impl SourceContext {
                     Ok(())
                 }
             },
-            Control::Complete(id) => {
+            Control::Complete { id, .. } => {
                 // Completion subsumes: the newest position at or below it.
                 if let Some(i) = self.acknowledged.iter().rposition(|(a, _)| *a <= id) {
                     self.completed = Some(self.acknowledged.swap_remove(i).1);
@@ -438,7 +438,7 @@ impl SourceContext {
         self.reporter.acknowledge(barrier.id, TaskSnapshot::Source(position), timing);
         loop {
             match self.control.recv() {
-                Ok(Control::Complete(c)) if c >= barrier.id => {
+                Ok(Control::Complete { id: c, .. }) if c >= barrier.id => {
                     self.router.end().map_err(|e| self.route_error(e))?;
                     self.counters.records_out = self.router.records_out();
                     self.counters.backpressured_ns = self.router.backpressured_ns();

@@ -13,26 +13,13 @@
 //! `SwapAbort`, and each subtask rebuilds the old module over its rollback
 //! view. Either way every subtask runs the same module.
 
-use super::error::TaskError;
+use super::error::{SwapError, TaskError};
 use super::events::TaskEvent;
 use super::message::{Control, SwapOrder};
 use super::operator::OperatorTask;
 use crate::state::snapshot::{OperatorShare, restore_snapshot, write_snapshot};
-use crate::wasm::{GuestFailure, OperatorInstance, WasmError};
+use crate::wasm::OperatorInstance;
 use std::time::Instant;
-use thiserror::Error;
-
-/// Why a subtask could not take the new module.
-#[derive(Debug, Error)]
-#[non_exhaustive]
-pub enum SwapError {
-    /// The new module could not be instantiated.
-    #[error(transparent)]
-    Instantiate(#[from] WasmError),
-    /// Its `open` failed (a trap, a refused state, a failed migration).
-    #[error("the new module failed in open: {}", .0.message)]
-    Open(GuestFailure),
-}
 
 impl OperatorTask {
     /// Module swap `order` at the barrier of savepoint `id`: opens the new

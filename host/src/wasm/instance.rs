@@ -13,8 +13,8 @@ use super::host::clocks::{CallMonotonicClock, CallTime, CallWallClock, Reseed, S
 use super::host::{Input, Migration, OperatorHost, Phase};
 use super::log_stream::{GuestLog, LogBudget, Stream};
 use super::module::WasmError;
+use crate::api::CallMetrics;
 use crate::config::GuestBudgets;
-use crate::control::CallMetrics;
 use crate::record::{Batch, Record, Records};
 use crate::state::key_group::key_hash;
 use crate::state::{KeyRef, MapEntry, Shape, StateBackend, StateError, TimeDomain};

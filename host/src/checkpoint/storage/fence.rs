@@ -15,11 +15,17 @@
 //! highest `chk-<n>` directory. No clocks and no leases: the store's
 //! create-only write (`If-None-Match` on S3, a hard link on a local
 //! directory) is the whole mechanism.
+//!
+//! Where a run stands in the log is a value, [`LogPosition`], that the
+//! coordinator owns: [`CheckpointStorage::claim`] gives the first, each
+//! commit moves it on. A sink learns it by message (at open, then with
+//! each completed checkpoint) and looks at the log from there before it
+//! publishes ([`CheckpointStorage::check_fence`]); nothing mutable is
+//! shared between them.
 
 use super::{CheckpointStorage, StorageError};
 use object_store::{PutMode, PutOptions, PutPayload};
 use serde::{Deserialize, Serialize};
-use std::sync::atomic::{AtomicU64, Ordering};
 
 /// The log's directory, in the job's.
 const LOG: &str = "_commits";
@@ -51,22 +57,20 @@ struct Entry {
     run: Option<u64>,
 }
 
-/// This run's place in the log.
+/// Who this run is in the log; never changes.
 #[derive(Debug)]
 pub(super) struct Fence {
     owner: String,
     /// Random, this run's alone: its entries carry it, so a look at the
-    /// fence from another thread (a sink about to publish) that finds the
-    /// run's own newest entry before the run moved past it knows it is
-    /// not another run's.
+    /// fence from another thread (a sink about to publish) that finds
+    /// entries the run wrote since the sink last heard knows they are not
+    /// another run's.
     run: u64,
-    /// The number this run writes next; 0 until it claimed.
-    next: AtomicU64,
 }
 
 impl Fence {
     pub(super) fn new(owner: &str) -> Self {
-        Fence { owner: owner.to_string(), run: rand::random(), next: AtomicU64::new(0) }
+        Fence { owner: owner.to_string(), run: rand::random() }
     }
 
     fn entry(&self, kind: &str, checkpoint: Option<u64>) -> Entry {
@@ -81,6 +85,22 @@ pub struct Claimed {
     pub seq: u64,
     /// The latest committed checkpoint, which this run resumes from.
     pub checkpoint: Option<u64>,
+}
+
+impl Claimed {
+    /// Where the run stands in the log right after its claim.
+    pub fn position(&self) -> LogPosition {
+        LogPosition { next: self.seq + 1 }
+    }
+}
+
+/// Where a run stands in the commit log: the number of the entry it
+/// writes next. The coordinator owns it, and moves it on with each commit
+/// ([`CheckpointStorage::write_metadata`]); a sink holds a copy it was
+/// sent, which may lag behind by the run's own later entries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LogPosition {
+    next: u64,
 }
 
 /// The last entry of a commit log, as `host status` shows it.
@@ -127,7 +147,6 @@ impl CheckpointStorage {
             let checkpoint = last.and_then(|(_, e)| e.checkpoint);
             let entry = fence.entry("claim", checkpoint);
             if self.append(seq, &entry)? {
-                fence.next.store(seq + 1, Ordering::SeqCst);
                 return Ok(Claimed { seq, checkpoint });
             }
         }
@@ -139,18 +158,20 @@ impl CheckpointStorage {
     }
 
     /// Fails with [`StorageError::Fenced`] once another run claimed the
-    /// job after this run's last entry: what this run holds must then not
-    /// be published. Storage without a commit log is never fenced.
-    pub fn check_fence(&self) -> Result<(), StorageError> {
+    /// job after `at`, where this run stood when the caller last heard
+    /// (`None`: it never claimed):
+    /// what this run holds must then not be published. Entries this run
+    /// wrote since are passed over. Storage without a commit log is never
+    /// fenced.
+    pub fn check_fence(&self, at: Option<LogPosition>) -> Result<(), StorageError> {
         let Some(fence) = self.fence.as_ref() else { return Ok(()) };
-        let mut seq = fence.next.load(Ordering::SeqCst);
-        if seq == 0 {
+        let Some(LogPosition { next: mut seq }) = at else {
             return Err(StorageError::Fenced {
                 location: self.location(LOG),
-                seq,
+                seq: 0,
                 why: "this run never claimed the job".into(),
             });
-        }
+        };
         loop {
             let relative = entry_name(seq);
             match self.runtime.block_on(self.store.head(&self.path(&relative))) {
@@ -175,18 +196,20 @@ impl CheckpointStorage {
         }
     }
 
-    /// Commits checkpoint `id` (its `_metadata` is durable): the log's next
-    /// entry. Fails with [`StorageError::Fenced`] once another run claimed.
-    pub(super) fn append_commit(&self, id: u64) -> Result<(), StorageError> {
+    /// Commits checkpoint `id` (its `_metadata` is durable): the log's
+    /// entry at `log`, which then moves on. Fails with
+    /// [`StorageError::Fenced`] once another run claimed, or when this run
+    /// never did (`log` is `None`).
+    pub(super) fn append_commit(&self, id: u64, log: Option<&mut LogPosition>) -> Result<(), StorageError> {
         let Some(fence) = self.fence.as_ref() else { return Ok(()) };
-        let seq = fence.next.load(Ordering::SeqCst);
-        if seq == 0 {
+        let Some(log) = log else {
             return Err(StorageError::Fenced {
                 location: self.location(LOG),
-                seq,
+                seq: 0,
                 why: "this run never claimed the job".into(),
             });
-        }
+        };
+        let seq = log.next;
         let entry = fence.entry("commit", Some(id));
         if !self.append(seq, &entry)? {
             let other = self.read_entry(seq).map(|e| e.owner).unwrap_or_else(|_| "another run".into());
@@ -196,7 +219,7 @@ impl CheckpointStorage {
                 why: format!("{other} took the job over"),
             });
         }
-        fence.next.store(seq + 1, Ordering::SeqCst);
+        log.next = seq + 1;
         if seq >= KEEP {
             // Old entries only make the listing longer; a reader needs the last.
             let _ = self.delete_object(&entry_name(seq - KEEP));
@@ -256,37 +279,44 @@ mod tests {
     fn a_later_claim_fences_every_commit_of_the_earlier_run() {
         let tmp = tempfile::tempdir().unwrap();
         let a = open(tmp.path(), "a");
-        assert_eq!(a.claim().unwrap(), Claimed { seq: 0, checkpoint: None });
-        a.write_metadata(1, b"m1".to_vec()).unwrap();
-        a.write_metadata(2, b"m2".to_vec()).unwrap();
-        assert!(a.check_fence().is_ok());
+        let claimed = a.claim().unwrap();
+        assert_eq!(claimed, Claimed { seq: 0, checkpoint: None });
+        let (a_claimed, mut a_log) = (claimed.position(), claimed.position());
+        a.write_metadata(1, b"m1".to_vec(), Some(&mut a_log)).unwrap();
+        a.write_metadata(2, b"m2".to_vec(), Some(&mut a_log)).unwrap();
+        // From where a stood at any time: its own entries are no fence.
+        assert!(a.check_fence(Some(a_claimed)).is_ok());
+        assert!(a.check_fence(Some(a_log)).is_ok());
         // b takes over from a's latest commit.
         let b = open(tmp.path(), "b");
-        assert_eq!(b.claim().unwrap(), Claimed { seq: 3, checkpoint: Some(2) });
+        let claimed = b.claim().unwrap();
+        assert_eq!(claimed, Claimed { seq: 3, checkpoint: Some(2) });
+        let mut b_log = claimed.position();
         // a may no longer publish what it holds; b may.
-        let err = a.check_fence().unwrap_err();
+        let err = a.check_fence(Some(a_log)).unwrap_err();
         assert!(err.to_string().contains("b took the job over"), "{err}");
-        assert!(b.check_fence().is_ok());
+        assert!(a.check_fence(Some(a_claimed)).is_err());
+        assert!(b.check_fence(Some(b_log)).is_ok());
         // a, paused through the claim, can no longer commit, and its
         // _metadata does not stay behind looking complete.
-        let err = a.write_metadata(3, b"m3".to_vec()).unwrap_err();
+        let err = a.write_metadata(3, b"m3".to_vec(), Some(&mut a_log)).unwrap_err();
         assert!(matches!(err, StorageError::Fenced { seq: 3, .. }), "{err}");
         assert!(err.to_string().contains("b took the job over"), "{err}");
         assert_eq!(a.list_checkpoints().unwrap(), [1, 2]);
         // b commits on; a third run resumes from b's checkpoint.
-        b.write_metadata(4, b"m4".to_vec()).unwrap();
+        b.write_metadata(4, b"m4".to_vec(), Some(&mut b_log)).unwrap();
         assert_eq!(open(tmp.path(), "c").claim().unwrap(), Claimed { seq: 5, checkpoint: Some(4) });
-        assert!(matches!(b.write_metadata(5, b"m5".to_vec()), Err(StorageError::Fenced { .. })));
+        assert!(matches!(b.write_metadata(5, b"m5".to_vec(), Some(&mut b_log)), Err(StorageError::Fenced { .. })));
     }
 
     #[test]
     fn a_run_that_never_claimed_cannot_commit_and_old_entries_are_pruned() {
         let tmp = tempfile::tempdir().unwrap();
         let a = open(tmp.path(), "a");
-        assert!(matches!(a.write_metadata(1, b"m".to_vec()), Err(StorageError::Fenced { .. })));
-        a.claim().unwrap();
+        assert!(matches!(a.write_metadata(1, b"m".to_vec(), None), Err(StorageError::Fenced { .. })));
+        let mut log = a.claim().unwrap().position();
         for id in 1..=(KEEP + 10) {
-            a.write_metadata(id, b"m".to_vec()).unwrap();
+            a.write_metadata(id, b"m".to_vec(), Some(&mut log)).unwrap();
         }
         let entries = a.list_under(LOG).unwrap().len() as u64;
         assert!(entries <= KEEP + 1, "{entries} entries");
@@ -297,15 +327,21 @@ mod tests {
     fn a_look_at_the_fence_during_the_runs_own_commits_never_finds_it_fenced() {
         let tmp = tempfile::tempdir().unwrap();
         let a = std::sync::Arc::new(open(tmp.path(), "a"));
-        a.claim().unwrap();
+        let claimed = a.claim().unwrap().position();
+        // The committer owns the position; the reader holds the copy it
+        // had at the start, as a sink holds the one it was last sent.
         let committer = {
             let a = a.clone();
-            std::thread::spawn(move || (1..=200).for_each(|id| a.write_metadata(id, b"m".to_vec()).unwrap()))
+            let mut log = claimed;
+            std::thread::spawn(move || {
+                (1..=200).for_each(|id| a.write_metadata(id, b"m".to_vec(), Some(&mut log)).unwrap());
+                log
+            })
         };
         while !committer.is_finished() {
-            a.check_fence().unwrap();
+            a.check_fence(Some(claimed)).unwrap();
         }
-        committer.join().unwrap();
-        a.check_fence().unwrap();
+        let log = committer.join().unwrap();
+        a.check_fence(Some(log)).unwrap();
     }
 }

@@ -23,7 +23,7 @@ pub mod local;
 mod reader;
 mod stores;
 
-pub use fence::{CLAIM_IDS, Claimed, LastEntry};
+pub use fence::{CLAIM_IDS, Claimed, LastEntry, LogPosition};
 
 pub use reader::ObjectReader;
 
@@ -459,14 +459,16 @@ impl CheckpointStorage {
 
     /// Writes `_metadata` of checkpoint `id`, create-only: if it exists
     /// (another run committed this id), nothing is written. Returns once
-    /// it is durable: the checkpoint is committed then.
-    pub fn write_metadata(&self, id: u64, bytes: Vec<u8>) -> Result<(), StorageError> {
+    /// it is durable: the checkpoint is committed then. In cluster mode
+    /// the commit is the commit log's entry at `log`, this run's position
+    /// (from its claim), which moves on; other storage takes `None`.
+    pub fn write_metadata(&self, id: u64, bytes: Vec<u8>, log: Option<&mut LogPosition>) -> Result<(), StorageError> {
         let relative = format!("{}_metadata", self.dir_of(id));
         let path = self.path(&relative);
         let opts = PutOptions { mode: PutMode::Create, ..Default::default() };
         match self.runtime.block_on(self.store.put_opts(&path, PutPayload::from(bytes), opts)) {
             Ok(_) => {
-                let committed = self.append_commit(id);
+                let committed = self.append_commit(id, log);
                 if committed.is_err() {
                     // Not committed: nothing may take it for a checkpoint.
                     let _ = self.runtime.block_on(self.store.delete(&path));
@@ -642,11 +644,11 @@ mod tests {
         assert!(tmp.path().join("job/chk-1/op-0.snap").is_file());
         assert_eq!(s.read_state(&handle).unwrap(), big);
         assert_eq!(s.list_checkpoints().unwrap(), Vec::<u64>::new(), "no _metadata, not listed");
-        s.write_metadata(1, b"m1".to_vec()).unwrap();
-        let err = s.write_metadata(1, b"other".to_vec()).unwrap_err();
+        s.write_metadata(1, b"m1".to_vec(), None).unwrap();
+        let err = s.write_metadata(1, b"other".to_vec(), None).unwrap_err();
         assert!(matches!(err, StorageError::AlreadyCommitted { id: 1, .. }), "{err}");
         assert_eq!(s.read_metadata(1).unwrap(), &b"m1"[..], "the first commit stands");
-        s.write_metadata(3, b"m3".to_vec()).unwrap();
+        s.write_metadata(3, b"m3".to_vec(), None).unwrap();
         assert_eq!(s.list_checkpoints().unwrap(), vec![1, 3]);
         // A file that changed on disk is caught.
         std::fs::write(tmp.path().join("job/chk-1/op-0.snap"), vec![7u8; 99]).unwrap();

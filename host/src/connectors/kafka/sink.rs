@@ -21,6 +21,7 @@ use super::held::{BATCH_HEADER, END, Held, HeldRecord, SEQ_HEADER, SINK_HEADER};
 use super::transactions::{Transactions, TxnSettings};
 use super::{ClusterOptions, KafkaConsumer, describe, partition_counts};
 use crate::checkpoint::metadata::SinkState;
+use crate::checkpoint::storage::{CheckpointStorage, LogPosition};
 use crate::config::ConnectorSpec;
 use crate::config::units::{ByteSize, HumanDuration};
 use crate::connectors::{OptionsError, options};
@@ -290,6 +291,7 @@ impl KafkaSink {
             timeout: self.cluster.timeout(),
             next: at.subtask,
             fence: at.fence.cloned(),
+            log: at.log,
             transactions,
             opened: Some(Instant::now()),
         })
@@ -335,7 +337,9 @@ const FENCE_FRESH: Duration = Duration::from_millis(200);
 /// frozen in the middle of a publication would otherwise, on waking, send
 /// the rest of it after the partition's new owner published it too.
 struct FenceCheck<'a> {
-    storage: Option<&'a crate::checkpoint::storage::CheckpointStorage>,
+    storage: Option<&'a CheckpointStorage>,
+    /// Where the run stood in the log, as the writer last heard.
+    log: Option<LogPosition>,
     checked: Option<Instant>,
 }
 
@@ -344,7 +348,7 @@ impl FenceCheck<'_> {
     fn check(&mut self) -> Result<(), ConnectorError> {
         let Some(storage) = self.storage else { return Ok(()) };
         if self.checked.is_none_or(|at| at.elapsed() > FENCE_FRESH) {
-            storage.check_fence().map_err(|e| ConnectorError::Fenced(Box::new(e)))?;
+            storage.check_fence(self.log).map_err(|e| ConnectorError::Fenced(Box::new(e)))?;
             self.checked = Some(Instant::now());
         }
         Ok(())
@@ -408,7 +412,10 @@ struct KafkaWriter {
     /// Round robin over partitions for records without a key.
     next: u32,
     /// Cluster mode's commit log, checked before each publication.
-    fence: Option<std::sync::Arc<crate::checkpoint::storage::CheckpointStorage>>,
+    fence: Option<std::sync::Arc<CheckpointStorage>>,
+    /// Where the run stood in that log when the writer last heard (at
+    /// open, then with each completed checkpoint).
+    log: Option<LogPosition>,
     /// `mode = "transactions"`: the transactions records go out in.
     transactions: Option<Transactions<Deliveries>>,
     /// When the writer opened, until its first output is visible: a
@@ -491,7 +498,7 @@ impl KafkaWriter {
     /// Produces `batch` (held records) after a completed checkpoint,
     /// skipping the records `arrived` says are there already.
     fn publish(&self, batch: &Held, arrived: impl Fn(i32, u64) -> bool) -> Result<u64, ConnectorError> {
-        let mut fence = FenceCheck { storage: self.fence.as_deref(), checked: None };
+        let mut fence = FenceCheck { storage: self.fence.as_deref(), log: self.log, checked: None };
         let (mut sent, mut chunk, mut in_chunk) = (0, FIRST_CHUNK, 0);
         for (seq, r) in batch.iter().enumerate() {
             let r = r?;
@@ -607,7 +614,8 @@ impl SinkWriter for KafkaWriter {
         }
     }
 
-    fn commit(&mut self, upto: Option<u64>) -> Result<(), ConnectorError> {
+    fn commit(&mut self, upto: Option<u64>, log: Option<LogPosition>) -> Result<(), ConnectorError> {
+        self.log = log.or(self.log);
         if let Some(t) = &mut self.transactions {
             let committed = t.commit(upto).map_err(|e| t.explain(e))?;
             self.first_output(committed);

@@ -5,7 +5,7 @@
 
 use super::PageData;
 use super::format::{fmt_bytes, fmt_count, fmt_duration_ms, fmt_percent, fmt_rate, fmt_time, fmt_watermark};
-use crate::control::api::{BackPressure, CheckpointOverview, CheckpointSummary, Metrics, Status, Watermarks};
+use crate::api::{BackPressure, CheckpointOverview, CheckpointSummary, Metrics, Status, Watermarks};
 use std::collections::BTreeMap;
 
 /// Rows of the checkpoint history table (the chart shows all the API
@@ -495,7 +495,7 @@ pub(super) fn unavailable_page() -> String {
 /// and one restart.
 #[cfg(test)]
 pub(super) fn fixture() -> PageData {
-    use crate::control::api::*;
+    use crate::api::*;
     let task = |node: &str, role: &str, subtask, guest: Option<GuestMetrics>| TaskMetrics {
         node: node.into(),
         role: role.into(),

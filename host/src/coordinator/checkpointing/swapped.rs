@@ -7,11 +7,11 @@
 //! names a module that is not already durable there.
 
 use super::Checkpoints;
+use crate::api::ModuleInfo;
 use crate::checkpoint::metadata::SwappedModule;
 use crate::checkpoint::modules::path_of;
 use crate::checkpoint::protocol::CheckpointId;
 use crate::checkpoint::storage::CheckpointStorage;
-use crate::control::ModuleInfo;
 use crate::coordinator::modules::RunModules;
 use crate::wasm::module::Loaded;
 use std::collections::BTreeMap;

@@ -7,12 +7,12 @@
 //! in another interleaving of keys are equal.
 //!
 //! What is kept is bounded: counts, at most [`KEYS_LISTED`] keys with a
-//! difference and [`SAMPLES_PER_KIND`](crate::control::SAMPLES_PER_KIND) samples of each kind of difference,
+//! difference and [`SAMPLES_PER_KIND`](crate::api::SAMPLES_PER_KIND) samples of each kind of difference,
 //! the first ones in the order the modules emitted them (so the live and
 //! the shadow side of a changed output format show the same records),
 //! whatever the run's length.
 
-use crate::control::{DiffSample, KEYS_LISTED, KeyDiff, OutputDiff, sample_room, show_bytes};
+use crate::api::{DiffSample, KEYS_LISTED, KeyDiff, OutputDiff, sample_room, show_bytes};
 use crate::record::{Record, Records};
 use std::collections::BTreeMap;
 
@@ -127,7 +127,7 @@ impl Tally {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::control::SAMPLES_PER_KIND;
+    use crate::api::SAMPLES_PER_KIND;
 
     fn records(rs: &[(&str, &str)]) -> Records {
         let mut out = Records::default();

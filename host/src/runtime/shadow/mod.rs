@@ -17,11 +17,12 @@
 
 pub mod compare;
 
-use super::events::{TaskEvent, TaskId};
+use super::events::TaskEvent;
 use super::message::ShadowOrder;
+use super::task_id::TaskId;
+use crate::api::ShadowReport;
 use crate::checkpoint::restore::backend::{BackendSpec, open_backend};
 use crate::clock::now_ms;
-use crate::control::ShadowReport;
 use crate::record::{Batch, Records};
 use crate::state::key_group::KeyGroupRange;
 use crate::state::snapshot::{OperatorShare, restore_snapshot_stream, write_snapshot};

@@ -2,7 +2,7 @@
 //! job's strings reach it escaped.
 
 use super::*;
-use crate::control::api::*;
+use crate::api::*;
 
 #[test]
 fn the_page_shows_the_job_as_tables() {

@@ -1,12 +1,83 @@
-//! What the control API says about a cluster job's consumer group: every
-//! input partition with the member that last wrote its commit log, its
-//! latest committed checkpoint, the input offset that checkpoint resumes
-//! at and the lag behind the broker, and the members with the partitions
-//! each holds. `host status <job file> --json` prints it; a member's own
-//! endpoint answers it as `cluster` in `GET /v1/job`.
+//! A running job's state as `GET /v1/job` and `host status` show it: its
+//! nodes, its restarts, and on a cluster member the whole consumer group
+//! (every input partition with its owner, latest committed checkpoint,
+//! offset and lag). `host status <job file> --json` prints the group.
+//!
+//! Times are milliseconds: `*_time_ms` since the Unix epoch, `*_ms`
+//! durations.
 
-use super::Status;
 use serde::{Deserialize, Serialize};
+
+/// A running job's state, as `host status` shows it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Status {
+    /// Job name.
+    pub job: String,
+    /// Host process id.
+    pub pid: u32,
+    /// Restarts so far (0 on the first attempt).
+    pub attempt: u32,
+    /// Where the job is in its life: running, savepointing, stopping, ...
+    #[serde(default)]
+    pub state: String,
+    /// Time since the run started, in milliseconds.
+    pub uptime_ms: u64,
+    /// Records read by the sources.
+    pub records_read: u64,
+    /// Records written by the sinks.
+    pub records_written: u64,
+    /// The checkpoint line of the progress display (none without
+    /// checkpointing).
+    pub checkpoints: Option<String>,
+    /// The id of the latest checkpoint this run completed.
+    #[serde(default)]
+    pub latest_checkpoint: Option<u64>,
+    /// Per node: role, id, parallelism, records in and out.
+    pub nodes: Vec<NodeStatus>,
+    /// When the run started.
+    #[serde(default)]
+    pub start_time_ms: u64,
+    /// The largest parallelism of any node.
+    #[serde(default)]
+    pub parallelism: u32,
+    /// Key groups: the most subtasks a keyed operator can be rescaled to.
+    #[serde(default)]
+    pub max_parallelism: u32,
+    /// The run's restarts so far, oldest first, with their causes.
+    #[serde(default)]
+    pub restarts: Vec<Restart>,
+    /// On a cluster member's own endpoint: the whole group.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cluster: Option<GroupView>,
+}
+
+/// One restart of the job.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Restart {
+    /// The attempt it started (1 for the first restart).
+    pub attempt: u32,
+    /// When the failure that caused it happened.
+    pub time_ms: u64,
+    /// The failure.
+    pub cause: String,
+    /// The checkpoint it restored, if any.
+    pub restored_from: Option<String>,
+}
+
+/// One node of a running job.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct NodeStatus {
+    /// "source", "operator" or "sink".
+    pub role: String,
+    /// Source id, operator uid or sink id.
+    pub id: String,
+    /// Subtasks.
+    pub parallelism: u32,
+    /// Records in, summed over subtasks.
+    pub records_in: u64,
+    /// Records out, summed over subtasks.
+    pub records_out: u64,
+}
 
 /// The group of a cluster job.
 #[derive(Debug, Clone, Serialize, Deserialize)]
