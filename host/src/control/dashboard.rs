@@ -14,8 +14,9 @@
 //! script and style included.
 //!
 //! Every string taken from the job (ids, paths, failure causes) reaches the
-//! HTML escaped: [`page`]'s writer takes markup only as `&'static str`, so a
-//! crafted operator uid or failure message cannot inject any.
+//! HTML escaped: [`page`] is written as `maud` templates, which escape
+//! every spliced value, so a crafted operator uid or failure message
+//! cannot inject markup.
 
 mod format;
 mod html;

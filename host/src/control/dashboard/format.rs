@@ -1,5 +1,6 @@
-//! How the dashboard writes numbers, sizes, durations and times on the
-//! server; `app.js` writes them the same way in the browser.
+//! How the dashboard writes numbers, durations and times on the server;
+//! `app.js` writes them the same way in the browser. Sizes are
+//! `bytesize`'s display (`1.5 KiB`), which `app.js` matches too.
 
 use std::time::{Duration, UNIX_EPOCH};
 
@@ -32,18 +33,6 @@ pub(super) fn fmt_rate(r: f64) -> String {
 /// A share of time, 0 to 1, as a percentage.
 pub(super) fn fmt_percent(ratio: f64) -> String {
     format!("{:.0} %", ratio * 100.0)
-}
-
-/// Bytes with binary units.
-pub(super) fn fmt_bytes(n: u64) -> String {
-    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
-    let mut v = n as f64;
-    let mut unit = 0;
-    while v >= 1024.0 && unit + 1 < UNITS.len() {
-        v /= 1024.0;
-        unit += 1;
-    }
-    if unit == 0 { format!("{n} B") } else { format!("{v:.1} {}", UNITS[unit]) }
 }
 
 /// A duration: milliseconds under a second, seconds under a minute, then
@@ -95,9 +84,11 @@ mod tests {
         assert_eq!(fmt_count(999), "999");
         assert_eq!(fmt_count(1000), "1,000");
         assert_eq!(fmt_count(12_345_678), "12,345,678");
-        assert_eq!(fmt_bytes(512), "512 B");
-        assert_eq!(fmt_bytes(1536), "1.5 KiB");
-        assert_eq!(fmt_bytes(5 << 30), "5.0 GiB");
+        // Sizes as bytesize writes them, and app.js's fmtBytes.
+        use bytesize::ByteSize;
+        assert_eq!(ByteSize(512).to_string(), "512 B");
+        assert_eq!(ByteSize(1536).to_string(), "1.5 KiB");
+        assert_eq!(ByteSize(5 << 30).to_string(), "5.0 GiB");
         assert_eq!(fmt_duration_ms(999), "999 ms");
         assert_eq!(fmt_duration_ms(1500), "1.5 s");
         assert_eq!(fmt_duration_ms(61_000), "1m 01s");

@@ -7,7 +7,7 @@ use crate::api::*;
 #[test]
 fn the_page_shows_the_job_as_tables() {
     let html = page(Some(&fixture()));
-    assert!(html.starts_with("<!doctype html>"));
+    assert!(html.starts_with("<!DOCTYPE html>"));
     for shown in [
         "<span id=\"job-name\">orders</span>",
         "state-running\">running</span>",
@@ -30,7 +30,7 @@ fn the_page_shows_the_job_as_tables() {
         "expired before completing",
         "file:///ck/chk-3",
         // The restart and its cause.
-        "operator &#39;parse&#39; trapped: unreachable",
+        "<td class=\"cause\">operator 'parse' trapped: unreachable</td>",
     ] {
         assert!(html.contains(shown), "{shown:?} is not in the page:\n{html}");
     }
@@ -101,7 +101,34 @@ fn strings_from_the_job_cannot_inject_markup() {
     assert_eq!(html.matches("<script").count(), 1, "{html}");
     assert!(!html.contains("<img"), "{html}");
     assert!(!html.contains("x\">"), "a quote broke out of an attribute:\n{html}");
-    assert!(
-        html.contains("x&quot;&gt;&lt;script&gt;alert(1)&lt;/script&gt;&lt;img src=x onerror=alert(2)&gt;&#39;&amp;")
-    );
+    // maud escapes `&`, `<`, `>` and `"`; a `'` stays, harmless in text and
+    // in the double-quoted attributes maud always writes.
+    assert!(html.contains("x&quot;&gt;&lt;script&gt;alert(1)&lt;/script&gt;&lt;img src=x onerror=alert(2)&gt;'&amp;"));
+}
+
+#[test]
+fn stored_text_with_script_quotes_and_ampersands_is_escaped_where_it_lands() {
+    let stored = r#"<script>alert("x")</script> & 'y'"#;
+    let escaped = "&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt; &amp; 'y'";
+    let mut d = fixture();
+    d.status.job = stored.into();
+    d.status.restarts[0].cause = stored.into();
+    d.graph.nodes[1].module.as_mut().unwrap().sha256 = stored.into();
+    d.checkpoints.history[0].failure = Some(stored.into());
+    let html = page(Some(&d));
+    for landed in [
+        // In the title, the heading, a table cell and an attribute.
+        format!("<title>{escaped} · Weir</title>"),
+        format!("<span id=\"job-name\">{escaped}</span>"),
+        format!("<td class=\"cause\">{escaped}</td>"),
+        format!("<td class=\"path\">{escaped}</td>"),
+        format!("<div class=\"module\" title=\"{escaped}\">/m/parse.wasm</div>"),
+    ] {
+        assert!(html.contains(&landed), "{landed:?} is not in the page:\n{html}");
+    }
+    assert_eq!(html.matches("<script").count(), 1, "only the page's own script:\n{html}");
+    // Control characters pass as they are (a browser shows no markup in
+    // them; the host escapes them only for terminals and logs).
+    d.status.job = "a\u{1b}[31mb".into();
+    assert!(page(Some(&d)).contains("<span id=\"job-name\">a\u{1b}[31mb</span>"));
 }
