@@ -5,7 +5,7 @@
 //! handshake), so a connector only reads its input and keeps its position.
 
 use super::error::{ConnectorError, TaskError};
-use super::events::{AckTiming, Counters, Reporter, TaskEvent, TaskSnapshot};
+use super::events::{AckTiming, Counters, Reporter, TaskSnapshot};
 use super::message::{Barrier, Control, SavepointEnd};
 use super::router::{RouteError, Router};
 use crate::checkpoint::metadata::{PartitionOffsets, SourcePosition};
@@ -50,11 +50,6 @@ impl From<TaskError> for Halt {
 
 /// Runs `source` in `ctx` to its end (or its stop with a savepoint).
 pub fn run_source(source: &dyn Source, mut ctx: SourceContext) -> Result<Counters, TaskError> {
-    if ctx.finished_before {
-        // Restored from a checkpoint taken after it had finished: it reads
-        // nothing again, and only ends its stream.
-        return ctx.finish();
-    }
     match source.run(&mut ctx) {
         Ok(()) => ctx.finish(),
         Err(Halt::Stopped) => Ok(ctx.counters),
@@ -117,8 +112,6 @@ pub struct SourceContext {
     acknowledged: Vec<(u64, PartitionOffsets)>,
     /// The position of the latest completed checkpoint, not yet taken.
     completed: Option<PartitionOffsets>,
-    /// The checkpoint it restores from was taken after it had finished.
-    finished_before: bool,
 }
 
 /// Where one source subtask sits in its source and its job.
@@ -174,15 +167,7 @@ impl SourceContext {
             idle_timeout: info.idle_timeout,
             acknowledged: Vec::new(),
             completed: None,
-            finished_before: false,
         }
-    }
-
-    /// The checkpoint it restores from was taken after this source had
-    /// finished: it reads nothing and only ends its stream.
-    pub fn finished_before(mut self, finished: bool) -> Self {
-        self.finished_before = finished;
-        self
     }
 
     /// A partitioned source's position in the latest checkpoint that
@@ -470,13 +455,6 @@ impl SourceContext {
         self.router.end().map_err(|e| self.route_error(e))?;
         self.counters.records_out = self.router.records_out();
         self.counters.backpressured_ns = self.router.backpressured_ns();
-        // Every record and the end are sent: from here the coordinator
-        // acknowledges checkpoints for it, with this position.
-        let position = match self.partitions.take() {
-            Some(p) => SourcePosition::Partitions(p),
-            None => SourcePosition::Offset(self.position),
-        };
-        self.reporter.send(TaskEvent::SourceEnded { task: self.reporter.id().clone(), position });
         Ok(self.counters)
     }
 }
