@@ -791,8 +791,9 @@ fn an_s3_outage_fails_checkpoints_but_not_the_job() {
     s3.resume();
     let err = wait_for(&mut child, Duration::from_secs(120)).expect("the job finishes");
     assert!(err.contains("checkpoint failed"), "checkpoints failed during the outage:\n{err}");
-    let summary = err.lines().find(|l| l.contains("checkpoints:")).unwrap_or_else(|| panic!("no summary:\n{err}"));
-    let completed: u32 = summary.split("checkpoints: ").nth(1).unwrap().split(' ').next().unwrap().parse().unwrap();
+    let summary =
+        err.lines().find_map(|l| l.strip_prefix("  checkpoints: ")).unwrap_or_else(|| panic!("no summary:\n{err}"));
+    let completed: u32 = summary.split(' ').next().unwrap().parse().unwrap();
     assert!(completed >= 3, "checkpoints completed before and after the outage: {summary}");
     assert!(!summary.contains(" 0 failed"), "{summary}");
     assert_eq!(final_counts(&committed(dir.path())), expected);

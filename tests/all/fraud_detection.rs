@@ -181,7 +181,7 @@ fn job_for(module: &str, checkpointed: Option<&std::path::Path>) -> String {
 }
 
 /// A directory with the many transactions and rules and the job for `module`.
-fn job_dir(module: &str, checkpointed: bool) -> JobDir {
+pub(super) fn job_dir(module: &str, checkpointed: bool) -> JobDir {
     let (tx, rules) = many_transactions_and_rules();
     let dir = JobDir::new();
     dir.write("transactions.jsonl", &tx);
@@ -191,7 +191,7 @@ fn job_dir(module: &str, checkpointed: bool) -> JobDir {
     dir
 }
 
-fn expected_for(dir: &JobDir) -> Vec<String> {
+pub(super) fn expected_for(dir: &JobDir) -> Vec<String> {
     expected_alerts(&dir.read("transactions.jsonl"), &dir.read("rules.jsonl"))
 }
 
@@ -231,7 +231,7 @@ fn alerts_follow_every_rule_version_by_event_time_at_parallelism_1_and_3() {
 }
 
 /// The published alerts of a transactional sink, sorted.
-fn published(dir: &JobDir) -> Vec<String> {
+pub(super) fn published(dir: &JobDir) -> Vec<String> {
     let out = dir.path().join("out");
     let mut names: Vec<String> = std::fs::read_dir(&out)
         .map(|d| d.map(|e| e.unwrap().file_name().into_string().unwrap()).collect())

@@ -126,8 +126,12 @@ fn rocksdb_checkpoints_pause_briefly_while_every_key_is_rewritten_between_them()
     );
     let summary = dir.succeeds(&[]);
     assert!(summary.contains("counter                     1        3000000"), "{summary}");
-    let completed: u32 =
-        summary.split("checkpoints: ").nth(1).and_then(|r| r.split(' ').next()).and_then(|n| n.parse().ok()).unwrap();
+    let completed: u32 = summary
+        .split("\n  checkpoints: ")
+        .nth(1)
+        .and_then(|r| r.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap();
     assert!(completed >= 2, "at least two checkpoints while keys were rewritten:\n{summary}");
     let max = max_sync_pause_ms(&summary);
     assert!(max < 200.0, "a RocksDB checkpoint paused records for {max} ms:\n{summary}");

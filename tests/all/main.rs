@@ -16,6 +16,7 @@ mod dashboard;
 mod durability;
 mod every_state;
 mod example_copy;
+mod finished_sources;
 mod fraud_detection;
 mod fuzz_regressions;
 mod golden_fixtures;

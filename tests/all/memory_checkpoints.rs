@@ -90,7 +90,7 @@ path = "out.txt"
     assert!(err.contains("restart 1 of 3 in 1000 ms, from memory:/in-memory/chk-"), "{err}");
     assert!(err.contains("restarted 1 time(s)"), "{err}");
     let completed: u64 = err
-        .split("checkpoints: ")
+        .split("\n  checkpoints: ")
         .nth(1)
         .and_then(|s| s.split(" completed").next())
         .and_then(|n| n.parse().ok())

@@ -11,8 +11,11 @@ use super::modules;
 use crate::config::job::MAX_MAX_PARALLELISM as MAX_KEY_GROUPS;
 use crate::paths::{is_id, plain_name};
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use thiserror::Error;
+
+mod position;
+pub use position::{PartitionOffsets, SourcePosition};
 
 /// The metadata version this host writes and reads.
 pub const METADATA_VERSION: u32 = 1;
@@ -147,114 +150,6 @@ pub struct HeldBatch {
     pub handle: StateHandle,
 }
 
-/// A partitioned source's position: topic to partition to the offset of
-/// the next record.
-pub type PartitionOffsets = BTreeMap<String, BTreeMap<i32, i64>>;
-
-/// Where a source resumes.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(from = "PositionRepr", into = "PositionRepr")]
-pub enum SourcePosition {
-    /// One input read in order (a file's byte offset, a generator's
-    /// record count): the next record.
-    Offset(u64),
-    /// A partitioned input (Kafka): topic to partition to the offset of
-    /// the next record, merged over the source's subtasks (each owns
-    /// disjoint partitions), so a restore at any parallelism deals them
-    /// out again.
-    Partitions(PartitionOffsets),
-}
-
-/// How a position is written: a number, or a list of partitions (JSON
-/// has no integer map keys).
-#[derive(Serialize, Deserialize)]
-#[serde(untagged)]
-enum PositionRepr {
-    Offset(u64),
-    Partitions(Vec<PartitionOffset>),
-}
-
-/// One partition's next offset.
-#[derive(Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct PartitionOffset {
-    topic: String,
-    partition: i32,
-    offset: i64,
-}
-
-impl From<PositionRepr> for SourcePosition {
-    fn from(r: PositionRepr) -> Self {
-        match r {
-            PositionRepr::Offset(n) => SourcePosition::Offset(n),
-            PositionRepr::Partitions(list) => {
-                let mut m = PartitionOffsets::new();
-                for p in list {
-                    m.entry(p.topic).or_default().insert(p.partition, p.offset);
-                }
-                SourcePosition::Partitions(m)
-            }
-        }
-    }
-}
-
-impl From<SourcePosition> for PositionRepr {
-    fn from(p: SourcePosition) -> Self {
-        match p {
-            SourcePosition::Offset(n) => PositionRepr::Offset(n),
-            SourcePosition::Partitions(m) => PositionRepr::Partitions(
-                m.into_iter()
-                    .flat_map(|(topic, ps)| {
-                        ps.into_iter().map(move |(partition, offset)| PartitionOffset {
-                            topic: topic.clone(),
-                            partition,
-                            offset,
-                        })
-                    })
-                    .collect(),
-            ),
-        }
-    }
-}
-
-impl Default for SourcePosition {
-    fn default() -> Self {
-        SourcePosition::Offset(0)
-    }
-}
-
-impl SourcePosition {
-    /// Adds `other`, a position of another subtask of the same source.
-    pub fn merge(&mut self, other: SourcePosition) {
-        match (self, other) {
-            (SourcePosition::Partitions(mine), SourcePosition::Partitions(theirs)) => {
-                for (topic, partitions) in theirs {
-                    mine.entry(topic).or_default().extend(partitions);
-                }
-            }
-            (me, other) => *me = other,
-        }
-    }
-}
-
-impl std::fmt::Display for SourcePosition {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            SourcePosition::Offset(n) => write!(f, "{n}"),
-            SourcePosition::Partitions(topics) => {
-                let mut first = true;
-                for (topic, partitions) in topics {
-                    for (p, o) in partitions {
-                        write!(f, "{}{topic}/{p}@{o}", if first { "" } else { ", " })?;
-                        first = false;
-                    }
-                }
-                if first { write!(f, "no partitions") } else { Ok(()) }
-            }
-        }
-    }
-}
-
 /// A module swapped in while the job ran (`host swap`), which the
 /// checkpoint's state belongs to rather than the job file's module.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -320,6 +215,12 @@ pub struct CheckpointMetadata {
     pub operators: BTreeMap<String, OperatorState>,
     /// Source id to where it resumes.
     pub sources: BTreeMap<String, SourcePosition>,
+    /// Sources every subtask of which had read its input to the end before
+    /// this checkpoint's barrier: a restore starts them finished, so they
+    /// read nothing again and only end their stream. Absent in checkpoints
+    /// of earlier versions, which were never taken after a source finished.
+    #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
+    pub finished_sources: BTreeSet<String>,
     /// Sink id to its position.
     pub sinks: BTreeMap<String, SinkState>,
     /// Operator uid to the module swapped in before this checkpoint (a
@@ -440,7 +341,7 @@ impl CheckpointMetadata {
                 }
             }
         }
-        for id in self.sources.keys().chain(self.sinks.keys()) {
+        for id in self.sources.keys().chain(self.sinks.keys()).chain(&self.finished_sources) {
             if !is_id(id) {
                 return bad(format!("source or sink id {id:?} is not an id"));
             }
@@ -568,6 +469,7 @@ mod tests {
                 ("topic".to_string(), SourcePosition::Partitions([("words".into(), [(0, 5), (3, 9)].into())].into())),
             ]
             .into(),
+            finished_sources: ["lines".to_string()].into(),
             sinks: [
                 ("out".to_string(), SinkState::Parts { pending: vec![".part-7.pending".to_string()] }),
                 (
@@ -627,12 +529,14 @@ mod tests {
         let old = crafted(|v| {
             v["swapped"]["counter"].as_object_mut().unwrap().remove("stored");
             v.as_object_mut().unwrap().remove("recorded");
+            v.as_object_mut().unwrap().remove("finished_sources");
         });
         let m = CheckpointMetadata::decode(&old).unwrap();
         assert_eq!(
             (m.swapped["counter"].stored.as_deref(), m.recorded.len(), m.stored_modules().count()),
             (None, 0, 0)
         );
+        assert!(m.finished_sources.is_empty(), "a checkpoint from before finished sources has none");
     }
 
     #[test]
@@ -688,6 +592,7 @@ mod tests {
             ("swapped, stored out", Box::new(|v| v["swapped"]["counter"]["stored"] = "../v2.wasm".into())),
             ("swapped, another hash", Box::new(move |v| v["swapped"]["counter"]["stored"] = other.clone())),
             ("a recorded module at a path", Box::new(|v| v["recorded"]["counter"]["stored"] = "/tmp/x.wasm".into())),
+            ("a finished source that is a path", Box::new(|v| v["finished_sources"][0] = "../x".into())),
             ("a recorded module without a hash", Box::new(|v| v["recorded"]["counter"]["sha256"] = "b".into())),
         ];
         for (what, edit) in cases {

@@ -20,7 +20,11 @@
 //!   aborted; more than `tolerable_failures` in a row fail the job;
 //! - a savepoint asked for is the next checkpoint triggered, as soon as
 //!   none is in flight, whatever the interval; one that fails is reported
-//!   to whoever asked and never counts toward failing the job.
+//!   to whoever asked and never counts toward failing the job;
+//! - a task that finished (a source that read its input to the end, as
+//!   Flink's FLIP-147) still takes part: it acknowledges every checkpoint
+//!   from then on with the handle it finished with, the one in flight too
+//!   if it had not acknowledged it yet.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -79,6 +83,13 @@ pub enum Command<H> {
     },
 }
 
+/// A task that finished: what it acknowledges with from checkpoint `since` on.
+#[derive(Debug)]
+struct Finished<H> {
+    handle: H,
+    since: CheckpointId,
+}
+
 #[derive(Debug)]
 struct InFlight<H> {
     id: CheckpointId,
@@ -105,6 +116,10 @@ pub struct Protocol<H> {
     savepoint_requested: bool,
     /// A checkpoint was asked for (to carry an order) and not triggered yet.
     checkpoint_requested: bool,
+    /// Tasks that finished, with the handle each acknowledges with and the
+    /// first checkpoint it acknowledges with that handle (an earlier one
+    /// has the handle its barrier went out with).
+    finished: BTreeMap<String, Finished<H>>,
 }
 
 impl<H: Clone> Protocol<H> {
@@ -127,7 +142,43 @@ impl<H: Clone> Protocol<H> {
             failures_in_a_row: 0,
             savepoint_requested: false,
             checkpoint_requested: false,
+            finished: BTreeMap::new(),
         }
+    }
+
+    /// Task `task` finished: it acknowledges the checkpoint in flight (if
+    /// it had not) and every later one with `handle`, which says so.
+    pub fn task_finished(&mut self, task: &str, handle: H) -> Vec<Command<H>> {
+        let since = match self.in_flight.as_ref() {
+            Some(f) if !f.storing && f.awaiting.contains(task) => f.id,
+            _ => self.next_id,
+        };
+        self.finished.insert(task.to_string(), Finished { handle: handle.clone(), since });
+        match self.in_flight.as_ref() {
+            Some(f) if !f.storing && f.awaiting.contains(task) => {
+                let id = f.id;
+                self.on_ack(id, task, handle)
+            }
+            _ => Vec::new(),
+        }
+    }
+
+    /// Whether task `task` finished.
+    pub fn has_finished(&self, task: &str) -> bool {
+        self.finished.contains_key(task)
+    }
+
+    /// How many tasks finished.
+    pub fn finished_count(&self) -> usize {
+        self.finished.len()
+    }
+
+    /// The tasks that checkpoint `id` holds as finished: those that
+    /// acknowledged it with the handle they finished with. (One that
+    /// acknowledged it before it finished is at its barrier's position
+    /// there, and starts from it on a restore.)
+    pub fn finished_in(&self, id: CheckpointId) -> impl Iterator<Item = &str> {
+        self.finished.iter().filter(move |(_, f)| f.since <= id).map(|(t, _)| t.as_str())
     }
 
     /// The latest completed checkpoint.
@@ -224,15 +275,16 @@ impl<H: Clone> Protocol<H> {
             let id = self.next_id;
             self.next_id += 1;
             self.last_trigger = Some(now);
-            self.in_flight = Some(InFlight {
-                id,
-                triggered_at: now,
-                awaiting: self.tasks.clone(),
-                handles: BTreeMap::new(),
-                storing: false,
-                savepoint,
-            });
+            // Finished tasks acknowledge at once, with what they finished with.
+            let (done, awaiting): (BTreeSet<String>, BTreeSet<String>) =
+                self.tasks.iter().cloned().partition(|t| self.finished.contains_key(t));
+            let handles = done.into_iter().map(|t| (t.clone(), self.finished[&t].handle.clone())).collect();
+            let storing = awaiting.is_empty();
+            self.in_flight = Some(InFlight { id, triggered_at: now, awaiting, handles, storing, savepoint });
             out.push(Command::Trigger { id, savepoint });
+            if let Some(f) = self.in_flight.as_ref().filter(|f| f.storing) {
+                out.push(Command::WriteMetadata { id, handles: f.handles.clone() });
+            }
         }
         out
     }
@@ -437,6 +489,49 @@ mod tests {
         p.first_after_interval(0);
         p.request_checkpoint();
         assert_eq!(p.tick(5), vec![Command::Trigger { id: 42, savepoint: false }]);
+    }
+
+    #[test]
+    fn a_finished_task_acknowledges_the_checkpoint_in_flight_and_every_later_one() {
+        let mut p = protocol();
+        assert_eq!(p.tick(0), vec![Command::Trigger { id: 1, savepoint: false }]);
+        assert!(p.on_ack(1, "op#0", 2).is_empty());
+        assert!(p.on_ack(1, "op#1", 3).is_empty());
+        // The source ends before its barrier: it acknowledges as finished (9).
+        let out = p.task_finished("src#0", 9);
+        let handles: BTreeMap<String, u32> =
+            [("op#0".to_string(), 2), ("op#1".to_string(), 3), ("src#0".to_string(), 9)].into();
+        assert_eq!(out, vec![Command::WriteMetadata { id: 1, handles }]);
+        assert_eq!(p.on_metadata_written(1, Ok::<_, String>(()), 10), vec![Command::NotifyComplete { id: 1 }]);
+        // Checkpoints go on: the others acknowledge, the finished one is in already.
+        assert_eq!(p.tick(1000), vec![Command::Trigger { id: 2, savepoint: false }]);
+        assert!(!p.awaits("src#0") && p.awaits("op#0"));
+        assert!(p.on_ack(2, "op#0", 4).is_empty());
+        let out = p.on_ack(2, "op#1", 5);
+        assert!(matches!(&out[..], [Command::WriteMetadata { id: 2, handles }] if handles["src#0"] == 9), "{out:?}");
+        assert_eq!(p.finished_in(1).collect::<Vec<_>>(), ["src#0"]);
+    }
+
+    #[test]
+    fn a_task_that_acknowledged_before_it_finished_keeps_its_acknowledgement() {
+        let mut p = protocol();
+        p.tick(0);
+        assert!(p.on_ack(1, "src#0", 1).is_empty());
+        assert!(p.task_finished("src#0", 9).is_empty(), "its barrier went out: its position stands");
+        assert_eq!(p.finished_in(1).count(), 0, "checkpoint 1 has it where its barrier was");
+        assert_eq!(p.finished_in(2).collect::<Vec<_>>(), ["src#0"]);
+        p.on_ack(1, "op#0", 2);
+        let out = p.on_ack(1, "op#1", 3);
+        assert!(matches!(&out[..], [Command::WriteMetadata { id: 1, handles }] if handles["src#0"] == 1), "{out:?}");
+        // A savepoint when every task finished needs no acknowledgement.
+        let mut p: Protocol<u32> = Protocol::new(config(), ["a#0".to_string()], None);
+        p.task_finished("a#0", 7);
+        p.request_savepoint();
+        let out = p.tick(0);
+        assert!(matches!(
+            &out[..],
+            [Command::Trigger { id: 1, savepoint: true }, Command::WriteMetadata { id: 1, .. }]
+        ));
     }
 
     #[test]

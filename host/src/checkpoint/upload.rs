@@ -89,6 +89,8 @@ pub struct Uploader {
     shared: Option<Arc<Mutex<SharedFiles>>>,
     /// What uploads wait for before they start ([`Self::start_after`]).
     after: Option<crossbeam_channel::Receiver<()>>,
+    /// The upload threads that may still run ([`Self::wait_for_uploads`]).
+    running: Mutex<Vec<std::thread::JoinHandle<()>>>,
 }
 
 /// How long an upload waits for [`Uploader::start_after`]'s gate at most.
@@ -126,6 +128,21 @@ impl Uploader {
             last_size: Arc::new(AtomicUsize::new(0)),
             shared: None,
             after: None,
+            running: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// Returns once every upload started has reported its result. A
+    /// subtask that ends waits here, so its part of the checkpoint in
+    /// flight reaches the coordinator before its end does: the end of a
+    /// subtask still awaited cancels that checkpoint, which must not
+    /// happen to one it already took its snapshot for.
+    pub fn wait_for_uploads(&self) {
+        let running = std::mem::take(&mut *self.running.lock().unwrap_or_else(|e| e.into_inner()));
+        for thread in running {
+            // A thread that panicked reported nothing; the checkpoint
+            // times out as with any lost acknowledgement.
+            let _ = thread.join();
         }
     }
 
@@ -267,8 +284,11 @@ impl Uploader {
             done(work());
         });
         match spawned {
-            Ok(_) => {
+            Ok(thread) => {
                 let _ = tx.send((work, done));
+                let mut running = self.running.lock().unwrap_or_else(|e| e.into_inner());
+                running.retain(|t| !t.is_finished());
+                running.push(thread);
             }
             Err(e) => done(Err(CheckpointError::Thread(e))),
         }

@@ -33,6 +33,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use thiserror::Error;
 
+mod finished;
 mod swapped;
 
 /// Why checkpointing fails the job.
@@ -133,8 +134,8 @@ pub struct Checkpoints {
 pub struct Attempt<'a> {
     pub(super) cp: &'a mut Checkpoints,
     pub(super) protocol: Protocol<TaskSnapshot>,
-    tasks: HashMap<String, TaskId>,
-    parallelism: HashMap<String, u32>,
+    pub(super) tasks: HashMap<String, TaskId>,
+    pub(super) parallelism: HashMap<String, u32>,
     pub(super) sources: Vec<Sender<Control>>,
     pub(super) everyone: Vec<Sender<Control>>,
     triggered: HashMap<CheckpointId, (Instant, i64)>,
@@ -142,7 +143,8 @@ pub struct Attempt<'a> {
     pub(super) stored: HashMap<CheckpointId, Vec<String>>,
     /// Shared files of checkpoints whose metadata was written.
     shared_of: HashMap<CheckpointId, Vec<String>>,
-    /// Set once a source finished (or a stop completed): no more triggers.
+    /// Set once every source finished, a task other than a source finished
+    /// its work, or a stop completed: no more triggers ([`finished`]).
     pub(super) stopped: bool,
     started: Instant,
     /// The savepoint asked for and not finished.
@@ -436,24 +438,6 @@ impl Attempt<'_> {
         self.execute(commands)
     }
 
-    /// Source `task` finished: nothing more is triggered, and a checkpoint
-    /// it never saw cannot complete.
-    pub fn on_source_finished(&mut self, task: &TaskId) {
-        self.stopped = true;
-        if self.protocol.awaits(&task.to_string()) {
-            let now = self.now_ms();
-            if let Some(id) = self.protocol.cancel_in_flight(now) {
-                tracing::debug!(checkpoint = id, "abandoned: a source finished before its barrier");
-                self.discard(id, "abandoned: a source finished before its barrier");
-            }
-        }
-        // A savepoint not triggered, or abandoned above, cannot complete.
-        let in_flight = self.protocol.in_flight();
-        if self.savepoint.as_ref().is_some_and(|p| p.id.is_none() || p.id != in_flight) {
-            self.fail_savepoint("the job's input ended before the savepoint was taken".into());
-        }
-    }
-
     /// One line for the progress display: the latest checkpoint, failures.
     pub fn status(&self) -> String {
         let s = &self.cp.stats;
@@ -501,7 +485,9 @@ impl Attempt<'_> {
                 Command::Trigger { id, savepoint } => {
                     self.cp.highest_id = self.cp.highest_id.max(id);
                     self.triggered.insert(id, (Instant::now(), now_ms()));
-                    self.cp.history.triggered(id, savepoint, self.protocol.task_count() as u32);
+                    // Finished sources acknowledge through the protocol, not as tasks.
+                    let acks = self.protocol.tasks().filter(|t| !self.protocol.has_finished(t)).count();
+                    self.cp.history.triggered(id, savepoint, acks as u32);
                     let kind = if savepoint { self.savepoint_barrier(id) } else { BarrierKind::Checkpoint };
                     tracing::debug!(checkpoint = id, savepoint, "triggered");
                     let rescale = self.rescale.take();
@@ -649,6 +635,7 @@ impl Attempt<'_> {
             max_parallelism: self.cp.max_parallelism,
             operators,
             sources,
+            finished_sources: self.finished_sources(id),
             sinks,
             // Swaps that took effect at an earlier barrier: this state is
             // the swapped module's.

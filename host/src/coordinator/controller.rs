@@ -248,6 +248,8 @@ impl<'a> Controller<'a> {
                 self.work_ended = true;
                 if self.plan.node(&task.node).is_some_and(|n| n.role == Role::Source) {
                     self.on_source_finished(&task);
+                } else if !failing {
+                    self.checkpoints.on_task_ended(&task);
                 }
                 self.counters.set(task, c);
                 Ok(())
@@ -283,7 +285,10 @@ impl<'a> Controller<'a> {
                 self.checkpoints.on_swap_prepared(&task, id, result);
                 Ok(())
             }
+            TaskEvent::SourceEnded { task, position } if !failing => self.checkpoints.on_source_ended(&task, position),
+            TaskEvent::SourceEnded { .. } => Ok(()),
             TaskEvent::SinkEnded { task, state, counters } => {
+                self.checkpoints.on_task_ended(&task);
                 self.sinks_waiting += 1;
                 if let Some(s) = state {
                     self.sink_states.insert(task.node.to_string(), s);
@@ -297,9 +302,14 @@ impl<'a> Controller<'a> {
         }
     }
 
+    /// Source subtask `task` ended (its input read to the end, or stopped
+    /// with a savepoint): checkpoints go on while another source runs.
     fn on_source_finished(&mut self, task: &TaskId) {
         self.sources_left -= 1;
-        self.checkpoints.on_source_finished(task);
+        tracing::debug!(task = %task, sources_left = self.sources_left, "source ended");
+        if self.sources_left == 0 {
+            self.checkpoints.on_sources_done();
+        }
         let stopped = self.checkpoints.stopped_with().is_some();
         if self.sources_left == 0 && !stopped && self.state.allows(JobState::Finishing) {
             self.move_to(JobState::Finishing);

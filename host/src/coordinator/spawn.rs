@@ -249,13 +249,15 @@ fn task_body(
         Role::Source => {
             let source = a.connectors.sources[node].clone();
             let position = a.restore.as_ref().and_then(|r| r.metadata.sources.get(node)).cloned().unwrap_or_default();
+            let finished = a.restore.as_ref().is_some_and(|r| r.metadata.finished_sources.contains(node));
             let (lag, rate) = (source.watermark_lag_ms(), source.records_per_second());
             let id = t.id.node.clone();
             let batching = (settings.batch_size, settings.max_batch_delay);
             let info = SubtaskInfo { subtask: t.id.subtask, parallelism, idle_timeout: settings.idle_timeout };
             Box::new(move || {
                 let control = inputs.into_control();
-                let ctx = SourceContext::new(id, info, router, reporter, control, batching, position, lag, rate);
+                let ctx = SourceContext::new(id, info, router, reporter, control, batching, position, lag, rate)
+                    .finished_before(finished);
                 run_source(source.as_ref(), ctx)
             })
         }

@@ -116,6 +116,16 @@ pub enum TaskEvent {
         /// Why.
         reason: CheckpointError,
     },
+    /// A source subtask read its input to the end and ended its stream at
+    /// `position`: it acknowledges every checkpoint from now on as
+    /// finished (sent before its `Finished`; never after a stop with
+    /// savepoint, which is no end of the input).
+    SourceEnded {
+        /// Which source subtask.
+        task: TaskId,
+        /// Its position at the end.
+        position: crate::checkpoint::metadata::SourcePosition,
+    },
     /// A sink reached the end of its input: it waits for the final
     /// checkpoint (with this position) before publishing its last output.
     SinkEnded {

@@ -506,6 +506,24 @@ mod tests {
     }
 
     #[test]
+    fn a_finished_inputs_records_come_before_a_barrier_it_never_sends() {
+        // A source that finished before its barrier: its channel's last
+        // records, then its end, count before the barrier of the others.
+        let (tx, mut inputs, _ctl) = inputs(2, None);
+        tx[1].send(Message::Barrier(Barrier::checkpoint(4))).unwrap();
+        tx[1].send(data("b-after")).unwrap();
+        tx[0].send(data("a-last")).unwrap();
+        tx[0].send(Message::Watermark(i64::MAX)).unwrap();
+        tx[0].send(Message::EndOfInput).unwrap();
+        assert_eq!(tag(inputs.next_batch()), "a-last");
+        assert_eq!(tag(inputs.next_batch()), "barrier 4", "aligned on the input left, once the other ended");
+        assert_eq!(tag(inputs.next_batch()), "b-after");
+        // Later barriers align on the remaining input alone.
+        tx[1].send(Message::Barrier(Barrier::checkpoint(5))).unwrap();
+        assert_eq!(tag(inputs.next_batch()), "barrier 5");
+    }
+
+    #[test]
     fn an_aligned_rescale_barrier_replaces_the_old_subtasks_channels_by_the_new_ones() {
         use crate::runtime::message::{BarrierKind, RescaleOrder};
         let owner = TaskId { node: "sink".into(), subtask: 0 };

@@ -294,6 +294,8 @@ impl OperatorTask {
         self.shadow.end();
         self.store_last_recording();
         self.router.end().map_err(|e| self.route_error(e))?;
+        // Its part of the checkpoint in flight is reported before its end.
+        self.uploader.wait_for_uploads();
         self.fill(&mut counters);
         Ok(counters)
     }

@@ -5,7 +5,7 @@
 //! handshake), so a connector only reads its input and keeps its position.
 
 use super::error::{ConnectorError, TaskError};
-use super::events::{AckTiming, Counters, Reporter, TaskSnapshot};
+use super::events::{AckTiming, Counters, Reporter, TaskEvent, TaskSnapshot};
 use super::message::{Barrier, Control, SavepointEnd};
 use super::router::{RouteError, Router};
 use crate::checkpoint::metadata::{PartitionOffsets, SourcePosition};
@@ -50,6 +50,11 @@ impl From<TaskError> for Halt {
 
 /// Runs `source` in `ctx` to its end (or its stop with a savepoint).
 pub fn run_source(source: &dyn Source, mut ctx: SourceContext) -> Result<Counters, TaskError> {
+    if ctx.finished_before {
+        // Restored from a checkpoint taken after it had finished: it reads
+        // nothing again, and only ends its stream.
+        return ctx.finish();
+    }
     match source.run(&mut ctx) {
         Ok(()) => ctx.finish(),
         Err(Halt::Stopped) => Ok(ctx.counters),
@@ -112,6 +117,8 @@ pub struct SourceContext {
     acknowledged: Vec<(u64, PartitionOffsets)>,
     /// The position of the latest completed checkpoint, not yet taken.
     completed: Option<PartitionOffsets>,
+    /// The checkpoint it restores from was taken after it had finished.
+    finished_before: bool,
 }
 
 /// Where one source subtask sits in its source and its job.
@@ -167,7 +174,15 @@ impl SourceContext {
             idle_timeout: info.idle_timeout,
             acknowledged: Vec::new(),
             completed: None,
+            finished_before: false,
         }
+    }
+
+    /// The checkpoint it restores from was taken after this source had
+    /// finished: it reads nothing and only ends its stream.
+    pub fn finished_before(mut self, finished: bool) -> Self {
+        self.finished_before = finished;
+        self
     }
 
     /// A partitioned source's position in the latest checkpoint that
@@ -451,6 +466,16 @@ impl SourceContext {
             Err(Halt::Stopped) => return Ok(self.counters),
             Err(Halt::Failed(e)) => return Err(e),
         }
+        // Every record is routed: from here the coordinator acknowledges
+        // checkpoints for it, with this position. Said before its stream
+        // ends, so the coordinator hears of it before any task downstream
+        // can end; a checkpoint it acknowledges so still waits downstream
+        // for this end, which counts as the barrier there.
+        let position = match self.partitions.take() {
+            Some(p) => SourcePosition::Partitions(p),
+            None => SourcePosition::Offset(self.position),
+        };
+        self.reporter.send(TaskEvent::SourceEnded { task: self.reporter.id().clone(), position });
         self.router.watermark(i64::MAX).map_err(|e| self.route_error(e))?;
         self.router.end().map_err(|e| self.route_error(e))?;
         self.counters.records_out = self.router.records_out();
