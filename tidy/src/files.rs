@@ -6,7 +6,11 @@ use std::path::{Path, PathBuf};
 
 /// The repository's root (this crate is `<root>/tidy`).
 pub fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("tidy/ is inside the repository").to_path_buf()
+    // Read when the test runs (cargo sets it then too): a binary built in
+    // one checkout sharing the target directory may run in another.
+    let manifest =
+        std::env::var_os("CARGO_MANIFEST_DIR").map_or_else(|| env!("CARGO_MANIFEST_DIR").into(), PathBuf::from);
+    manifest.parent().expect("the crate is inside the repository").to_path_buf()
 }
 
 /// Every `.rs` file under `dir`, but for build output (`target`, `output`)
