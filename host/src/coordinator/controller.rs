@@ -4,8 +4,8 @@
 //! ([`JobState`]). Each input has a method of its own; the loop that feeds
 //! them is a few lines.
 
-use super::JobError;
 use super::checkpointing::{Attempt as Checkpointing, CheckpointingError};
+use super::error::JobError;
 use super::hand_over::HandOver;
 use super::job_state::JobState;
 use super::modules::SwapModuleError;
@@ -13,11 +13,12 @@ use super::plan::{Plan, Role};
 use super::progress::Progress;
 use super::report::{JobReport, TaskCounters};
 use super::rescale::PendingRescale;
+use super::run_info::RunInfo;
 use super::savepoints::SwapReply;
 use super::shadow::{ShadowReply, Shadows};
 use super::spawn::Started;
 use super::views::{checkpoint_config, graph, run_status};
-use crate::api::{JobGraph, Metrics, ModuleInfo, Request, RequestError, Restart, ShadowRequest, Status, SwapRequest};
+use crate::api::{JobGraph, Metrics, Request, RequestError, ShadowRequest, Status, SwapRequest};
 use crate::checkpoint::metadata::SinkState;
 use crate::config::LoadedJob;
 use crate::runtime::message::Control;
@@ -32,28 +33,6 @@ use std::time::{Duration, Instant};
 
 /// How long a swap's module may take to read and compile.
 const SWAP_COMPILE_TIMEOUT: Duration = Duration::from_secs(300);
-
-/// What the controller of each attempt knows of the run as a whole.
-#[derive(Debug)]
-pub struct RunInfo {
-    /// When the run (not the attempt) started.
-    pub started: Instant,
-    /// The same, in milliseconds since the epoch.
-    pub start_time_ms: u64,
-    /// Its restarts so far.
-    pub restarts: Vec<Restart>,
-    /// Each operator's module as the run started it, by uid.
-    pub modules: BTreeMap<String, ModuleInfo>,
-    /// Guest traps and interruptions that failed an attempt, by operator
-    /// subtask.
-    pub guest_failures: BTreeMap<(String, u32), (u64, u64)>,
-}
-
-impl RunInfo {
-    pub(super) fn uptime_ms(&self) -> u64 {
-        self.started.elapsed().as_millis() as u64
-    }
-}
 
 /// A swap or shadow run waiting for its module to compile.
 pub(super) struct Compiling {

@@ -16,8 +16,7 @@
 //! modules it resumes with, and the job file's module of each operator
 //! that records its input (for `host replay`), into its own store.
 
-use super::JobError;
-use super::start::StartError;
+use super::error::{JobError, StartError};
 use crate::checkpoint::metadata::{RecordedModule, SwappedModule};
 use crate::checkpoint::modules::{self as store, ModuleStoreError};
 use crate::checkpoint::restore::Restored;

@@ -4,9 +4,9 @@
 //! the job; actions are refused until the next attempt runs.
 
 use super::checkpointing::Checkpoints;
-use super::controller::RunInfo;
 use super::job_state::JobState;
 use super::plan::Plan;
+use super::run_info::RunInfo;
 use super::views::{checkpoint_config, graph, run_status};
 use crate::api::{Metrics, Request, RequestError};
 use crate::config::LoadedJob;

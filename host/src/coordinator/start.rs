@@ -7,19 +7,17 @@
 //! (written by an earlier version, or the copy missing or altered): its
 //! state belongs to a module no resume may load from elsewhere.
 
-use super::JobError;
+use super::error::{JobError, StartError};
 use crate::checkpoint::leftovers::{self, Inherited, Sweep};
-use crate::checkpoint::modules::{self, ModuleStoreError};
+use crate::checkpoint::modules;
 use crate::checkpoint::restore::origin::{self, Origin};
 use crate::checkpoint::restore::{self, RestoreError, Restored, Target};
 use crate::checkpoint::storage::{CLAIM_IDS, CheckpointStorage, LogPosition};
 use crate::config::LoadedJob;
 use crate::config::job::JobSpec;
 use crate::config::units::human_bytes;
-use crate::fault::{Classify, Domain, RetryHint};
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use thiserror::Error;
 
 /// Where a run starts from.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -54,88 +52,6 @@ impl StartFrom {
             StartFrom::Checkpoint { allow_non_restored_state: true, .. }
                 | StartFrom::Savepoint { allow_non_restored_state: true, .. }
         )
-    }
-}
-
-/// Why a run cannot start as asked.
-#[derive(Debug, Error)]
-#[non_exhaustive]
-pub enum StartError {
-    /// `--resume` with checkpoints in host memory.
-    #[error(
-        "--resume needs state.checkpoints.dir: job '{job}' keeps checkpoints in host memory, which end with the process"
-    )]
-    ResumeNeedsDir {
-        /// The job.
-        job: String,
-    },
-    /// A fresh run would collide with the job's checkpoints.
-    #[error(
-        "job '{job}' already has checkpoints in {dir} (latest chk-{latest}): run with --resume to continue from them, or delete that directory to start over"
-    )]
-    HasCheckpoints {
-        /// The job.
-        job: String,
-        /// Its checkpoint directory.
-        dir: String,
-        /// The latest id there.
-        latest: u64,
-    },
-    /// The checkpoint holds state of operators the job no longer has.
-    #[error(
-        "{location} holds state of operator(s) {operators}, which the job no longer has (operators are matched by uid): restore with --allow-non-restored-state to drop it"
-    )]
-    NonRestoredState {
-        /// The checkpoint.
-        location: String,
-        /// The operators, quoted.
-        operators: String,
-    },
-    /// The module a restored checkpoint's state belongs to cannot be
-    /// loaded from the checkpoint's module store.
-    #[error(
-        "operator '{uid}': {checkpoint} holds the state of a module swapped in while the job ran ({path}, SHA-256 {sha256}), which is loaded only from the job's module store, and cannot be: {why}; restore an earlier checkpoint or the savepoint the swap took, or name the module to run in the job file"
-    )]
-    SwappedModuleGone {
-        /// The operator.
-        uid: String,
-        /// The checkpoint.
-        checkpoint: String,
-        /// Where the module was swapped in from (never read).
-        path: String,
-        /// Its recorded SHA-256.
-        sha256: String,
-        /// What is wrong.
-        why: String,
-    },
-    /// A module the run's checkpoints will name cannot be kept in the job's
-    /// module store.
-    #[error("operator '{uid}': cannot keep module {path} in {store}/modules: {cause}")]
-    KeepModule {
-        /// The operator.
-        uid: String,
-        /// The module.
-        path: String,
-        /// The job's directory.
-        store: String,
-        /// Why.
-        cause: Box<ModuleStoreError>,
-    },
-}
-
-impl Classify for StartError {
-    fn domain(&self) -> Domain {
-        match self {
-            StartError::KeepModule { cause, .. } => cause.domain(),
-            _ => Domain::User,
-        }
-    }
-
-    fn retry(&self) -> RetryHint {
-        match self {
-            StartError::KeepModule { cause, .. } => cause.retry(),
-            _ => RetryHint::NoRetry,
-        }
     }
 }
 

@@ -4,9 +4,9 @@
 //! both answer with these.
 
 use super::checkpointing::Checkpoints;
-use super::controller::RunInfo;
 use super::job_state::JobState;
 use super::plan::{Plan, Role};
+use super::run_info::RunInfo;
 use crate::api::{CheckpointConfig, GraphEdge, GraphNode, JobGraph, Status};
 use crate::config::{BackendKind, LoadedJob};
 use std::time::Duration;
