@@ -83,7 +83,7 @@ const KNOWN_CYCLES: &[&[&str]] = &[
     &["control/dashboard.rs", "control/dashboard/html.rs"],
     &["coordinator/checkpointing.rs", "coordinator/savepoints.rs"],
     // The controller and the drivers still written as its impl blocks.
-    &["coordinator/controller.rs", "coordinator/hand_over.rs", "coordinator/rescale.rs", "coordinator/shadow.rs"],
+    &["coordinator/controller.rs", "coordinator/rescale.rs", "coordinator/shadow.rs"],
     &[
         "state/backend.rs",
         "state/handoff.rs",

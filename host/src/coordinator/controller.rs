@@ -6,7 +6,7 @@
 
 use super::checkpointing::{Attempt as Checkpointing, CheckpointingError};
 use super::error::JobError;
-use super::hand_over::HandOver;
+use super::hand_over::{self, Ask, HandOver};
 use super::job_state::JobState;
 use super::modules::SwapModuleError;
 use super::plan::{Plan, Role};
@@ -382,7 +382,15 @@ impl<'a> Controller<'a> {
                     Ok(c) => c.request_savepoint(request, settings.savepoint_dir.as_deref(), &settings.storage, reply),
                 }
             }
-            Request::HandOver(reply) => self.start_hand_over(reply),
+            Request::HandOver(reply) => {
+                let refused = match self.accepting() {
+                    Err(e) => Some(e),
+                    Ok(c) if !c.cp.periodic() => Some(RequestError::Refused("the job takes no checkpoints".into())),
+                    Ok(_) => None,
+                };
+                self.hand_over = HandOver::start(reply, refused);
+                self.follow_hand_over();
+            }
             Request::Swap(request, reply) => self.start_swap(request, reply, compiler),
             Request::Rescale(request, reply) => self.start_rescale(request, reply),
             Request::Shadow(request, reply) => match self.check_shadow(&request) {
@@ -547,7 +555,7 @@ impl<'a> Controller<'a> {
         if let Err(e) = result {
             self.fail(e.into());
         }
-        self.answer_hand_over();
+        self.follow_hand_over();
         self.follow_rescale();
         self.follow_shadow();
         self.follow_savepoint();
@@ -556,6 +564,22 @@ impl<'a> Controller<'a> {
             let (read, written) = self.counters.totals(&self.plan.nodes);
             self.progress.set_checkpoints(self.periodic().map(|c| c.status()));
             self.progress.update(read, written);
+        }
+    }
+
+    /// Shows the hand-over under way the checkpoints, and triggers the one
+    /// it asks for.
+    fn follow_hand_over(&mut self) {
+        let Some(h) = self.hand_over.as_mut() else { return };
+        let c = &mut self.checkpoints;
+        let view = hand_over::View {
+            changing: c.savepoint_pending() || self.rescale.is_some(),
+            in_flight: c.protocol.in_flight(),
+            next_id: c.protocol.next_id(),
+            latest: c.cp.stats.latest,
+        };
+        if h.follow(view) == Ask::Checkpoint {
+            c.protocol.request_checkpoint();
         }
     }
 
