@@ -388,8 +388,11 @@ impl<'a> Controller<'a> {
                     Ok(c) if !c.cp.periodic() => Some(RequestError::Refused("the job takes no checkpoints".into())),
                     Ok(_) => None,
                 };
-                self.hand_over = HandOver::start(reply, refused);
-                self.follow_hand_over();
+                // A refused request leaves a hand-over under way as it is.
+                if let Some(h) = HandOver::start(reply, refused) {
+                    self.hand_over = Some(h);
+                    self.follow_hand_over();
+                }
             }
             Request::Swap(request, reply) => self.start_swap(request, reply, compiler),
             Request::Rescale(request, reply) => self.start_rescale(request, reply),
