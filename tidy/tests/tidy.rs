@@ -81,9 +81,6 @@ const KNOWN_CYCLES: &[&[&str]] = &[
     ],
     &["control/access.rs", "control/connections.rs", "control/server.rs"],
     &["control/dashboard.rs", "control/dashboard/html.rs"],
-    &["coordinator/checkpointing.rs", "coordinator/savepoints.rs"],
-    // The controller and the drivers still written as its impl blocks.
-    &["coordinator/controller.rs", "coordinator/rescale.rs", "coordinator/shadow.rs"],
     &[
         "state/backend.rs",
         "state/handoff.rs",

@@ -10,7 +10,6 @@
 //! [`Protocol`] and the channels to that attempt's tasks.
 
 use super::history::History;
-use super::savepoints::{PendingSavepoint, PendingSwap};
 use crate::api::{CheckpointMetrics, SavepointDone};
 use crate::checkpoint::metadata::{CheckpointMetadata, RecordedModule, SwappedModule};
 use crate::checkpoint::protocol::{CheckpointId, Command, Protocol, ProtocolConfig};
@@ -33,7 +32,13 @@ use thiserror::Error;
 
 mod finished;
 mod metadata;
+mod orders;
+mod pending;
+mod savepoints;
 mod swapped;
+
+use pending::{PendingSavepoint, PendingSwap};
+pub use pending::{SavepointReply, SwapReply};
 
 /// Why checkpointing fails the job.
 #[derive(Debug, Error)]
@@ -365,20 +370,6 @@ impl Attempt<'_> {
         }
         let commands = self.protocol.on_ack(id, &task.to_string(), snapshot);
         self.execute(commands)
-    }
-
-    /// Asks for a checkpoint now, whose barrier carries `order`; `controls`
-    /// reach the new subtasks it starts.
-    pub(super) fn request_rescale(&mut self, order: Arc<RescaleOrder>, controls: &[Sender<Control>]) {
-        self.everyone.extend(controls.iter().cloned());
-        self.rescale = Some(order);
-        self.protocol.request_checkpoint();
-    }
-
-    /// Asks for a checkpoint now, whose barrier forks shadow run `order`.
-    pub(super) fn request_shadow(&mut self, order: ShadowOrder) {
-        self.shadow = Some(Arc::new(order));
-        self.protocol.request_checkpoint();
     }
 
     /// The barrier of checkpoint `id` carried `order`: the operator's new

@@ -13,6 +13,7 @@
 //! over it.
 
 pub mod checkpointing;
+pub mod compiling;
 pub mod controller;
 pub mod error;
 pub mod hand_over;
@@ -27,10 +28,10 @@ pub mod restart_policy;
 pub mod restarting;
 pub mod run;
 pub mod run_info;
-pub mod savepoints;
 pub mod shadow;
 pub mod spawn;
 pub mod start;
+pub mod under_way;
 pub mod views;
 
 pub use error::{JobError, StartError};

@@ -197,7 +197,7 @@ pub fn plan_rescaled(spec: &JobSpec, rescaled: &BTreeMap<String, u32>) -> Plan {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use crate::config::{ConnectorSpec, InputSpec, OperatorSpec, SinkSpec};
 
@@ -218,7 +218,7 @@ mod tests {
     }
 
     /// Word count: lines -> tokenizer (p=2, rebalance) -> counter (p=3, key) -> out.
-    fn word_count() -> JobSpec {
+    pub(in crate::coordinator) fn word_count() -> JobSpec {
         JobSpec {
             name: "wc".into(),
             max_parallelism: 128,

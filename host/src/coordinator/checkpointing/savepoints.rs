@@ -5,7 +5,8 @@
 //! commits once every subtask of its operator opened the new module, and
 //! rolls back if any could not.
 
-use super::checkpointing::Attempt;
+use super::Attempt;
+use super::pending::{PendingSavepoint, PendingSwap, SavepointReply, SwapReply};
 use crate::api::{RequestError, SavepointDone, SavepointRequest, SwapDone};
 use crate::checkpoint::metadata::CheckpointMetadata;
 use crate::checkpoint::protocol::CheckpointId;
@@ -19,45 +20,8 @@ use crate::runtime::TaskId;
 use crate::runtime::message::{BarrierKind, Control, SavepointEnd, SwapOrder};
 use crate::wasm::OperatorModule;
 use crate::wasm::module::Loaded;
-use crossbeam_channel::Sender;
 use std::sync::Arc;
 use std::time::Instant;
-
-/// Who is waiting for a savepoint's outcome.
-pub type SavepointReply = Sender<Result<SavepointDone, RequestError>>;
-
-/// Who is waiting for a module swap's outcome.
-pub type SwapReply = Sender<Result<SwapDone, RequestError>>;
-
-/// A savepoint asked for and not finished yet.
-pub struct PendingSavepoint {
-    request: SavepointRequest,
-    /// None for a swap's savepoint (the swap answers).
-    reply: Option<SavepointReply>,
-    /// Its directory.
-    pub(super) storage: Arc<CheckpointStorage>,
-    /// Set once triggered.
-    pub(super) id: Option<CheckpointId>,
-    /// The module swap it carries, until triggered.
-    swap: Option<PendingSwap>,
-}
-
-/// A module swap: its savepoint, then every subtask's preparation.
-pub struct PendingSwap {
-    order: SwapOrder,
-    /// The new module's file and hash, for the checkpoints after it.
-    loaded: Loaded,
-    subtasks: u32,
-    reply: SwapReply,
-    /// Set once triggered.
-    id: Option<CheckpointId>,
-    /// Per subtask that reported: when its barrier came, or why it failed.
-    prepared: Vec<(u32, Result<Instant, SwapError>)>,
-    /// The savepoint, once complete.
-    done: Option<SavepointDone>,
-    /// Set once committed: the pause it caused.
-    pause_ms: Option<f64>,
-}
 
 impl Attempt<'_> {
     /// Asks for a savepoint into `request.dir` (else `default_dir`), with
