@@ -6,11 +6,10 @@
 //! is refused with 421. A run directory others can write is refused, and
 //! so is a run file another user could have planted.
 
-use super::live_job::{finish, host, start, text};
-use super::support::{JobDir, final_counts};
+use super::support::{JobDir, PATIENCE, final_counts, text, wait_until};
 use std::io::{Read, Write};
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use weir_host::connectors::generator::key_of;
 use weir_tests::{artifacts, host_command};
 
@@ -51,16 +50,11 @@ path = "out.txt"
 /// token).
 pub(super) fn endpoint(dir: &JobDir, job: &str) -> (u16, String) {
     let file = dir.path().join(".run").join(format!("{job}.json"));
-    let until = Instant::now() + Duration::from_secs(60);
-    loop {
-        if let Ok(text) = std::fs::read_to_string(&file)
-            && let Ok(run) = serde_json::from_str::<serde_json::Value>(&text)
-        {
-            return (run["port"].as_u64().unwrap() as u16, run["token"].as_str().unwrap().to_string());
-        }
-        assert!(Instant::now() < until, "no run file; log:\n{}", dir.read("run.log"));
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    let run = dir.wait_until("the run file", || {
+        let text = std::fs::read_to_string(&file).ok()?;
+        serde_json::from_str::<serde_json::Value>(&text).ok()
+    });
+    (run["port"].as_u64().unwrap() as u16, run["token"].as_str().unwrap().to_string())
 }
 
 /// `GET path` with the token, as JSON, once `ok` holds for it.
@@ -70,18 +64,10 @@ pub(super) fn wait_for(
     path: &str,
     ok: impl Fn(&serde_json::Value) -> bool,
 ) -> serde_json::Value {
-    let until = Instant::now() + Duration::from_secs(60);
-    loop {
+    wait_until(&format!("GET {path} to answer 200 with what the test waits for"), PATIENCE, || {
         let (code, body) = request(port, "GET", path, Some(token));
-        if code == 200
-            && let Ok(v) = serde_json::from_str(&body)
-            && ok(&v)
-        {
-            return v;
-        }
-        assert!(Instant::now() < until, "GET {path} never got there: {code} {body}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+        serde_json::from_str(&body).ok().filter(|v| code == 200 && ok(v))
+    })
 }
 
 /// One HTTP request to the control port: (status code, body).
@@ -119,7 +105,7 @@ fn raw_request(port: u16, request: &str) -> String {
 
 /// `host status guarded --json` answered with the job running.
 fn running(dir: &JobDir) -> bool {
-    let out = host(dir, &["status", "guarded", "--json"]);
+    let out = dir.host(&["status", "guarded", "--json"]);
     out.status.success() && serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()["state"] == "running"
 }
 
@@ -127,12 +113,8 @@ fn running(dir: &JobDir) -> bool {
 fn only_the_run_files_token_steers_the_job() {
     let dir = JobDir::new();
     write_job(&dir);
-    let child = start(&dir, &[]);
-    let until = Instant::now() + Duration::from_secs(60);
-    while !running(&dir) {
-        assert!(Instant::now() < until, "the job never answered; log:\n{}", dir.read("run.log"));
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    let child = dir.start(&[]);
+    dir.wait_until("the job to answer", || running(&dir));
 
     // The run file and its directory are the user's alone.
     let run_dir = dir.path().join(".run");
@@ -193,7 +175,7 @@ fn only_the_run_files_token_steers_the_job() {
     for args in
         [&["status", "guarded"][..], &["cancel", "guarded"], &["savepoint", "guarded", "--dir", "file:///nowhere"]]
     {
-        let out = host(&dir, args);
+        let out = dir.host(args);
         assert!(!out.status.success(), "{args:?} with a wrong token succeeded");
         let err = text(&out.stderr);
         assert!(err.contains("job 'guarded'") && err.contains("missing or wrong bearer token"), "{args:?}: {err}");
@@ -203,7 +185,7 @@ fn only_the_run_files_token_steers_the_job() {
 
     // The job was not disturbed: it ends well, with exact output, and
     // removes its run file.
-    let (ok, err) = finish(child, &dir);
+    let (ok, err) = dir.finish(child);
     assert!(ok, "{err}");
     let mut expected = std::collections::BTreeMap::new();
     for i in 0..RECORDS {

@@ -7,8 +7,7 @@
 //! evicted the oldest whatever it was doing, the owner's among them.
 
 use super::control_auth::endpoint;
-use super::live_job::{host, start, text};
-use super::support::JobDir;
+use super::support::{JobDir, text};
 use std::collections::VecDeque;
 use std::net::TcpStream;
 use std::sync::Arc;
@@ -54,10 +53,10 @@ input = "counter"
             counter = artifacts::WORD_COUNT_COUNTER
         ),
     );
-    let job = Running(start(&dir, &[]));
+    let job = Running(dir.start(&[]));
     let (port, _) = endpoint(&dir, "flooded");
     let until = Instant::now() + Duration::from_secs(60);
-    while !host(&dir, &["status", "flooded"]).status.success() {
+    while !dir.host(&["status", "flooded"]).status.success() {
         assert!(Instant::now() < until, "the job never answered; log:\n{}", dir.read("run.log"));
         std::thread::sleep(Duration::from_millis(50));
     }
@@ -90,7 +89,7 @@ input = "counter"
     let flood_before = opened.load(Ordering::Relaxed);
     let mut failures = Vec::new();
     for call in 0..CALLS {
-        let out = host(&dir, &["status", "flooded"]);
+        let out = dir.host(&["status", "flooded"]);
         if !out.status.success() || !text(&out.stdout).contains("job 'flooded' running") {
             failures.push(format!("call {call}: {}{}", text(&out.stdout), text(&out.stderr)));
         }
@@ -114,7 +113,7 @@ input = "counter"
     assert!(flood > 2 * 256, "the flood opened only {flood} connections");
     assert!(failures.is_empty(), "{} of {CALLS} calls failed:\n{}", failures.len(), failures.join("\n"));
 
-    let cancelled = host(&dir, &["cancel", "flooded"]);
+    let cancelled = dir.host(&["cancel", "flooded"]);
     assert!(cancelled.status.success(), "{}", text(&cancelled.stderr));
     drop(job);
 }

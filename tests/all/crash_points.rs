@@ -13,9 +13,8 @@ use crate::checkpoints::{
     Job, checkpointing, committed, completed_ids, files_of_incremental_checkpoints, nothing_left_behind, spawn,
     write_job,
 };
-use crate::support::{JobDir, final_counts};
+use crate::support::{JobDir, PATIENCE, final_counts, wait_until};
 use std::collections::BTreeMap;
-use std::time::{Duration, Instant};
 use weir_tests::{S3_BUCKET, S3Server, artifacts, host_command};
 
 /// The word-count job of `checkpoints.rs` on `backend`, checkpoints every
@@ -163,19 +162,7 @@ fn a_crash_during_the_final_checkpoint_loses_nothing() {
 
 /// Waits until the running job `eo` reports written records.
 fn wait_for_records_written(dir: &JobDir) {
-    let until = Instant::now() + Duration::from_secs(30);
-    loop {
-        let status = host_command(dir.path(), &["status", "eo", "--json"]).output().unwrap();
-        let written = serde_json::from_slice::<serde_json::Value>(&status.stdout)
-            .ok()
-            .and_then(|v| v["records_written"].as_u64())
-            .unwrap_or(0);
-        if status.status.success() && written > 0 {
-            return;
-        }
-        assert!(Instant::now() < until, "the job never showed progress");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    dir.wait_for_output("eo");
 }
 
 /// Starts the job with a crash armed at `point`, waits until it has
@@ -259,11 +246,9 @@ fn published_files(dir: &JobDir) -> BTreeMap<String, String> {
 
 /// Waits until the job has completed a checkpoint and written output.
 fn wait_for_checkpoint_and_output(dir: &JobDir) {
-    let until = Instant::now() + Duration::from_secs(30);
-    while completed_ids(dir).is_empty() || published_files(dir).is_empty() {
-        assert!(Instant::now() < until, "the job never completed a checkpoint");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_until("a completed checkpoint and published output", PATIENCE, || {
+        !completed_ids(dir).is_empty() && !published_files(dir).is_empty()
+    });
 }
 
 /// `--resume` after `seen` was published: it succeeds, withdraws nothing,

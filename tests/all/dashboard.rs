@@ -12,8 +12,7 @@
 //! and a rescale.
 
 use super::control_auth::{endpoint, request, request_with, wait_for};
-use super::live_job::{finish, host, start, text};
-use super::support::JobDir;
+use super::support::{JobDir, text};
 use headless_chrome::protocol::cdp::Page::CaptureScreenshotFormatOption;
 use headless_chrome::{Browser, LaunchOptions, Tab};
 use std::path::PathBuf;
@@ -160,7 +159,7 @@ const VIEW: &str = r#"
 fn the_dashboard_shows_the_running_job_and_takes_a_savepoint() {
     let dir = JobDir::new();
     write_job(&dir, 40);
-    let child = start(&dir, &[]);
+    let child = dir.start(&[]);
     let (port, token) = endpoint(&dir, JOB);
     // Running, with checkpoints for the chart.
     wait_for(port, &token, "/v1/checkpoints", |c| c["counts"]["completed"].as_u64() >= Some(2));
@@ -169,7 +168,7 @@ fn the_dashboard_shows_the_running_job_and_takes_a_savepoint() {
     let log = dir.read("run.log");
     assert!(log.contains(&format!("dashboard: http://127.0.0.1:{port}/ ")), "{log}");
     assert!(!log.contains(&token), "the token is in the log:\n{log}");
-    let out = host(&dir, &["status", JOB]);
+    let out = dir.host(&["status", JOB]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     let status = text(&out.stdout);
     let url = status
@@ -295,9 +294,9 @@ fn the_dashboard_shows_the_running_job_and_takes_a_savepoint() {
     drop(tab);
     drop(browser);
 
-    let out = host(&dir, &["cancel", JOB]);
+    let out = dir.host(&["cancel", JOB]);
     assert!(out.status.success(), "{}", text(&out.stderr));
-    let (ok, log) = finish(child, &dir);
+    let (ok, log) = dir.finish(child);
     assert!(!ok, "a cancelled run exits non-zero: {log}");
 }
 
@@ -381,7 +380,7 @@ fn the_dashboard_runs_a_shadow_and_describes_it_and_a_rescale() {
     let dir = JobDir::new();
     // More keys than the page lists (50).
     write_job(&dir, 60);
-    let child = start(&dir, &[]);
+    let child = dir.start(&[]);
     let (port, token) = endpoint(&dir, JOB);
     wait_for(port, &token, "/v1/checkpoints", |c| c["counts"]["completed"].as_u64() >= Some(1));
     let (code, body) = request(port, "GET", "/v1/shadow", Some(&token));
@@ -457,7 +456,7 @@ fn the_dashboard_runs_a_shadow_and_describes_it_and_a_rescale() {
 
     // A rescale, asked for elsewhere: the list describes it, and the graph
     // shows the new parallelism.
-    let out = host(&dir, &["rescale", JOB, "--operator", "tally", "-p", "3"]);
+    let out = dir.host(&["rescale", JOB, "--operator", "tally", "-p", "3"]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     let ops = wait_for(port, &token, "/v1/operations", |o| o[0]["kind"] == "rescale");
     let r = &ops[0]["rescale"];
@@ -483,8 +482,8 @@ fn the_dashboard_runs_a_shadow_and_describes_it_and_a_rescale() {
     drop(tab);
     drop(browser);
 
-    let out = host(&dir, &["cancel", JOB]);
+    let out = dir.host(&["cancel", JOB]);
     assert!(out.status.success(), "{}", text(&out.stderr));
-    let (ok, log) = finish(child, &dir);
+    let (ok, log) = dir.finish(child);
     assert!(!ok, "a cancelled run exits non-zero: {log}");
 }

@@ -21,9 +21,9 @@
 //! held to the same model, and a checkpoint or savepoint of a twin
 //! restores into another: each SDK's whole state model, end to end.
 
-use crate::support::JobDir;
+use crate::support::{JobDir, text};
 use std::collections::{BTreeMap, HashMap};
-use std::process::{Child, Output, Stdio};
+use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 use weir_tests::{artifacts, host_command};
 
@@ -466,19 +466,6 @@ fn spawn(dir: &JobDir, args: &[&str]) -> Child {
     host_command(dir.path(), &all).stdout(Stdio::null()).stderr(log).spawn().unwrap()
 }
 
-fn host(dir: &JobDir, args: &[&str]) -> Output {
-    host_command(dir.path(), args).output().unwrap()
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
-
-fn status(dir: &JobDir) -> Option<serde_json::Value> {
-    let out = host(dir, &["status", "every", "--json"]);
-    out.status.success().then(|| serde_json::from_slice(&out.stdout).unwrap())
-}
-
 /// Waits (up to 60 s) until the operator processed `records` main records
 /// in this run; returns when it saw that and the latest completed
 /// checkpoint.
@@ -486,7 +473,7 @@ fn wait_for_cut(dir: &JobDir, child: &mut Child, parallelism: u32, records: u64)
     let until = Instant::now() + Duration::from_secs(60);
     while Instant::now() < until {
         assert!(child.try_wait().unwrap().is_none(), "the first run ended early:\n{}", dir.read("run.log"));
-        if let Some(s) = status(dir) {
+        if let Some(s) = dir.status("every") {
             let node = |id: &str, field: &str| -> u64 {
                 let nodes = s["nodes"].as_array().unwrap();
                 nodes.iter().find(|n| n["id"] == id).and_then(|n| n[field].as_u64()).unwrap_or(0)
@@ -552,7 +539,7 @@ fn killed_and_resumed(shape: Shape, targets: &[Shape]) {
     // A checkpoint triggered after the cut was seen: its position is past it.
     let until = Instant::now() + Duration::from_secs(60);
     loop {
-        let done = status(&dir).and_then(|s| s["latest_checkpoint"].as_u64()).unwrap_or(0);
+        let done = dir.status("every").and_then(|s| s["latest_checkpoint"].as_u64()).unwrap_or(0);
         if done >= latest + 2 {
             break;
         }
@@ -625,7 +612,7 @@ fn stop_with_savepoint(dir: &JobDir, shape: Shape, args: &[&str], records: u64) 
     write_job(dir, shape, true);
     let mut child = spawn(dir, args);
     let (seen, _) = wait_for_cut(dir, &mut child, shape.parallelism, records);
-    let out = host(dir, &["savepoint", "every", "--stop"]);
+    let out = dir.host(&["savepoint", "every", "--stop"]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     let location = text(&out.stdout).trim().to_string();
     finish(dir, child);

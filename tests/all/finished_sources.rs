@@ -12,13 +12,12 @@
 //! are computed from the two inputs directly.
 
 use super::checkpoints::{committed, spawn};
-use super::savepoints::{finish, host, text};
-use super::support::{JobDir, final_counts};
+use super::support::{JobDir, PATIENCE, final_counts, text, wait_until};
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::Child;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use weir_host::connectors::generator::key_of;
 use weir_tests::artifacts;
 
@@ -29,21 +28,6 @@ const LONG: u64 = 12_000;
 const RATE: u64 = 2_000;
 const KEYS: u64 = 300;
 const SEED: u64 = 7;
-
-/// How long a wait may take on a loaded 2-core machine.
-const PATIENCE: Duration = Duration::from_secs(90);
-
-/// Waits until `done` holds, polling; panics naming `what` at the deadline.
-fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
-    let until = Instant::now() + PATIENCE;
-    while Instant::now() < until {
-        if done() {
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    panic!("{what}: not within {} s", PATIENCE.as_secs());
-}
 
 /// The short input's word for record `i`: the generator's key space, so
 /// both inputs update the same keys.
@@ -162,7 +146,9 @@ fn checkpoints_complete_and_output_is_published_after_one_source_finished() {
     let dir = JobDir::new();
     let expected = write_job(&dir);
     let mut child = spawn(&dir, &[], &[]);
-    wait_until("a checkpoint taken after the short input ended", || !after_end(dir.path(), "fs", "short").is_empty());
+    wait_until("a checkpoint taken after the short input ended", PATIENCE, || {
+        !after_end(dir.path(), "fs", "short").is_empty()
+    });
     let first = after_end(dir.path(), "fs", "short")[0];
     let published_then = published_lines(dir.path());
     let meta = &checkpoints(dir.path(), "fs")[&first];
@@ -170,7 +156,7 @@ fn checkpoints_complete_and_output_is_published_after_one_source_finished() {
     assert_eq!(meta["sources"]["short"].as_u64(), Some(short_len), "chk-{first}: the short input was read to its end");
     // More checkpoints after it while the long input still runs, and the
     // output they cover is published.
-    wait_until("three checkpoints after the short input ended, and more output published", || {
+    wait_until("three checkpoints after the short input ended, and more output published", PATIENCE, || {
         let later = checkpoints(dir.path(), "fs");
         let mid_stream = later
             .iter()
@@ -179,7 +165,7 @@ fn checkpoints_complete_and_output_is_published_after_one_source_finished() {
         mid_stream >= 3 && published_lines(dir.path()) > published_then
     });
     assert!(running(&mut child), "the long input still runs: these checkpoints were taken mid-stream");
-    let (ok, err) = finish(child);
+    let (ok, err) = dir.finish(child);
     assert!(ok, "{err}");
     assert_eq!(final_counts(&committed(dir.path())), expected, "every record once");
 }
@@ -190,7 +176,9 @@ fn a_kill_after_one_source_finished_resumes_exactly_with_that_source_still_finis
     let expected = write_job(&dir);
     let mut child = spawn(&dir, &[], &[]);
     // The short input ended, and a checkpoint completed after the first that says so.
-    wait_until("two checkpoints taken after the short input ended", || after_end(dir.path(), "fs", "short").len() >= 2);
+    wait_until("two checkpoints taken after the short input ended", PATIENCE, || {
+        after_end(dir.path(), "fs", "short").len() >= 2
+    });
     child.kill().unwrap(); // SIGKILL
     child.wait().unwrap();
     let all = checkpoints(dir.path(), "fs");
@@ -217,17 +205,17 @@ fn a_savepoint_while_one_source_finished_and_another_runs_restores_exactly() {
     let child = spawn(&dir, &[], &[]);
     // The short input emitted every record (as `host status` counts them),
     // and its end followed: the long one has seconds left.
-    wait_until("the short input read to its end", || {
-        let out = host(&dir, &["status", "fs", "--json"]);
+    wait_until("the short input read to its end", PATIENCE, || {
+        let out = dir.host(&["status", "fs", "--json"]);
         let s: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
         let nodes = s["nodes"].as_array().cloned().unwrap_or_default();
         nodes.iter().any(|n| n["id"] == "short" && n["records_out"].as_u64() == Some(SHORT))
     });
     std::thread::sleep(Duration::from_millis(500));
-    let out = host(&dir, &["savepoint", "fs", "--stop"]);
+    let out = dir.host(&["savepoint", "fs", "--stop"]);
     assert!(out.status.success(), "a savepoint while the long input runs: {}", text(&out.stderr));
     let location = text(&out.stdout).trim().to_string();
-    let (ok, err) = finish(child);
+    let (ok, err) = dir.finish(child);
     assert!(ok && err.contains(&format!("stopped with savepoint {location}")), "{err}");
     let meta = std::fs::read_to_string(Path::new(location.trim_start_matches("file://")).join("_metadata")).unwrap();
     let meta: Value = serde_json::from_str(meta.split_once('\n').unwrap().1).unwrap();
@@ -251,7 +239,7 @@ fn the_fraud_example_keeps_checkpointing_after_its_rules_end_and_resumes_exactly
     dir.write("job.toml", job);
     let expected = super::fraud_detection::expected_for(&dir);
     let mut child = spawn(&dir, &[], &[]);
-    wait_until("two checkpoints taken after the rules ended", || {
+    wait_until("two checkpoints taken after the rules ended", PATIENCE, || {
         after_end(dir.path(), "fraud-detection", "rules").len() >= 2
     });
     child.kill().unwrap(); // SIGKILL

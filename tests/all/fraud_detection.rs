@@ -7,11 +7,9 @@
 //! the same, so a savepoint of one restores into the other.
 
 use super::example_copy::ExampleCopy;
-use super::savepoints::{finish, host, start, text};
-use super::support::JobDir;
+use super::support::{JobDir, text};
 use serde_json::Value;
 use std::collections::BTreeMap;
-use std::time::{Duration, Instant};
 use weir_tests::artifacts::FRAUD_DETECTION;
 
 /// The detector in each language: (name, component).
@@ -243,18 +241,8 @@ pub(super) fn published(dir: &JobDir) -> Vec<String> {
 
 /// Waits until the running job completed `checkpoints` checkpoints.
 fn wait_for_checkpoints(dir: &JobDir, checkpoints: u64) {
-    let until = Instant::now() + Duration::from_secs(60);
-    while Instant::now() < until {
-        let out = host(dir, &["status", "fraud-detection", "--json"]);
-        if out.status.success() {
-            let s: Value = serde_json::from_slice(&out.stdout).unwrap();
-            if s["latest_checkpoint"].as_u64().unwrap_or(0) >= checkpoints {
-                return;
-            }
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    panic!("no checkpoint {checkpoints} within a minute");
+    let what = format!("checkpoint {checkpoints}");
+    dir.wait_for_status("fraud-detection", &what, |s| s["latest_checkpoint"].as_u64().unwrap_or(0) >= checkpoints);
 }
 
 /// How far the transactions had been read at a checkpoint or savepoint.
@@ -269,7 +257,7 @@ fn a_killed_detector_resumes_with_exactly_the_expected_alerts() {
     for (name, module) in detectors() {
         let dir = job_dir(&module, true);
         let expected = expected_for(&dir);
-        let mut child = start(&dir, &[]);
+        let mut child = dir.start(&[]);
         wait_for_checkpoints(&dir, 3);
         child.kill().unwrap(); // SIGKILL
         child.wait().unwrap();
@@ -296,12 +284,12 @@ fn a_savepoint_of_the_rust_detector_restores_into_the_python_detector() {
     let [(_, rust), (_, python)] = detectors();
     let dir = job_dir(&rust, true);
     let expected = expected_for(&dir);
-    let child = start(&dir, &[]);
+    let child = dir.start(&[]);
     wait_for_checkpoints(&dir, 2);
-    let out = host(&dir, &["savepoint", "fraud-detection", "--stop"]);
+    let out = dir.host(&["savepoint", "fraud-detection", "--stop"]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     let location = text(&out.stdout).trim().to_string();
-    let (ok, err) = finish(child);
+    let (ok, err) = dir.finish(child);
     assert!(ok, "{err}");
     let at = transactions_position(std::path::Path::new(location.trim_start_matches("file://")));
     assert!(at > 0 && at < dir.read("transactions.jsonl").len() as u64, "stopped mid-stream, at byte {at}");

@@ -6,7 +6,7 @@
 //! componentize-py (`WEIR_COMPONENTIZE_PY`), componentize-js
 //! (`WEIR_COMPONENTIZE_JS`), clang with wasi-libc.
 
-use super::support::final_counts;
+use super::support::{final_counts, text};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -15,10 +15,6 @@ use weir_tests::host_binary;
 /// `host new <args>` in `dir`.
 fn host_new(dir: &Path, args: &[&str]) -> Output {
     Command::new(host_binary()).arg("new").args(args).current_dir(dir).output().unwrap()
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
 }
 
 /// The tools a language's printed build command runs, put on PATH as a

@@ -3,11 +3,8 @@
 //! checkpoints), and restores exactly into the hashmap backend and into
 //! RocksDB.
 
-use super::live_job::{
-    counts_of_first, metadata, published, start, stop_with_savepoint, wait_progress, write_counter_job,
-};
+use super::live_job::{counts_of_first, metadata, stop_with_savepoint, write_counter_job};
 use super::support::{JobDir, counts_by_key, final_counts};
-use std::time::{Duration, Instant};
 
 const RECORDS: u64 = 60_000;
 const KEYS: u64 = 300;
@@ -42,18 +39,11 @@ fn types_of(meta: &serde_json::Value) -> Vec<String> {
 fn a_savepoint_of_incremental_rocksdb_is_canonical_and_restores_exactly_into_hashmap_and_rocksdb() {
     let dir = JobDir::new();
     write_counter_job(&dir, "inc", RECORDS, KEYS, 8_000, &format!("parallelism = 2\n{INCREMENTAL}"));
-    let child = start(&dir, &[]);
-    wait_progress(&dir, "inc");
+    let child = dir.start(&[]);
+    dir.wait_for_output("inc");
     // The job really checkpoints incrementally: its checkpoints hold
     // RocksDB files.
-    let until = Instant::now() + Duration::from_secs(60);
-    let types = loop {
-        if let Some(types) = a_checkpoints_handle_types(&dir, "inc") {
-            break types;
-        }
-        assert!(Instant::now() < until, "no checkpoint completed; log:\n{}", dir.read("run.log"));
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    let types = dir.wait_until("a completed checkpoint", || a_checkpoints_handle_types(&dir, "inc"));
     assert_eq!(types, ["rocksdb", "rocksdb"], "the job's checkpoints hold RocksDB files");
 
     let location = stop_with_savepoint(&dir, "inc", child);
@@ -61,7 +51,7 @@ fn a_savepoint_of_incremental_rocksdb_is_canonical_and_restores_exactly_into_has
     assert!(types.iter().all(|t| t == "inline" || t == "file"), "a savepoint holds canonical snapshots: {types:?}");
     let position = metadata(&location)["sources"]["gen"].as_u64().unwrap();
     assert!(position > 0 && position < RECORDS, "taken mid-stream: {position}");
-    let before = published(&dir);
+    let before = dir.published();
     assert_eq!(before.lines().count() as u64, position, "one line per record up to the savepoint");
     assert_eq!(final_counts(&before), counts_of_first(position, KEYS));
 
@@ -73,7 +63,7 @@ fn a_savepoint_of_incremental_rocksdb_is_canonical_and_restores_exactly_into_has
         let fresh = JobDir::new();
         write_counter_job(&fresh, "inc", RECORDS, KEYS, 1_000_000, &format!("parallelism = 3\n{backend}"));
         fresh.succeeds(&["--from-savepoint", &location]);
-        let after = published(&fresh);
+        let after = fresh.published();
         assert_eq!(after.lines().count() as u64, RECORDS - position, "{backend}: one line per record after it");
         for (k, updates) in counts_by_key(&after) {
             let from = at_savepoint.get(&k).copied().unwrap_or(0) + 1;

@@ -12,9 +12,8 @@
 //! the control API (`rest.auth = "none"`, a bind beyond loopback), nor set
 //! `[limits]`; a live rescale past the host's ceiling is refused.
 
-use super::live_job::{counts_of_first, published, write_counter_job};
-use super::savepoints::{finish, host, start, text, wait_running_job};
-use super::support::{JobDir, final_counts};
+use super::live_job::{counts_of_first, write_counter_job};
+use super::support::{JobDir, final_counts, text};
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::Stdio;
@@ -398,9 +397,9 @@ fn a_live_rescale_past_the_hosts_ceiling_is_refused_and_one_within_it_is_exact()
     dir.write("host.toml", "[limits]\nparallelism = 2\n");
     let (records, keys) = (6_000, 50);
     write_counter_job(&dir, "capped", records, keys, 1_500, "");
-    let child = start(&dir, &["--config", "host.toml"]);
-    wait_running_job(&dir, "capped");
-    let out = host(&dir, &["rescale", "capped", "--operator", "counter", "-p", "3"]);
+    let child = dir.start(&["--config", "host.toml"]);
+    dir.wait_for_output("capped");
+    let out = dir.host(&["rescale", "capped", "--operator", "counter", "-p", "3"]);
     assert!(!out.status.success(), "past the ceiling must be refused");
     let err = text(&out.stderr);
     assert!(
@@ -409,9 +408,9 @@ fn a_live_rescale_past_the_hosts_ceiling_is_refused_and_one_within_it_is_exact()
         ),
         "{err}"
     );
-    let out = host(&dir, &["rescale", "capped", "--operator", "counter", "-p", "2"]);
+    let out = dir.host(&["rescale", "capped", "--operator", "counter", "-p", "2"]);
     assert!(out.status.success(), "{}", text(&out.stderr));
-    let (ok, err) = finish(child);
+    let (ok, err) = dir.finish(child);
     assert!(ok, "{err}");
-    assert_eq!(final_counts(&published(&dir)), counts_of_first(records, keys));
+    assert_eq!(final_counts(&dir.published()), counts_of_first(records, keys));
 }

@@ -4,7 +4,7 @@
 //! restores at another parallelism, and the errors a user meets.
 
 use super::checkpoints::{checkpointing, crash_loop, seed};
-use super::live_job::{finish, start};
+
 use super::support::{JobDir, counts_by_key, final_counts};
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
@@ -126,11 +126,11 @@ pub(super) fn checkpoints_in(dir: &JobDir, extra: &str) -> String {
 /// Runs the job in `dir` until it wrote something, stops it with a
 /// savepoint, and returns where the savepoint is.
 fn run_then_stop_with_savepoint(dir: &JobDir) -> String {
-    let child = start(dir, &[]);
+    let child = dir.start(&[]);
     wait_for_output(dir, "wc-kafka");
     let out = host_command(dir.path(), &["savepoint", "wc-kafka", "--stop"]).output().unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let (ok, err) = finish(child, dir);
+    let (ok, err) = dir.finish(child);
     assert!(ok, "{err}");
     String::from_utf8_lossy(&out.stdout).trim().to_string()
 }
@@ -246,13 +246,13 @@ fn a_broker_that_hangs_for_seconds_mid_run_loses_and_repeats_nothing() {
     let dir = JobDir::new();
     let source = "records_per_second = 300\n[sources.properties]\n\"socket.timeout.ms\" = 1500";
     kafka_job_with(&dir, &broker, 2, source, "", &checkpoints_in(&dir, ""));
-    let mut child = start(&dir, &[]);
+    let mut child = dir.start(&[]);
     wait_for_output(&dir, "wc-kafka");
     broker.freeze();
     std::thread::sleep(Duration::from_secs(4));
     assert!(child.try_wait().unwrap().is_none(), "the job was still running while the broker hung");
     broker.thaw();
-    let (ok, err) = finish(child, &dir);
+    let (ok, err) = dir.finish(child);
     assert!(ok, "{err}");
     // librdkafka says when it gives up on requests (facility REQTMOUT).
     assert!(err.contains("REQTMOUT"), "the source's client timed out requests while the broker hung:\n{err}");
@@ -297,7 +297,7 @@ fn a_savepoint_the_job_goes_on_from_publishes_nothing_so_a_crash_after_it_repeat
     // every partition, and a subtask with none ends at once, after which
     // the job takes no more savepoints.
     kafka_job_with(&dir, &broker, 1, "records_per_second = 300", "", &settings);
-    let mut child = start(&dir, &[]);
+    let mut child = dir.start(&[]);
     wait_for_output(&dir, "wc-kafka");
     let out = host_command(dir.path(), &["savepoint", "wc-kafka"]).output().unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));

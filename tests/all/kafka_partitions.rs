@@ -7,7 +7,7 @@
 //! time back once `pipeline.idle_timeout` passes.
 
 use super::kafka::{assert_exact, checkpoints_in, expected, kafka_job_with, lines};
-use super::live_job::{finish, start};
+
 use super::support::JobDir;
 use std::time::{Duration, Instant};
 use weir_tests::artifacts::TIMER_PROBE;
@@ -48,7 +48,7 @@ fn partitions_added_to_the_input_topic_mid_run_are_read_from_their_start_exactly
     kafka_job_with(&dir, &broker, 2, source, "", &checkpoints_in(&dir, ""));
     let job = dir.read("job.toml").replace("end = \"latest\"\n", "");
     dir.write("job.toml", job);
-    let mut child = start(&dir, &[]);
+    let mut child = dir.start(&[]);
     let first = expected(&before);
     let total: u64 = first.values().sum();
     let read = wait_until(&broker, "counts", Duration::from_secs(60), |r| r.len() as u64 >= total);
@@ -64,12 +64,12 @@ fn partitions_added_to_the_input_topic_mid_run_are_read_from_their_start_exactly
     let read = wait_until(&broker, "counts", Duration::from_secs(60), |r| r.len() as u64 >= total);
     if read.len() as u64 != total {
         let _ = child.kill();
-        let (_, log) = finish(child, &dir);
+        let (_, log) = dir.finish(child);
         panic!("{} of {total} output records after partitions were added:\n{log}", read.len());
     }
     let out = host_command(dir.path(), &["savepoint", "wc-kafka", "--stop"]).output().unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let (ok, log) = finish(child, &dir);
+    let (ok, log) = dir.finish(child);
     assert!(ok, "{log}");
     assert!(log.contains("new partitions"), "the source said it found partitions:\n{log}");
     assert_exact(&broker, &want, &log);
@@ -147,7 +147,7 @@ delivery = "at-least-once"
 "#
         ),
     );
-    let mut child = start(&dir, &[]);
+    let mut child = dir.start(&[]);
     // Every `behind` timer but the last fires while the job runs: the
     // empty partition went idle, and `ahead` is past them all. (The
     // watermark trails the largest time by one ms, as Flink's; the last
@@ -159,7 +159,7 @@ delivery = "at-least-once"
         probe_lines(r).iter().any(|(k, t)| k == "timer" && *t == second_last)
     });
     let _ = child.kill();
-    let (_, log) = finish(child, &dir);
+    let (_, log) = dir.finish(child);
     let seen = probe_lines(&read);
     let fired: Vec<i64> = seen.iter().filter(|(k, _)| k == "timer").map(|(_, t)| *t).collect();
     assert!(

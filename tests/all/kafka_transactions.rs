@@ -10,7 +10,7 @@ use super::kafka::{
     as_lines, assert_exact, broker_with_lines, checkpoints_in, expected, kafka_job, kafka_job_with, lines,
     produce_lines,
 };
-use super::live_job::{finish, start};
+
 use super::support::{JobDir, counts_by_key};
 use std::time::{Duration, Instant};
 use weir_tests::host_command;
@@ -83,12 +83,12 @@ fn finish_within(mut child: std::process::Child, dir: &JobDir, limit: Duration) 
     while child.try_wait().unwrap().is_none() {
         if Instant::now() > until {
             child.kill().unwrap();
-            let (_, log) = finish(child, dir);
+            let (_, log) = dir.finish(child);
             panic!("the run did not end within {limit:?}:\n{log}");
         }
         std::thread::sleep(Duration::from_millis(100));
     }
-    finish(child, dir)
+    dir.finish(child)
 }
 
 #[test]
@@ -107,12 +107,12 @@ fn a_frozen_run_is_fenced_by_its_successor_and_nothing_it_writes_after_waking_be
     let started = Instant::now();
     // Both runs log to files: a checkpoint every 100 ms fills a pipe's
     // 64 KiB in about a minute, and a full pipe would stall the host.
-    let mut zombie = start(&first, &[]);
+    let mut zombie = first.start(&[]);
     let until = started + Duration::from_secs(90);
     while !broker.has_at_least("counts", 200, Duration::from_secs(5)) {
         if Instant::now() > until || zombie.try_wait().unwrap().is_some() {
             let _ = zombie.kill();
-            let (_, log) = finish(zombie, &first);
+            let (_, log) = first.finish(zombie);
             panic!("the first run committed no output in {:?}:\n{log}", started.elapsed());
         }
         std::thread::sleep(Duration::from_millis(200));
@@ -129,7 +129,7 @@ fn a_frozen_run_is_fenced_by_its_successor_and_nothing_it_writes_after_waking_be
     let second = JobDir::new();
     kafka_job(&second, &broker, 1, &sink, &checkpoints_in(&second, ""));
     let from = format!("file://{}", from.display());
-    let mut successor = start(&second, &["--from-checkpoint", &from]);
+    let mut successor = second.start(&["--from-checkpoint", &from]);
     // Once the successor has committed output of its own, it initialised
     // every transactional id: the frozen run's producers are fenced.
     let committed = broker.consume_all("counts").len();
@@ -137,9 +137,9 @@ fn a_frozen_run_is_fenced_by_its_successor_and_nothing_it_writes_after_waking_be
     while !broker.has_at_least("counts", committed + 1, Duration::from_secs(5)) {
         if Instant::now() > until {
             successor.kill().unwrap();
-            let (_, log) = finish(successor, &second);
+            let (_, log) = second.finish(successor);
             signal("-KILL");
-            let (_, first_log) = finish(zombie, &first);
+            let (_, first_log) = first.finish(zombie);
             panic!(
                 "the successor never committed output:\n{log}\nthe first run (frozen after {frozen_after:?}):\n{first_log}"
             );
@@ -150,7 +150,7 @@ fn a_frozen_run_is_fenced_by_its_successor_and_nothing_it_writes_after_waking_be
     let (ok, log) = finish_within(zombie, &first, Duration::from_secs(90));
     assert!(!ok, "the woken run ends in an error:\n{log}");
     assert!(log.contains("its producer is fenced"), "the woken run learnt it was fenced:\n{log}");
-    let (ok, err) = finish(successor, &second);
+    let (ok, err) = second.finish(successor);
     assert!(ok, "{err}");
     // Every word's updates 1..n once: nothing the frozen run sent after
     // the successor took over was committed.

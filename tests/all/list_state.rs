@@ -5,7 +5,7 @@
 //! exactly what one uninterrupted run would (both SDKs encode elements as
 //! postcard strings).
 
-use super::live_job::{metadata, published, start, stop_with_savepoint};
+use super::live_job::{metadata, stop_with_savepoint};
 use super::support::JobDir;
 use std::collections::BTreeMap;
 use weir_tests::script_guest;
@@ -75,13 +75,13 @@ fn expected() -> String {
 fn savepoint_restores_into(first: &str, second: &str) {
     let dir = JobDir::new();
     write_job(&dir, &script_guest(first), 100);
-    let location = stop_with_savepoint(&dir, "lists", start(&dir, &[]));
+    let location = stop_with_savepoint(&dir, "lists", dir.start(&[]));
     let position = metadata(&location)["sources"]["lines"].as_u64().unwrap();
     let size = input().iter().map(|l| l.len() as u64 + 1).sum::<u64>();
     assert!(position > 0 && position < size, "taken mid-stream: byte {position} of {size}");
     write_job(&dir, &script_guest(second), 1_000_000);
     dir.succeeds(&["--from-savepoint", &location]);
-    let all = published(&dir);
+    let all = dir.published();
     assert_eq!(all.lines().count(), RECORDS, "one line per record");
     assert_eq!(all, expected(), "{first}, then {second} from the savepoint");
 }

@@ -4,65 +4,21 @@
 //! counter, into a transactional file sink) that savepoint tests restore
 //! under other settings.
 
-use super::support::JobDir;
+use super::support::{JobDir, text};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::process::{Child, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Child;
 use weir_host::connectors::generator::key_of;
-use weir_tests::{artifacts, host_command};
-
-/// `host run job.toml <args>` in the background; its stderr goes to
-/// `run.log` in the job directory (a pipe nobody reads could fill up and
-/// stall the host).
-pub fn start(dir: &JobDir, args: &[&str]) -> Child {
-    let mut all = vec!["run", "job.toml"];
-    all.extend_from_slice(args);
-    let log = std::fs::File::create(dir.path().join("run.log")).unwrap();
-    host_command(dir.path(), &all).stdout(Stdio::null()).stderr(Stdio::from(log)).spawn().unwrap()
-}
-
-/// Waits for the background run to end: (success, its stderr).
-pub fn finish(mut child: Child, dir: &JobDir) -> (bool, String) {
-    let status = child.wait().unwrap();
-    (status.success(), dir.read("run.log"))
-}
-
-/// `host <args>` in the job directory, to completion.
-pub fn host(dir: &JobDir, args: &[&str]) -> Output {
-    host_command(dir.path(), args).output().unwrap()
-}
-
-pub fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
-
-/// Waits until job `job` answers `host status` and its sinks wrote
-/// something.
-pub fn wait_progress(dir: &JobDir, job: &str) {
-    // Generous: a Python or JavaScript component compiles first.
-    let until = Instant::now() + Duration::from_secs(120);
-    while Instant::now() < until {
-        let out = host(dir, &["status", job, "--json"]);
-        if out.status.success() {
-            let s: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-            if s["records_written"].as_u64().unwrap_or(0) > 0 {
-                return;
-            }
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    panic!("job '{job}' never showed progress; its log:\n{}", dir.read("run.log"));
-}
+use weir_tests::artifacts;
 
 /// `host savepoint <job> --stop` on a job started with [`start`]: waits for
 /// the run to end and returns the savepoint's location.
 pub fn stop_with_savepoint(dir: &JobDir, job: &str, child: Child) -> String {
-    wait_progress(dir, job);
-    let out = host(dir, &["savepoint", job, "--stop"]);
+    dir.wait_for_output(job);
+    let out = dir.host(&["savepoint", job, "--stop"]);
     assert!(out.status.success(), "savepoint --stop: {}\nthe job's log:\n{}", text(&out.stderr), dir.read("run.log"));
     let location = text(&out.stdout).trim().to_string();
-    let (ok, err) = finish(child, dir);
+    let (ok, err) = dir.finish(child);
     assert!(ok, "the stopped run failed:\n{err}");
     assert!(err.contains(&format!("stopped with savepoint {location}")), "{err}");
     location
@@ -78,18 +34,6 @@ pub fn local(location: &str) -> PathBuf {
 pub fn metadata(location: &str) -> serde_json::Value {
     let text = std::fs::read_to_string(local(location).join("_metadata")).unwrap();
     serde_json::from_str(text.split_once('\n').unwrap().1).unwrap()
-}
-
-/// Every published line of the transactional sink in `out/`, part files in
-/// name order.
-pub fn published(dir: &JobDir) -> String {
-    let mut names: Vec<_> = std::fs::read_dir(dir.path().join("out"))
-        .unwrap()
-        .map(|e| e.unwrap().file_name().into_string().unwrap())
-        .filter(|n| n.starts_with("part-"))
-        .collect();
-    names.sort();
-    names.iter().map(|n| std::fs::read_to_string(dir.path().join("out").join(n)).unwrap()).collect()
 }
 
 /// The keyed-count job: `name`, `records` from the generator (seed 3,

@@ -5,10 +5,8 @@
 //! `host inspect --key-groups`), and the three runs together must count
 //! every record exactly once.
 
-use super::live_job::{
-    counts_of_first, host, metadata, published, start, stop_with_savepoint, text, write_counter_job,
-};
-use super::support::{JobDir, final_counts};
+use super::live_job::{counts_of_first, metadata, stop_with_savepoint, write_counter_job};
+use super::support::{JobDir, final_counts, text};
 use std::collections::BTreeMap;
 use weir_host::state::key_group::{key_group_of_hash, key_hash};
 
@@ -22,7 +20,7 @@ fn settings(max_parallelism: u32, parallelism: u32) -> String {
 /// Keys per key group, as `host inspect --key-groups` prints them for
 /// state `count` of the counter (summed over subtasks).
 fn inspected_key_groups(dir: &JobDir, location: &str) -> BTreeMap<u16, u64> {
-    let out = host(dir, &["inspect", location, "--key-groups"]);
+    let out = dir.host(&["inspect", location, "--key-groups"]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     let shown = text(&out.stdout);
     let mut groups = BTreeMap::new();
@@ -61,7 +59,7 @@ fn savepoints_restore_across_64_256_and_128_key_groups_with_every_key_in_its_new
 
     // 64 key groups at parallelism 2, stopped with a savepoint mid-stream.
     write_counter_job(&dir, job, RECORDS, KEYS, 8_000, &settings(64, 2));
-    let first = stop_with_savepoint(&dir, job, start(&dir, &[]));
+    let first = stop_with_savepoint(&dir, job, dir.start(&[]));
     assert_eq!(metadata(&first)["max_parallelism"], 64);
     let covered = position(&first);
     let keys_then = counts_of_first(covered, KEYS);
@@ -69,7 +67,7 @@ fn savepoints_restore_across_64_256_and_128_key_groups_with_every_key_in_its_new
 
     // Restored into 256 key groups at parallelism 3, stopped again.
     write_counter_job(&dir, job, RECORDS, KEYS, 8_000, &settings(256, 3));
-    let second = stop_with_savepoint(&dir, job, start(&dir, &["--from-savepoint", &first]));
+    let second = stop_with_savepoint(&dir, job, dir.start(&["--from-savepoint", &first]));
     assert!(dir.read("run.log").contains("re-hashed"), "{}", dir.read("run.log"));
     assert_eq!(metadata(&second)["max_parallelism"], 256);
     let covered2 = position(&second);
@@ -86,7 +84,7 @@ fn savepoints_restore_across_64_256_and_128_key_groups_with_every_key_in_its_new
 
     // Every key's updates over the three runs are 1, 2, ..., its count in
     // the whole stream: nothing lost or counted twice at either change.
-    let all = published(&dir);
+    let all = dir.published();
     assert_eq!(all.lines().count() as u64, RECORDS, "one output line per record");
     assert_eq!(final_counts(&all), counts_of_first(RECORDS, KEYS));
 }
@@ -114,7 +112,7 @@ fn a_killed_incremental_rocksdb_job_resumes_into_512_key_groups_at_the_same_para
     let job = "resume-kg";
     let backend = "parallelism = 2\nstate.backend.type = \"rocksdb\"\nstate.backend.incremental = true";
     write_counter_job(&dir, job, RECORDS, KEYS, 8_000, &format!("max_parallelism = 128\n{backend}"));
-    let mut child = start(&dir, &[]);
+    let mut child = dir.start(&[]);
     let until = std::time::Instant::now() + std::time::Duration::from_secs(60);
     while a_checkpoint_past_the_start(&dir, job).is_none() {
         assert!(std::time::Instant::now() < until, "no checkpoint completed; log:\n{}", dir.read("run.log"));
@@ -127,7 +125,7 @@ fn a_killed_incremental_rocksdb_job_resumes_into_512_key_groups_at_the_same_para
     write_counter_job(&dir, job, RECORDS, KEYS, 1_000_000, &format!("max_parallelism = 512\n{backend}"));
     let err = dir.succeeds(&["--resume"]);
     assert!(err.contains("max_parallelism = 128, the job has 512") && err.contains("re-hashed"), "{err}");
-    let all = published(&dir);
+    let all = dir.published();
     assert_eq!(all.lines().count() as u64, RECORDS, "one output line per record, none lost or repeated");
     assert_eq!(final_counts(&all), counts_of_first(RECORDS, KEYS));
 }

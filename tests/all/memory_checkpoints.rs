@@ -107,5 +107,5 @@ path = "out.txt"
     let mut left: Vec<String> =
         std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
     left.sort();
-    assert_eq!(left, [".cache", ".run", "input.txt", "job.toml", "out.txt"], "files in the job directory");
+    assert_eq!(left, [".run", "input.txt", "job.toml", "out.txt"], "files in the job directory");
 }

@@ -4,7 +4,7 @@
 //! the checkpoint directory, and the bearer token required.
 
 use super::control_auth::request;
-use super::live_job::{finish, host, start};
+
 use super::support::JobDir;
 use std::time::{Duration, Instant};
 use weir_tests::artifacts;
@@ -48,12 +48,6 @@ input = "counter"
     );
 }
 
-/// `host status scraped --json`, if the job answers.
-fn status(dir: &JobDir) -> Option<serde_json::Value> {
-    let out = host(dir, &["status", "scraped", "--json"]);
-    out.status.success().then(|| serde_json::from_slice(&out.stdout).unwrap())
-}
-
 /// The samples of one scrape: (metric name, labels, value).
 pub fn scrape(port: u16, token: &str) -> Vec<(String, std::collections::HashMap<String, String>, f64)> {
     let (code, body) = request(port, "GET", "/metrics", Some(token));
@@ -84,15 +78,10 @@ fn job_value(samples: &[(String, std::collections::HashMap<String, String>, f64)
 fn metrics_have_flinks_names_one_series_per_subtask_and_agree_with_status_and_checkpoints() {
     let dir = JobDir::new();
     write_job(&dir);
-    let child = start(&dir, &[]);
-    let until = Instant::now() + Duration::from_secs(60);
-    let before = loop {
-        if let Some(s) = status(&dir).filter(|s| s["state"] == "running" && s["records_read"].as_u64() > Some(0)) {
-            break s;
-        }
-        assert!(Instant::now() < until, "the job never ran; log:\n{}", dir.read("run.log"));
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    let child = dir.start(&[]);
+    let before = dir.wait_for_status("scraped", "records read", |s| {
+        s["state"] == "running" && s["records_read"].as_u64() > Some(0)
+    });
     let run: serde_json::Value = serde_json::from_str(&dir.read(".run/scraped.json")).unwrap();
     let (port, token) = (run["port"].as_u64().unwrap() as u16, run["token"].as_str().unwrap().to_string());
 
@@ -101,15 +90,10 @@ fn metrics_have_flinks_names_one_series_per_subtask_and_agree_with_status_and_ch
     assert_eq!(request(port, "GET", "/metrics", Some("wrong")).0, 401);
 
     // Wait for two completed checkpoints, scraping as a Prometheus server would.
-    let samples = loop {
-        let samples = scrape(port, &token);
-        if job_value(&samples, "weir_job_numberOfCompletedCheckpoints") >= 2.0 {
-            break samples;
-        }
-        assert!(Instant::now() < until, "no second checkpoint; log:\n{}", dir.read("run.log"));
-        std::thread::sleep(Duration::from_millis(100));
-    };
-    let after = status(&dir).expect("still running");
+    let samples = dir.wait_until("a second checkpoint in the metrics", || {
+        Some(scrape(port, &token)).filter(|s| job_value(s, "weir_job_numberOfCompletedCheckpoints") >= 2.0)
+    });
+    let after = dir.status("scraped").expect("still running");
 
     // One series per subtask, labelled as Flink labels them.
     let records_in: Vec<_> = samples.iter().filter(|s| s.0 == "weir_task_numRecordsIn").collect();
@@ -142,7 +126,7 @@ fn metrics_have_flinks_names_one_series_per_subtask_and_agree_with_status_and_ch
     assert_eq!(job_value(&samples, "weir_job_numRestarts"), 0.0);
     assert!(job_value(&samples, "weir_job_uptime") > 0.0);
 
-    let (ok, log) = finish(child, &dir);
+    let (ok, log) = dir.finish(child);
     assert!(ok, "{log}");
 }
 
@@ -180,9 +164,9 @@ input = "op"
 "#
         ),
     );
-    let child = start(&dir, &[]);
+    let child = dir.start(&[]);
     let until = Instant::now() + Duration::from_secs(60);
-    while status(&dir).is_none_or(|s| s["state"] != "running") {
+    while dir.status("scraped").is_none_or(|s| s["state"] != "running") {
         assert!(Instant::now() < until, "the job never ran; log:\n{}", dir.read("run.log"));
         std::thread::sleep(Duration::from_millis(50));
     }
@@ -199,7 +183,7 @@ input = "op"
         std::thread::sleep(Duration::from_millis(100));
     };
     assert_eq!(request(port, "POST", "/v1/cancel", Some(&token)).0, 200);
-    let _ = finish(child, &dir);
+    let _ = dir.finish(child);
     samples
 }
 

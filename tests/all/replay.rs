@@ -10,9 +10,8 @@
 
 use super::checkpoints::spawn;
 use super::rescales::rescaled_at;
-use super::savepoints::{finish, host, start, text, wait_running_job};
 use super::session_windows::{expected_sessions, generated_clicks};
-use super::support::JobDir;
+use super::support::{JobDir, text};
 use serde_json::Value;
 use std::time::Duration;
 use weir_tests::artifacts::{MISBEHAVE, SESSION_WINDOWS};
@@ -89,14 +88,14 @@ fn replay(dir: &JobDir, job: &str, id: u64, operator: &str, args: &[&str]) -> (b
     let chk = format!("ck/{job}/chk-{id}");
     let mut all = vec!["replay", chk.as_str(), "--operator", operator, "--json"];
     all.extend_from_slice(args);
-    let out = host(dir, &all);
+    let out = dir.host(&all);
     (out.status.success(), serde_json::from_slice(&out.stdout).ok(), text(&out.stderr))
 }
 
 /// The file source's byte position in checkpoint `id`, as `host inspect`
 /// shows it.
 fn source_position(dir: &JobDir, job: &str, id: u64) -> u64 {
-    let out = host(dir, &["inspect", &format!("ck/{job}/chk-{id}")]);
+    let out = dir.host(&["inspect", &format!("ck/{job}/chk-{id}")]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     let shown = text(&out.stdout);
     let line = shown.lines().find(|l| l.starts_with("source ")).unwrap_or_else(|| panic!("{shown}"));
@@ -192,8 +191,8 @@ fn a_recorded_session_run_replays_byte_for_byte_and_a_changed_gap_reports_the_ch
 fn the_recording_chain_survives_a_kill_and_a_resume() {
     let dir = JobDir::new();
     let clicks = write_sessions_job(&dir, "");
-    let mut child = start(&dir, &[]);
-    wait_running_job(&dir, "rec");
+    let mut child = dir.start(&[]);
+    dir.wait_for_output("rec");
     std::thread::sleep(Duration::from_millis(1500));
     child.kill().unwrap(); // SIGKILL
     child.wait().unwrap();
@@ -224,13 +223,13 @@ fn the_recording_chain_survives_a_kill_and_a_resume() {
 fn a_replay_stops_at_a_live_rescale_and_runs_on_from_the_checkpoints_after_it() {
     let dir = JobDir::new();
     write_sessions_job(&dir, "");
-    let child = start(&dir, &[]);
-    wait_running_job(&dir, "rec");
-    let out = host(&dir, &["rescale", "rec", "--operator", "sessions", "-p", "3"]);
+    let child = dir.start(&[]);
+    dir.wait_for_output("rec");
+    let out = dir.host(&["rescale", "rec", "--operator", "sessions", "-p", "3"]);
     let said = text(&out.stdout) + &text(&out.stderr);
     assert!(out.status.success(), "{said}");
     let at = rescaled_at(&said);
-    let (ok, err) = finish(child);
+    let (ok, err) = dir.finish(child);
     assert!(ok, "{err}");
     let ids = checkpoints(&dir, "rec");
     let before = *ids.iter().find(|id| **id < at).expect("a checkpoint before the rescale");

@@ -12,21 +12,18 @@
 //! operator it can, one after another, and names those a forward edge
 //! keeps as they are; an operator's own `max_parallelism` caps both.
 
-use super::savepoints::{
-    RECORDS, expected, host, published, start, text, wait_for_checkpoint_after, wait_running, wait_running_job,
-    write_job,
-};
-use super::support::{JobDir, final_counts};
+use super::savepoints::{RECORDS, expected, wait_for_checkpoint_after, write_job};
+use super::support::{JobDir, final_counts, text};
 use std::process::{Child, Output};
 use std::time::{Duration, Instant};
 
 /// `host rescale sp --operator <uid> -p <p>`.
 fn rescale(dir: &JobDir, uid: &str, p: &str) -> Output {
-    host(dir, &["rescale", "sp", "--operator", uid, "-p", p])
+    dir.host(&["rescale", "sp", "--operator", uid, "-p", p])
 }
 
 fn status(dir: &JobDir) -> serde_json::Value {
-    let out = host(dir, &["status", "sp", "--json"]);
+    let out = dir.host(&["status", "sp", "--json"]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     serde_json::from_slice(&out.stdout).unwrap()
 }
@@ -67,20 +64,20 @@ fn live_rescales_with_a_kill_after_each_keep_every_count_exact() {
     for backend in ["hashmap", "rocksdb-incremental"] {
         let dir = JobDir::new();
         write_job(&dir, 2, backend, 5_000);
-        let child = start(&dir, &[]);
-        wait_running(&dir);
+        let child = dir.start(&[]);
+        dir.wait_for_output("sp");
         rescale_then_kill(&dir, child, 2, 3);
-        let before = published(&dir).lines().count() as u64;
+        let before = dir.published().lines().count() as u64;
         assert!(before < RECORDS, "{backend}: killed mid-run, {before} lines published");
         // The job file still says 2: a resume runs 2 subtasks over the
         // state 3 wrote.
-        let child = start(&dir, &["--resume"]);
-        wait_running(&dir);
+        let child = dir.start(&["--resume"]);
+        dir.wait_for_output("sp");
         assert_eq!(counter_parallelism(&dir), 2, "{backend}");
         rescale_then_kill(&dir, child, 2, 1);
         let out = weir_tests::run_host(dir.path(), &["run", "job.toml", "--resume"]);
         assert!(out.status.success(), "{backend}: {}", text(&out.stderr));
-        let all = published(&dir);
+        let all = dir.published();
         assert_eq!(all.lines().count() as u64, RECORDS, "{backend}: one output line per record");
         assert_eq!(final_counts(&all), expected(), "{backend}");
     }
@@ -95,16 +92,16 @@ fn rescales_back_to_back_on_rocksdb_take_whole_databases_as_they_are_and_keep_co
     for backend in ["rocksdb", "rocksdb-incremental"] {
         let dir = JobDir::new();
         write_job(&dir, 2, backend, 5_000);
-        let child = start(&dir, &[]);
-        wait_running(&dir);
+        let child = dir.start(&[]);
+        dir.wait_for_output("sp");
         let out = rescale(&dir, "counter", "3");
         assert!(out.status.success(), "{backend}: {}", text(&out.stderr));
         rescale_then_kill(&dir, child, 3, 1);
-        let before = published(&dir).lines().count() as u64;
+        let before = dir.published().lines().count() as u64;
         assert!(before < RECORDS, "{backend}: killed mid-run, {before} lines published");
         let out = weir_tests::run_host(dir.path(), &["run", "job.toml", "--resume"]);
         assert!(out.status.success(), "{backend}: {}", text(&out.stderr));
-        let all = published(&dir);
+        let all = dir.published();
         assert_eq!(all.lines().count() as u64, RECORDS, "{backend}: one output line per record");
         assert_eq!(final_counts(&all), expected(), "{backend}");
     }
@@ -121,8 +118,8 @@ fn a_kill_right_after_a_rescale_resumes_from_the_checkpoint_the_rescale_took() {
         write_job(&dir, 2, backend, 5_000);
         let job = std::fs::read_to_string(dir.path().join("job.toml")).unwrap();
         dir.write("job.toml", job.replace(r#"interval = "200ms""#, r#"interval = "1h""#));
-        let mut child = start(&dir, &[]);
-        wait_running(&dir);
+        let mut child = dir.start(&[]);
+        dir.wait_for_output("sp");
         let out = rescale(&dir, "counter", "3");
         let said = text(&out.stdout) + &text(&out.stderr);
         assert!(out.status.success(), "{backend}: {said}");
@@ -133,7 +130,7 @@ fn a_kill_right_after_a_rescale_resumes_from_the_checkpoint_the_rescale_took() {
         wait_for_checkpoint_after(&dir, at - 1);
         child.kill().unwrap(); // SIGKILL
         child.wait().unwrap();
-        let before = published(&dir).lines().count() as u64;
+        let before = dir.published().lines().count() as u64;
         assert!(before > 0 && before < RECORDS, "{backend}: {before} lines published at the rescale's checkpoint");
         let out = weir_tests::run_host(dir.path(), &["run", "job.toml", "--resume"]);
         let err = text(&out.stderr);
@@ -142,7 +139,7 @@ fn a_kill_right_after_a_rescale_resumes_from_the_checkpoint_the_rescale_took() {
             err.contains(&format!("chk-{at}")),
             "{backend}: resumed from the rescale's checkpoint chk-{at}:\n{err}"
         );
-        let all = published(&dir);
+        let all = dir.published();
         assert_eq!(all.lines().count() as u64, RECORDS, "{backend}: one output line per record");
         assert_eq!(final_counts(&all), expected(), "{backend}");
     }
@@ -152,8 +149,8 @@ fn a_kill_right_after_a_rescale_resumes_from_the_checkpoint_the_rescale_took() {
 fn a_rescale_that_cannot_be_done_is_refused_with_the_reason_and_changes_nothing() {
     let dir = JobDir::new();
     write_job(&dir, 2, "hashmap", 8_000);
-    let child = start(&dir, &[]);
-    wait_running(&dir);
+    let child = dir.start(&[]);
+    dir.wait_for_output("sp");
     for (uid, p, says) in [
         ("counter", "129", "128 key groups"),
         ("counter", "0", "0 subtasks"),
@@ -169,9 +166,9 @@ fn a_rescale_that_cannot_be_done_is_refused_with_the_reason_and_changes_nothing(
     // The job goes on, rescaled once, to the end.
     let out = rescale(&dir, "counter", "4");
     assert!(out.status.success(), "{}", text(&out.stderr));
-    let (ok, err) = finish_within(child, Duration::from_secs(120));
+    let (ok, err) = finish_within(&dir, child, Duration::from_secs(120));
     assert!(ok, "{err}");
-    let all = published(&dir);
+    let all = dir.published();
     assert_eq!(all.lines().count() as u64, RECORDS);
     assert_eq!(final_counts(&all), expected());
 }
@@ -179,14 +176,11 @@ fn a_rescale_that_cannot_be_done_is_refused_with_the_reason_and_changes_nothing(
 /// `host rescale eo --operator <uid> -p <p>` on the tokenizer-counter
 /// pipeline; a refusal fails the test with the job's log.
 fn rescale_pipeline(dir: &JobDir, child: &mut Child, uid: &str, p: u32) {
-    let out = host(dir, &["rescale", "eo", "--operator", uid, "-p", &p.to_string()]);
+    let out = dir.host(&["rescale", "eo", "--operator", uid, "-p", &p.to_string()]);
     if !out.status.success() {
         let _ = child.kill();
         let _ = child.wait();
-        let mut log = String::new();
-        use std::io::Read;
-        child.stderr.take().unwrap().read_to_string(&mut log).unwrap();
-        panic!("{uid} -p {p}: {}\njob log:\n{log}", text(&out.stderr));
+        panic!("{uid} -p {p}: {}\njob log:\n{}", text(&out.stderr), dir.read("run.log"));
     }
 }
 
@@ -203,12 +197,12 @@ fn rescaling_each_operator_of_a_pipeline_in_turn_keeps_counts_exact_in_both_chec
         // keyed: rescaling it switches an operator's output and input,
         // rescaling the counter an operator's and a sink's.
         let want = write_pipeline(&dir, &Job::new(checkpointing, 4_000), 30_000, None);
-        let mut child = start(&dir, &[]);
-        wait_running_job(&dir, "eo");
+        let mut child = dir.start(&[]);
+        dir.wait_for_output("eo");
         for (uid, p) in [("tokenizer", 3), ("counter", 1), ("tokenizer", 1), ("counter", 3)] {
             rescale_pipeline(&dir, &mut child, uid, p);
         }
-        let (ok, err) = finish_within(child, Duration::from_secs(120));
+        let (ok, err) = finish_within(&dir, child, Duration::from_secs(120));
         assert!(ok, "{mode}: {err}");
         assert_eq!(final_counts(&committed(dir.path())), want, "{mode}");
     }
@@ -216,7 +210,7 @@ fn rescaling_each_operator_of_a_pipeline_in_turn_keeps_counts_exact_in_both_chec
 
 /// The parallelism of each of the job's nodes, as `host status` shows it.
 fn parallelism_of(dir: &JobDir, job: &str) -> std::collections::BTreeMap<String, u64> {
-    let out = host(dir, &["status", job, "--json"]);
+    let out = dir.host(&["status", job, "--json"]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     let s: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let nodes = s["nodes"].as_array().expect("nodes");
@@ -236,10 +230,10 @@ fn a_whole_job_rescale_changes_every_operator_it_can_and_says_which_stay() {
     // loaded machine.
     let dir = JobDir::new();
     let want = write_pipeline(&dir, &Job::new(checkpointing(&dir), 2_000), 30_000, None);
-    let child = start(&dir, &[]);
-    wait_running_job(&dir, "eo");
+    let child = dir.start(&[]);
+    dir.wait_for_output("eo");
     for (p, from) in [(3, 2), (1, 3)] {
-        let out = host(&dir, &["rescale", "eo", "-p", &p.to_string()]);
+        let out = dir.host(&["rescale", "eo", "-p", &p.to_string()]);
         let said = text(&out.stdout);
         assert!(out.status.success(), "-p {p}: {}", text(&out.stderr));
         for uid in ["tokenizer", "counter"] {
@@ -251,13 +245,13 @@ fn a_whole_job_rescale_changes_every_operator_it_can_and_says_which_stay() {
     // Nothing left to change, or more subtasks than key groups: refused
     // with the reason, nothing changed.
     for (p, says) in [("1", "no operator can change to 1 subtasks"), ("129", "128 key groups")] {
-        let out = host(&dir, &["rescale", "eo", "-p", p]);
+        let out = dir.host(&["rescale", "eo", "-p", p]);
         assert!(!out.status.success(), "-p {p} must be refused");
         assert!(text(&out.stderr).contains(says), "-p {p}: {}", text(&out.stderr));
     }
     let now = parallelism_of(&dir, "eo");
     assert_eq!((now["tokenizer"], now["counter"]), (1, 1), "{now:?}");
-    let (ok, err) = finish_within(child, Duration::from_secs(120));
+    let (ok, err) = finish_within(&dir, child, Duration::from_secs(120));
     assert!(ok, "{err}");
     assert_eq!(final_counts(&committed(dir.path())), want);
 
@@ -265,9 +259,9 @@ fn a_whole_job_rescale_changes_every_operator_it_can_and_says_which_stay() {
     let dir = JobDir::new();
     let job = Job { trap_once: true, ..Job::new(checkpointing(&dir), 2_000) };
     let want = write_pipeline(&dir, &job, 30_000, None);
-    let child = start(&dir, &[]);
-    wait_running_job(&dir, "eo");
-    let out = host(&dir, &["rescale", "eo", "-p", "3"]);
+    let child = dir.start(&[]);
+    dir.wait_for_output("eo");
+    let out = dir.host(&["rescale", "eo", "-p", "3"]);
     let (said, err) = (text(&out.stdout), text(&out.stderr));
     assert!(out.status.success(), "{err}");
     assert!(said.contains("rescaled 'counter' from 2 to 3 subtasks"), "{said}");
@@ -276,7 +270,7 @@ fn a_whole_job_rescale_changes_every_operator_it_can_and_says_which_stay() {
     assert!(err.contains("'flaky' stays on 2 subtasks: joined to 'tokenizer' by a forward edge"), "{err}");
     let now = parallelism_of(&dir, "eo");
     assert_eq!((now["tokenizer"], now["flaky"], now["counter"]), (2, 2, 3), "{now:?}");
-    let (ok, err) = finish_within(child, Duration::from_secs(120));
+    let (ok, err) = finish_within(&dir, child, Duration::from_secs(120));
     assert!(ok, "{err}");
     assert_eq!(final_counts(&committed(dir.path())), want);
 }
@@ -306,37 +300,37 @@ fn an_operators_own_max_parallelism_caps_its_rescales_and_the_jobs_parallelism()
     }
     // --parallelism gives way to the cap.
     dir.write("job.toml", capped("max_parallelism = 2\n"));
-    let child = start(&dir, &["-p", "4"]);
-    wait_running_job(&dir, "eo");
+    let child = dir.start(&["-p", "4"]);
+    dir.wait_for_output("eo");
     let now = parallelism_of(&dir, "eo");
     assert_eq!((now["tokenizer"], now["counter"]), (2, 4), "{now:?}");
-    let out = host(&dir, &["rescale", "eo", "--operator", "tokenizer", "-p", "3"]);
+    let out = dir.host(&["rescale", "eo", "--operator", "tokenizer", "-p", "3"]);
     assert!(!out.status.success(), "above the operator's cap must be refused");
     let err = text(&out.stderr);
     assert!(err.contains("'tokenizer' cannot run on 3 subtasks: its max_parallelism is 2"), "{err}");
     // A whole-job rescale takes each operator as far as it may go.
     for (p, tokenizer, counter) in [(1, 1, 1), (8, 2, 8)] {
-        let out = host(&dir, &["rescale", "eo", "-p", &p.to_string()]);
+        let out = dir.host(&["rescale", "eo", "-p", &p.to_string()]);
         assert!(out.status.success(), "-p {p}: {}", text(&out.stderr));
         let now = parallelism_of(&dir, "eo");
         assert_eq!((now["tokenizer"], now["counter"]), (tokenizer, counter), "-p {p}: {now:?}");
     }
-    let (ok, err) = finish_within(child, Duration::from_secs(120));
+    let (ok, err) = finish_within(&dir, child, Duration::from_secs(120));
     assert!(ok, "{err}");
     assert_eq!(final_counts(&committed(dir.path())), want);
 }
 
 /// Waits up to `limit` for the job to end on its own: its success and
 /// stderr. A job still running then is killed and fails the test.
-fn finish_within(mut child: Child, limit: Duration) -> (bool, String) {
+fn finish_within(dir: &JobDir, mut child: Child, limit: Duration) -> (bool, String) {
     let until = Instant::now() + limit;
     while child.try_wait().unwrap().is_none() {
         if Instant::now() > until {
             child.kill().unwrap();
-            let (_, err) = super::savepoints::finish(child);
+            let (_, err) = dir.finish(child);
             panic!("the job did not end within {limit:?}:\n{err}");
         }
         std::thread::sleep(Duration::from_millis(50));
     }
-    super::savepoints::finish(child)
+    dir.finish(child)
 }

@@ -8,8 +8,7 @@
 //! actions still need the token, and bad settings refused by name.
 
 use super::control_auth::{endpoint, request_with, wait_for};
-use super::live_job::{finish, host, start, text};
-use super::support::JobDir;
+use super::support::{JobDir, text};
 use sha2::Digest;
 use std::time::{Duration, Instant};
 use weir_tests::artifacts;
@@ -101,7 +100,7 @@ fn state_bytes(chk: &std::path::Path) -> u64 {
 fn every_endpoint_answers_what_the_running_job_is_doing() {
     let dir = JobDir::new();
     write_job(&dir, "");
-    let child = start(&dir, &[]);
+    let child = dir.start(&[]);
     let (port, token) = endpoint(&dir, "watched");
     let t = Some(token.as_str());
 
@@ -271,7 +270,7 @@ fn every_endpoint_answers_what_the_running_job_is_doing() {
     let node = |id: &str| last["nodes"].as_array().unwrap().iter().find(|n| n["id"] == id).unwrap().clone();
     assert_eq!(node("gen")["records_in"].as_u64(), Some(read), "{last}");
     assert!(read <= RECORDS, "{last}");
-    let (ok, log) = finish(child, &dir);
+    let (ok, log) = dir.finish(child);
     assert!(ok, "{log}");
     let summary = |role: &str, id: &str| -> Vec<String> {
         let line = log.lines().find(|l| l.split_whitespace().take(2).eq([role, id])).unwrap_or_else(|| panic!("{log}"));
@@ -289,7 +288,7 @@ fn rest_settings_bind_a_port_open_reads_and_keep_actions_behind_the_token() {
     // Opening reads is the host file's choice (a job file may not).
     dir.write("host.toml", "rest.auth = \"none\"\n");
     write_job(&dir, &format!("[rest]\nbind = \"127.0.0.1:{port}\""));
-    let child = start(&dir, &["--config", "host.toml"]);
+    let child = dir.start(&["--config", "host.toml"]);
     let (run_port, token) = endpoint(&dir, "watched");
     assert_eq!(run_port, port, "the run file names the bound port");
     wait_for(port, &token, "/v1/job", |j| j["state"] == "running");
@@ -309,9 +308,9 @@ fn rest_settings_bind_a_port_open_reads_and_keep_actions_behind_the_token() {
     let (_, ops) = call(port, "GET", "/v1/operations", None, "");
     assert_eq!(ops, serde_json::json!([]));
     // The token still steers it: cancel ends the run, non-zero.
-    let out = host(&dir, &["cancel", "watched"]);
+    let out = dir.host(&["cancel", "watched"]);
     assert!(out.status.success(), "{}", text(&out.stderr));
-    let (ok, log) = finish(child, &dir);
+    let (ok, log) = dir.finish(child);
     assert!(!ok, "a cancelled run exits non-zero: {log}");
 
     // Bad settings: named, non-zero, before anything runs.
@@ -321,7 +320,7 @@ fn rest_settings_bind_a_port_open_reads_and_keep_actions_behind_the_token() {
         ("[rest]\nport = 1", "port"),
     ] {
         write_job(&dir, rest);
-        let out = host(&dir, &["run", "job.toml"]);
+        let out = dir.host(&["run", "job.toml"]);
         assert!(!out.status.success(), "{rest}");
         let err = text(&out.stderr);
         assert!(err.contains(named) && err.contains("job.toml"), "{rest}: {err}");
@@ -330,7 +329,7 @@ fn rest_settings_bind_a_port_open_reads_and_keep_actions_behind_the_token() {
     let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let taken_port = taken.local_addr().unwrap().port();
     write_job(&dir, &format!("[rest]\nbind = \"127.0.0.1:{taken_port}\""));
-    let out = host(&dir, &["run", "job.toml"]);
+    let out = dir.host(&["run", "job.toml"]);
     assert!(!out.status.success());
     let err = text(&out.stderr);
     assert!(err.contains(&format!("cannot listen on rest.bind = 127.0.0.1:{taken_port}")), "{err}");
@@ -346,7 +345,7 @@ fn a_slow_source_reports_progress_and_watermarks_while_it_runs() {
     let job = job.replace("keys = 40", "keys = 1");
     let job = job.replace("batch_size = 64", "batch_size = 1024").replace(&format!("count = {RECORDS}"), "count = 400");
     dir.write("job.toml", job);
-    let child = start(&dir, &[]);
+    let child = dir.start(&[]);
     let (port, token) = endpoint(&dir, "watched");
     let started = Instant::now();
     let first = wait_for(port, &token, "/v1/job/watermarks", |w| w["nodes"][1]["min_input"].is_i64());
@@ -370,7 +369,7 @@ fn a_slow_source_reports_progress_and_watermarks_while_it_runs() {
             .all(|s| s["idle_ratio"].as_f64().unwrap() > 0.5)
     });
     assert_eq!(call(port, "POST", "/v1/cancel", Some(&token), "").0, 200);
-    let (ok, _) = finish(child, &dir);
+    let (ok, _) = dir.finish(child);
     assert!(!ok, "cancelled");
 }
 
@@ -417,7 +416,7 @@ input = "counter"
             counter = artifacts::WORD_COUNT_COUNTER
         ),
     );
-    let child = start(&dir, &[]);
+    let child = dir.start(&[]);
     let (port, token) = endpoint(&dir, "watched");
     let job = wait_for(port, &token, "/v1/job", |j| j["attempt"] == 1 && j["state"] == "running");
     let restarts = job["restarts"].as_array().unwrap();
@@ -435,6 +434,6 @@ input = "counter"
     assert_eq!(counter["guest"]["traps"], 0, "{counter}");
     assert_eq!(metrics["restarts"], 1);
     assert_eq!(call(port, "POST", "/v1/cancel", Some(&token), "").0, 200);
-    let (ok, _) = finish(child, &dir);
+    let (ok, _) = dir.finish(child);
     assert!(!ok, "cancelled");
 }

@@ -5,10 +5,10 @@
 //! against the generator's stream computed directly, and output lines are
 //! counted, so a lost or repeated record fails the test.
 
-use super::support::{JobDir, counts_by_key, final_counts};
+use super::support::{JobDir, counts_by_key, final_counts, text};
 use std::collections::BTreeMap;
-use std::process::{Child, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Child, Stdio};
+use std::time::Duration;
 use weir_host::connectors::generator::key_of;
 use weir_tests::{S3_BUCKET, S3Server, artifacts, host_command};
 
@@ -76,124 +76,58 @@ pub fn expected() -> BTreeMap<String, u64> {
     m
 }
 
-/// Every published output line.
-pub fn published(dir: &JobDir) -> String {
-    let mut names: Vec<_> = std::fs::read_dir(dir.path().join("out"))
-        .unwrap()
-        .map(|e| e.unwrap().file_name().into_string().unwrap())
-        .filter(|n| n.starts_with("part-"))
-        .collect();
-    names.sort();
-    names.iter().map(|n| std::fs::read_to_string(dir.path().join("out").join(n)).unwrap()).collect()
-}
-
-pub fn start(dir: &JobDir, args: &[&str]) -> Child {
-    let mut all = vec!["run", "job.toml"];
-    all.extend_from_slice(args);
-    host_command(dir.path(), &all).stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap()
-}
-
-pub fn host(dir: &JobDir, args: &[&str]) -> Output {
-    host_command(dir.path(), args).output().unwrap()
-}
-
-pub fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
-
-/// Waits for the job's control endpoint and some output.
-pub fn wait_running(dir: &JobDir) {
-    wait_running_job(dir, "sp");
-}
-
-/// Waits for job `job`'s control endpoint and some output. The margin is
-/// for interpreted guests: a cold compile of a JavaScript component takes
-/// tens of seconds on a loaded 2-core machine before the first record.
-pub fn wait_running_job(dir: &JobDir, job: &str) {
-    let until = Instant::now() + Duration::from_secs(180);
-    while Instant::now() < until {
-        let out = host(dir, &["status", job, "--json"]);
-        if out.status.success() {
-            let s: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-            if s["records_written"].as_u64().unwrap_or(0) > 0 {
-                return;
-            }
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    panic!("the job never showed progress");
-}
-
 /// Waits until the job `sp` completed a checkpoint after `after`.
 pub fn wait_for_checkpoint_after(dir: &JobDir, after: u64) {
-    let until = Instant::now() + Duration::from_secs(60);
-    while Instant::now() < until {
-        let out = host(dir, &["status", "sp", "--json"]);
-        if out.status.success() {
-            let s: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-            if s["latest_checkpoint"].as_u64().is_some_and(|c| c > after) {
-                return;
-            }
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    panic!("no checkpoint after {after}");
-}
-
-pub fn finish(mut child: Child) -> (bool, String) {
-    let status = child.wait().unwrap();
-    let mut err = String::new();
-    use std::io::Read;
-    child.stderr.take().unwrap().read_to_string(&mut err).unwrap();
-    (status.success(), err)
+    let what = format!("a checkpoint after {after}");
+    dir.wait_for_status("sp", &what, |s| s["latest_checkpoint"].as_u64().is_some_and(|c| c > after));
 }
 
 #[test]
 fn stop_with_savepoint_at_parallelism_2_then_restore_at_3_on_rocksdb_is_exact() {
     let dir = JobDir::new();
     write_job(&dir, 2, "hashmap", 15_000);
-    let child = start(&dir, &[]);
-    wait_running(&dir);
-    let status = host(&dir, &["status", "job.toml"]);
+    let child = dir.start(&[]);
+    dir.wait_for_output("sp");
+    let status = dir.host(&["status", "job.toml"]);
     assert!(status.status.success(), "{}", text(&status.stderr));
     let shown = text(&status.stdout);
     assert!(shown.contains("job 'sp' running") && shown.contains("counter"), "{shown}");
 
-    let out = host(&dir, &["savepoint", "sp", "--stop"]);
+    let out = dir.host(&["savepoint", "sp", "--stop"]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     let location = text(&out.stdout).trim().to_string();
     assert!(location.starts_with(&format!("file://{}/sp/savepoint-sp-", dir.path().display())), "{location}");
-    let (ok, err) = finish(child);
+    let (ok, err) = dir.finish(child);
     assert!(ok, "{err}");
     assert!(err.contains(&format!("stopped with savepoint {location}")), "{err}");
-    let before = published(&dir);
+    let before = dir.published();
     let lines_before = before.lines().count() as u64;
     assert!(lines_before > 0 && lines_before < RECORDS, "stopped part-way: {lines_before} lines");
     let meta = std::fs::read_to_string(format!("{}/_metadata", location.trim_start_matches("file://"))).unwrap();
     assert!(meta.contains("\"savepoint\": true"), "{meta}");
-    assert!(!host(&dir, &["status", "sp"]).status.success(), "the stopped job is gone");
+    assert!(!dir.host(&["status", "sp"]).status.success(), "the stopped job is gone");
 
     // Inspect agrees with what was published up to the savepoint: as many
     // keys, and each key's stored count is its last published count.
     let so_far = final_counts(&before);
-    let out = host(&dir, &["inspect", &location]);
+    let out = dir.host(&["inspect", &location]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     let shown = text(&out.stdout);
     assert!(shown.contains(&format!("state 'count': value v1 (postcard), {} keys", so_far.len())), "{shown}");
     assert!(shown.contains("operator 'counter' (parallelism 2)"), "{shown}");
     for (k, n) in so_far.iter().take(5) {
-        let out = host(&dir, &["inspect", &location, "--operator", "counter", "--state", "count", "--key", k]);
+        let out = dir.host(&["inspect", &location, "--operator", "counter", "--state", "count", "--key", k]);
         let value = text(&out.stdout);
         assert!(value.contains(&format!("(postcard: {n} if an unsigned integer)")), "key {k}: {value}");
     }
-    let out = host(&dir, &["inspect", &location, "--operator", "counter", "--state", "nope", "--key", "1"]);
+    let out = dir.host(&["inspect", &location, "--operator", "counter", "--state", "nope", "--key", "1"]);
     assert!(!out.status.success() && text(&out.stderr).contains("no state 'nope'"), "{}", text(&out.stderr));
 
     // Another backend, another parallelism.
     write_job(&dir, 3, "rocksdb", 1_000_000);
     let err = dir.succeeds(&["--from-savepoint", &location]);
     assert!(err.contains("restoring"), "{err}");
-    let all = published(&dir);
+    let all = dir.published();
     assert_eq!(all.lines().count() as u64, RECORDS, "one output line per record, none lost or repeated");
     assert_eq!(final_counts(&all), expected());
 
@@ -217,17 +151,6 @@ fn savepoint_position(location: &str) -> u64 {
     position
 }
 
-/// Every line published under `sub`, part files in name order.
-fn published_in(dir: &JobDir, sub: &str) -> String {
-    let mut names: Vec<_> = std::fs::read_dir(dir.path().join(sub))
-        .unwrap()
-        .map(|e| e.unwrap().file_name().into_string().unwrap())
-        .filter(|n| n.starts_with("part-"))
-        .collect();
-    names.sort();
-    names.iter().map(|n| std::fs::read_to_string(dir.path().join(sub).join(n)).unwrap()).collect()
-}
-
 /// Asserts that `fresh`, restored from the savepoint at `location` into
 /// an empty output directory, published exactly the records after the
 /// savepoint's source position, each key counting on from where the
@@ -240,7 +163,7 @@ fn assert_continues_from(location: &str, fresh: &JobDir) {
     assert!(position > 0 && position < RECORDS, "taken mid-stream: {position}");
     let want = expected();
     let mut lines = 0;
-    for (k, updates) in counts_by_key(&published(fresh)) {
+    for (k, updates) in counts_by_key(&fresh.published()) {
         let first = updates[0];
         assert_eq!(updates, (first..=want[&k]).collect::<Vec<_>>(), "key {k}");
         lines += updates.len() as u64;
@@ -258,19 +181,19 @@ fn a_savepoint_leaves_the_job_running_and_restores_elsewhere_from_s3() {
     dir.write("job.toml", job);
     let mut cmd = host_command(dir.path(), &["run", "job.toml"]);
     let child = cmd.envs(s3.env()).stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap();
-    wait_running(&dir);
-    let out = host(&dir, &["savepoint", "job.toml"]);
+    dir.wait_for_output("sp");
+    let out = dir.host(&["savepoint", "job.toml"]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     let location = text(&out.stdout).trim().to_string();
     // Straight into the bucket too (a multipart upload per state file).
-    let direct = host(&dir, &["savepoint", "sp", "--dir", &format!("s3://{S3_BUCKET}/direct")]);
+    let direct = dir.host(&["savepoint", "sp", "--dir", &format!("s3://{S3_BUCKET}/direct")]);
     assert!(direct.status.success(), "{}", text(&direct.stderr));
     let direct = text(&direct.stdout).trim().to_string();
     assert!(direct.starts_with(&format!("s3://{S3_BUCKET}/direct/savepoint-sp-")), "{direct}");
-    let (ok, err) = finish(child);
+    let (ok, err) = dir.finish(child);
     assert!(ok, "the job goes on to the end after a savepoint: {err}");
     assert!(!err.contains("stopped with savepoint"), "{err}");
-    assert_eq!(final_counts(&published(&dir)), expected());
+    assert_eq!(final_counts(&dir.published()), expected());
 
     let inspect = host_command(dir.path(), &["inspect", &direct]).envs(s3.env()).output().unwrap();
     assert!(inspect.status.success(), "{}", text(&inspect.stderr));
@@ -298,52 +221,52 @@ fn a_savepoint_leaves_the_job_running_and_restores_elsewhere_from_s3() {
 fn cancel_ends_the_job_without_restarting_it() {
     let dir = JobDir::new();
     write_job(&dir, 1, "hashmap", 5_000);
-    let child = start(&dir, &[]);
-    wait_running(&dir);
-    let out = host(&dir, &["cancel", "sp"]);
+    let child = dir.start(&[]);
+    dir.wait_for_output("sp");
+    let out = dir.host(&["cancel", "sp"]);
     assert!(out.status.success(), "{}", text(&out.stderr));
-    let (ok, err) = finish(child);
+    let (ok, err) = dir.finish(child);
     assert!(!ok, "a cancelled job exits non-zero");
     assert!(err.contains("cancelled on request"), "{err}");
     assert!(!err.contains("restart 1"), "no restart after a cancel: {err}");
     // Its checkpoints stay: the job can be resumed.
     write_job(&dir, 1, "hashmap", 1_000_000);
     dir.succeeds(&["--resume"]);
-    assert_eq!(final_counts(&published(&dir)), expected());
+    assert_eq!(final_counts(&dir.published()), expected());
 }
 
 #[test]
 fn control_errors_name_the_job_and_what_to_do() {
     let dir = JobDir::new();
-    let out = host(&dir, &["status", "nosuchjob"]);
+    let out = dir.host(&["status", "nosuchjob"]);
     assert!(!out.status.success());
     assert!(text(&out.stderr).contains("job 'nosuchjob' is not running"), "{}", text(&out.stderr));
 
     write_job(&dir, 1, "hashmap", 5_000);
-    let child = start(&dir, &[]);
-    wait_running(&dir);
+    let child = dir.start(&[]);
+    dir.wait_for_output("sp");
     // A second run of the same job is refused while the first runs.
     let (ok, err) = dir.run(&["--resume"]);
     assert!(!ok && err.contains("job 'sp' is already running"), "{err}");
     // A savepoint into a store Weir does not know (a plain path would be
     // taken as a local directory).
-    let out = host(&dir, &["savepoint", "sp", "--dir", "ftp://host/savepoints"]);
+    let out = dir.host(&["savepoint", "sp", "--dir", "ftp://host/savepoints"]);
     assert!(!out.status.success());
     assert!(text(&out.stderr).contains("must start with file:// or s3://"), "{}", text(&out.stderr));
-    host(&dir, &["cancel", "sp"]);
-    finish(child);
+    dir.host(&["cancel", "sp"]);
+    dir.finish(child);
 }
 
 #[test]
 fn restoring_checks_operators_and_the_savepoint_itself() {
     let dir = JobDir::new();
     write_job(&dir, 1, "hashmap", 10_000);
-    let child = start(&dir, &[]);
-    wait_running(&dir);
-    let out = host(&dir, &["savepoint", "sp", "--stop"]);
+    let child = dir.start(&[]);
+    dir.wait_for_output("sp");
+    let out = dir.host(&["savepoint", "sp", "--stop"]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     let location = text(&out.stdout).trim().to_string();
-    assert!(finish(child).0);
+    assert!(dir.finish(child).0);
 
     // The operator's uid changed: refused, then dropped on request.
     let job = dir.read("job.toml");
@@ -369,7 +292,7 @@ fn restoring_checks_operators_and_the_savepoint_itself() {
         let updates = from_zero.entry(key_of(SEED, i, KEYS).to_string()).or_default();
         updates.push(updates.len() as u64 + 1);
     }
-    let got = counts_by_key(&published_in(&dir, "out-v2"));
+    let got = counts_by_key(&dir.published_in("out-v2"));
     if let Some((k, want)) = from_zero.iter().find(|(k, want)| got.get(*k) != Some(*want)) {
         let seen = got.get(k).map(|u| (u.len(), u.first().copied(), u.last().copied()));
         panic!(
@@ -414,15 +337,15 @@ fn a_truncated_or_altered_state_file_is_named_and_nothing_is_overwritten() {
     // Every snapshot in a file of its own, none inlined in _metadata.
     let job = dir.read("job.toml").replacen("[state.checkpoints]", "[state.checkpoints]\ninline_threshold = \"0B\"", 1);
     dir.write("job.toml", job);
-    let child = start(&dir, &[]);
-    wait_running(&dir);
-    let out = host(&dir, &["savepoint", "sp", "--stop"]);
+    let child = dir.start(&[]);
+    dir.wait_for_output("sp");
+    let out = dir.host(&["savepoint", "sp", "--stop"]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     let location = text(&out.stdout).trim().to_string();
-    assert!(finish(child).0);
+    assert!(dir.finish(child).0);
     let snap = std::path::PathBuf::from(location.trim_start_matches("file://")).join("counter-1.snap");
     let original = std::fs::read(&snap).unwrap();
-    let published_before = published(&dir);
+    let published_before = dir.published();
 
     std::fs::write(&snap, &original[..original.len() / 2]).unwrap();
     let (ok, err) = dir.run(&["--from-savepoint", &location]);
@@ -435,19 +358,19 @@ fn a_truncated_or_altered_state_file_is_named_and_nothing_is_overwritten() {
     let (ok, err) = dir.run(&["--from-savepoint", &location]);
     assert!(!ok && err.contains("counter-1.snap") && err.contains("checksum"), "{err}");
     assert_eq!(std::fs::read(&snap).unwrap(), flipped, "the savepoint is left as it was");
-    assert_eq!(published(&dir), published_before, "no output was touched by the failed restores");
+    assert_eq!(dir.published(), published_before, "no output was touched by the failed restores");
 }
 
 #[test]
 fn a_new_module_version_migrates_the_restored_values_and_a_changed_kind_is_refused() {
     let dir = JobDir::new();
     write_job(&dir, 2, "hashmap", 15_000);
-    let child = start(&dir, &[]);
-    wait_running(&dir);
-    let out = host(&dir, &["savepoint", "sp", "--stop"]);
+    let child = dir.start(&[]);
+    dir.wait_for_output("sp");
+    let out = dir.host(&["savepoint", "sp", "--stop"]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     let location = text(&out.stdout).trim().to_string();
-    assert!(finish(child).0);
+    assert!(dir.finish(child).0);
     let v1 = dir.read("job.toml");
 
     // Version 2 declares `count` as a map: refused, naming operator and state.
@@ -463,7 +386,7 @@ fn a_new_module_version_migrates_the_restored_values_and_a_changed_kind_is_refus
     dir.write("job.toml", v2.replace("state.backend = \"hashmap\"", "state.backend = \"rocksdb\""));
     let err = dir.succeeds(&["--from-savepoint", &location]);
     assert!(err.contains("state migrated"), "{err}");
-    let all = published(&dir);
+    let all = dir.published();
     assert!(all.lines().any(|l| l.contains('=')) && all.lines().any(|l| l.contains(' ')), "both formats");
     assert_eq!(all.lines().count() as u64, RECORDS, "one output line per record");
     // Each word counts on across the versions: 1..=n over both formats.
@@ -477,12 +400,12 @@ fn a_new_module_version_migrates_the_restored_values_and_a_changed_kind_is_refus
         "job.toml",
         dir2.read("job.toml").replace(artifacts::WORD_COUNT_COUNTER, artifacts::WORD_COUNT_COUNTER_V2),
     );
-    let child = start(&dir2, &[]);
-    wait_running(&dir2);
-    let out = host(&dir2, &["savepoint", "sp", "--stop"]);
+    let child = dir2.start(&[]);
+    dir2.wait_for_output("sp");
+    let out = dir2.host(&["savepoint", "sp", "--stop"]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     let location = text(&out.stdout).trim().to_string();
-    assert!(finish(child).0);
+    assert!(dir.finish(child).0);
     write_job(&dir2, 1, "hashmap", 15_000);
     let (ok, err) = dir2.run(&["--from-savepoint", &location]);
     assert!(!ok, "{err}");
@@ -501,19 +424,19 @@ fn a_javascript_migrate_value_converts_a_rust_savepoint_and_its_structs_restore_
     let dir = JobDir::new();
     write_job(&dir, 2, "hashmap", 15_000);
     let stop = |dir: &JobDir, child: Child| {
-        wait_running(dir);
-        let out = host(dir, &["savepoint", "sp", "--stop"]);
+        dir.wait_for_output("sp");
+        let out = dir.host(&["savepoint", "sp", "--stop"]);
         assert!(out.status.success(), "{}", text(&out.stderr));
-        assert!(finish(child).0);
+        assert!(dir.finish(child).0);
         text(&out.stdout).trim().to_string()
     };
-    let v1 = stop(&dir, start(&dir, &[]));
-    let after_v1 = published(&dir).lines().count();
+    let v1 = stop(&dir, dir.start(&[]));
+    let after_v1 = dir.published().lines().count();
 
     write_job(&dir, 2, "rocksdb", 15_000);
     dir.write("job.toml", dir.read("job.toml").replace(artifacts::WORD_COUNT_COUNTER, &js_v2));
-    let js = stop(&dir, start(&dir, &["--from-savepoint", &v1]));
-    let all = published(&dir);
+    let js = stop(&dir, dir.start(&["--from-savepoint", &v1]));
+    let all = dir.published();
     assert!(all.lines().count() > after_v1, "the JavaScript version 2 ran");
     assert_eq!(all.lines().filter(|l| !l.contains('=')).count(), after_v1, "version 2 writes word=count");
 
@@ -523,7 +446,7 @@ fn a_javascript_migrate_value_converts_a_rust_savepoint_and_its_structs_restore_
         dir.read("job.toml").replace(artifacts::WORD_COUNT_COUNTER, artifacts::WORD_COUNT_COUNTER_V2),
     );
     dir.succeeds(&["--from-savepoint", &js]);
-    let all = published(&dir);
+    let all = dir.published();
     assert_eq!(all.lines().count() as u64, RECORDS, "one output line per record");
     assert_eq!(final_counts(&all.replace('=', " ")), expected());
 }
@@ -573,27 +496,17 @@ path = "sessions.txt"
             module = artifacts::SESSION_WINDOWS
         ),
     );
-    let child = start(&dir, &[]);
-    let until = Instant::now() + Duration::from_secs(30);
-    while Instant::now() < until {
-        let out = host(&dir, &["status", "sp", "--json"]);
-        if out.status.success() {
-            let s: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-            if s["records_read"].as_u64().unwrap_or(0) > 1000 {
-                break;
-            }
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    let child = dir.start(&[]);
+    dir.wait_for_status("sp", "1000 records read", |s| s["records_read"].as_u64().unwrap_or(0) > 1000);
     let mut args = vec!["savepoint", "sp", "--stop"];
     if drain {
         args.push("--drain");
     }
-    let out = host(&dir, &args);
+    let out = dir.host(&args);
     assert!(out.status.success(), "{}", text(&out.stderr));
     let location = text(&out.stdout).trim().to_string();
-    assert!(finish(child).0);
-    let inspect = host(&dir, &["inspect", &location]);
+    assert!(dir.finish(child).0);
+    let inspect = dir.host(&["inspect", &location]);
     assert!(inspect.status.success(), "{}", text(&inspect.stderr));
     let local = std::path::PathBuf::from(location.trim_start_matches("file://"));
     let meta = std::fs::read_to_string(local.join("_metadata")).unwrap();
@@ -683,18 +596,18 @@ fn savepoint_restores_across(from: &str, into: &str) {
     let dir = JobDir::new();
     write_job(&dir, 2, "hashmap", 15_000);
     dir.write("job.toml", dir.read("job.toml").replace(artifacts::WORD_COUNT_COUNTER, from));
-    let child = start(&dir, &[]);
-    wait_running(&dir);
-    let out = host(&dir, &["savepoint", "sp", "--stop"]);
+    let child = dir.start(&[]);
+    dir.wait_for_output("sp");
+    let out = dir.host(&["savepoint", "sp", "--stop"]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     let location = text(&out.stdout).trim().to_string();
-    assert!(finish(child).0);
+    assert!(dir.finish(child).0);
     // The same state, `count` as a postcard u64, read by the other
     // language at p=3.
     write_job(&dir, 3, "rocksdb", 1_000_000);
     dir.write("job.toml", dir.read("job.toml").replace(artifacts::WORD_COUNT_COUNTER, into));
     dir.succeeds(&["--from-savepoint", &location]);
-    let all = published(&dir);
+    let all = dir.published();
     assert_eq!(all.lines().count() as u64, RECORDS, "one output line per record");
     assert_eq!(final_counts(&all), expected());
 }
@@ -706,17 +619,17 @@ fn killed_and_resumed_with(module: &str) {
     let dir = JobDir::new();
     write_job(&dir, 2, "hashmap", 10_000);
     dir.write("job.toml", dir.read("job.toml").replace(artifacts::WORD_COUNT_COUNTER, module));
-    let mut child = start(&dir, &[]);
-    wait_running(&dir);
+    let mut child = dir.start(&[]);
+    dir.wait_for_output("sp");
     std::thread::sleep(Duration::from_millis(1500));
     child.kill().unwrap(); // SIGKILL
     child.wait().unwrap();
     let ck = std::fs::read_dir(dir.path().join("ck/sp")).unwrap().count();
     assert!(ck > 0, "checkpoints were taken before the kill");
-    let before = published(&dir).lines().count() as u64;
+    let before = dir.published().lines().count() as u64;
     assert!(before < RECORDS, "killed mid-run: {before} lines published");
     dir.succeeds(&["--resume"]);
-    let all = published(&dir);
+    let all = dir.published();
     assert_eq!(all.lines().count() as u64, RECORDS, "one output line per record");
     assert_eq!(final_counts(&all), expected());
 }
@@ -793,7 +706,7 @@ dir = "out"
 }
 
 fn sorted_published(dir: &JobDir) -> Vec<String> {
-    let mut got: Vec<String> = published(dir).lines().map(str::to_string).collect();
+    let mut got: Vec<String> = dir.published().lines().map(str::to_string).collect();
     got.sort();
     got
 }
@@ -804,12 +717,12 @@ fn a_killed_python_sessionizer_resumes_with_exactly_the_expected_sessions() {
     // the checkpoint: no session lost, split or repeated.
     let dir = JobDir::new();
     write_sessions_job(&dir, &weir_tests::script_guest("session_windows_py_sessionizer"), 2);
-    let mut child = start(&dir, &[]);
-    wait_running(&dir);
+    let mut child = dir.start(&[]);
+    dir.wait_for_output("sp");
     std::thread::sleep(Duration::from_millis(1500));
     child.kill().unwrap(); // SIGKILL
     child.wait().unwrap();
-    let before = published(&dir).lines().count();
+    let before = dir.published().lines().count();
     let expected = expected_sessions_with_gap(SESSION_CLICKS, SESSION_GAP_MS);
     assert!(expected.len() > 1000, "many sessions: {}", expected.len());
     assert!(before < expected.len(), "killed mid-run: {before} sessions published");
@@ -826,13 +739,13 @@ fn a_sessionizer_savepoint_restores_from_rust_into_python_and_back() {
     for (first, second) in [(&rust, &python), (&python, &rust)] {
         let dir = JobDir::new();
         write_sessions_job(&dir, first, 2);
-        let child = start(&dir, &[]);
-        wait_running(&dir);
-        let out = host(&dir, &["savepoint", "sp", "--stop"]);
+        let child = dir.start(&[]);
+        dir.wait_for_output("sp");
+        let out = dir.host(&["savepoint", "sp", "--stop"]);
         assert!(out.status.success(), "{}", text(&out.stderr));
         let location = text(&out.stdout).trim().to_string();
-        assert!(finish(child).0);
-        let before = published(&dir).lines().count();
+        assert!(dir.finish(child).0);
+        let before = dir.published().lines().count();
         let expected = expected_sessions_with_gap(SESSION_CLICKS, SESSION_GAP_MS);
         assert!(before < expected.len(), "stopped mid-run: {before} sessions published");
         write_sessions_job(&dir, second, 3);
@@ -852,15 +765,15 @@ fn a_sessionizer_savepoint_restores_from_rust_into_python_and_back() {
 fn a_run_from_a_savepoint_that_dies_at_its_first_checkpoint_resumes_exactly() {
     let dir = JobDir::new();
     write_job(&dir, 2, "rocksdb-incremental", 5_000);
-    let child = start(&dir, &[]);
-    wait_running(&dir);
+    let child = dir.start(&[]);
+    dir.wait_for_output("sp");
     wait_for_checkpoint_after(&dir, 1);
-    let out = host(&dir, &["savepoint", "sp", "--stop"]);
+    let out = dir.host(&["savepoint", "sp", "--stop"]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     let location = text(&out.stdout).trim().to_string();
-    let (ok, err) = finish(child);
+    let (ok, err) = dir.finish(child);
     assert!(ok, "{err}");
-    let at_savepoint = published(&dir).lines().count() as u64;
+    let at_savepoint = dir.published().lines().count() as u64;
     assert!(at_savepoint > 0 && at_savepoint < RECORDS, "stopped part-way: {at_savepoint} lines");
 
     write_job(&dir, 3, "hashmap", 5_000);
@@ -871,11 +784,11 @@ fn a_run_from_a_savepoint_that_dies_at_its_first_checkpoint_resumes_exactly() {
     let err = text(&out.stderr);
     assert!(!out.status.success(), "the run was to die at its first checkpoint:\n{err}");
     assert!(err.contains(&format!("restoring checkpoint={location}")), "{err}");
-    assert_eq!(published(&dir).lines().count() as u64, at_savepoint, "nothing published since the savepoint");
+    assert_eq!(dir.published().lines().count() as u64, at_savepoint, "nothing published since the savepoint");
 
     let err = dir.succeeds(&["--resume"]);
     assert!(err.contains("restoring checkpoint="), "{err}");
-    let all = published(&dir);
+    let all = dir.published();
     assert_eq!(all.lines().count() as u64, RECORDS, "one output line per record, none lost or repeated");
     assert_eq!(final_counts(&all), expected());
 }

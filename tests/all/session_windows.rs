@@ -2,7 +2,7 @@
 //! watermarks and event-time timers, end to end and exact.
 
 use super::example_copy::ExampleCopy;
-use super::savepoints::{finish, host, published, start, wait_running};
+
 use super::support::JobDir;
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -270,16 +270,16 @@ fn expected_paced_sessions() -> Vec<String> {
 fn killed_sessions_resume_exactly(module: &str) {
     let dir = JobDir::new();
     write_paced_sessions_job(&dir, module, 2);
-    let mut child = start(&dir, &[]);
-    wait_running(&dir);
+    let mut child = dir.start(&[]);
+    dir.wait_for_output("sp");
     std::thread::sleep(Duration::from_millis(1500));
     child.kill().unwrap(); // SIGKILL
     child.wait().unwrap();
     let expected = expected_paced_sessions();
-    let before = published(&dir).lines().count();
+    let before = dir.published().lines().count();
     assert!(before < expected.len(), "killed mid-run: {before} sessions published");
     dir.succeeds(&["--resume"]);
-    assert_eq!(sorted_lines(&published(&dir)), expected);
+    assert_eq!(sorted_lines(&dir.published()), expected);
 }
 
 #[test]
@@ -299,21 +299,21 @@ fn a_killed_javascript_sessionizer_resumes_exactly() {
 fn sessions_savepoint_restores_across(from: &str, into: &str) {
     let dir = JobDir::new();
     write_paced_sessions_job(&dir, from, 2);
-    let child = start(&dir, &[]);
+    let child = dir.start(&[]);
     // Sessions are open from the first records on: the savepoint follows
     // the first output at once, since the whole input lasts 3 s and on a
     // loaded machine each `host` command takes a good part of a second.
-    wait_running(&dir);
-    let out = host(&dir, &["savepoint", "sp", "--stop"]);
+    dir.wait_for_output("sp");
+    let out = dir.host(&["savepoint", "sp", "--stop"]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let location = String::from_utf8_lossy(&out.stdout).trim().to_string();
-    assert!(finish(child).0);
+    assert!(dir.finish(child).0);
     let expected = expected_paced_sessions();
-    let before = published(&dir).lines().count();
+    let before = dir.published().lines().count();
     assert!(before > 0 && before < expected.len(), "stopped mid-run: {before} sessions published");
     write_paced_sessions_job(&dir, into, 3);
     dir.succeeds(&["--from-savepoint", &location]);
-    assert_eq!(sorted_lines(&published(&dir)), expected);
+    assert_eq!(sorted_lines(&dir.published()), expected);
 }
 
 #[test]

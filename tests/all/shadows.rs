@@ -7,11 +7,10 @@
 //! shadow's module in over the live state with exact output; a shadow
 //! refuses what would change the operator under it.
 
-use super::savepoints::{expected, finish, host, published, start, text, wait_running, wait_running_job, write_job};
-use super::support::{JobDir, final_counts};
+use super::savepoints::{expected, write_job};
+use super::support::{JobDir, PATIENCE, final_counts, text, wait_until};
 use super::swaps::assert_swapped_once;
 use std::collections::{BTreeMap, BTreeSet};
-use std::time::{Duration, Instant};
 use weir_host::api::ShadowReport;
 use weir_tests::artifacts;
 
@@ -98,27 +97,22 @@ dir = "out"
 
 /// `host shadow <job> --report --json`.
 fn report(dir: &JobDir, job: &str) -> ShadowReport {
-    let out = host(dir, &["shadow", job, "--report", "--json"]);
+    let out = dir.host(&["shadow", job, "--report", "--json"]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     serde_json::from_slice(&out.stdout).unwrap()
 }
 
 /// Waits until the shadow of `job` processed `records` input records.
 fn wait_shadowed(dir: &JobDir, job: &str, records: u64) {
-    let until = Instant::now() + Duration::from_secs(120);
-    while Instant::now() < until {
+    wait_until(&format!("the shadow to process {records} records"), PATIENCE, || {
         let r = report(dir, job);
         assert!(!r.is_over(), "the shadow ended early: {r:?}");
-        if r.records_in >= records {
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    panic!("the shadow never processed {records} records");
+        r.records_in >= records
+    });
 }
 
 fn start_shadow(dir: &JobDir, job: &str, module: &str) {
-    let out = host(dir, &["shadow", job, "--operator", "counter", "--module", module]);
+    let out = dir.host(&["shadow", job, "--operator", "counter", "--module", module]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     assert!(text(&out.stderr).contains("forked at checkpoint"), "{}", text(&out.stderr));
 }
@@ -147,11 +141,11 @@ fn assert_only_q_words_differ(r: &ShadowReport) {
 fn a_shadow_stopped_mid_run_names_exactly_the_changed_keys_and_the_live_output_is_exact() {
     let dir = JobDir::new();
     write_words_job(&dir, "hashmap", 400);
-    let child = start(&dir, &[]);
-    wait_running_job(&dir, "sh");
+    let child = dir.start(&[]);
+    dir.wait_for_output("sh");
     start_shadow(&dir, "sh", artifacts::WORD_COUNT_COUNTER_Q);
     wait_shadowed(&dir, "sh", 4000);
-    let out = host(&dir, &["shadow", "sh", "--stop", "--json"]);
+    let out = dir.host(&["shadow", "sh", "--stop", "--json"]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     let r: ShadowReport = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!((r.status.as_str(), r.reason.as_deref()), ("ended", Some("stopped on request")), "{r:?}");
@@ -160,19 +154,19 @@ fn a_shadow_stopped_mid_run_names_exactly_the_changed_keys_and_the_live_output_i
     // The report stays readable after the stop, and a second stop has
     // nothing to stop.
     assert_eq!(report(&dir, "sh").counts, r.counts);
-    let again = host(&dir, &["shadow", "sh", "--stop"]);
+    let again = dir.host(&["shadow", "sh", "--stop"]);
     assert!(!again.status.success() && text(&again.stderr).contains("no shadow run is in progress"));
-    let (ok, err) = finish(child);
+    let (ok, err) = dir.finish(child);
     assert!(ok, "{err}");
-    assert_eq!(final_counts(&published(&dir)), expected_words());
+    assert_eq!(final_counts(&dir.published()), expected_words());
 }
 
 #[test]
 fn a_shadow_on_rocksdb_runs_to_the_end_of_input_and_compares_every_record() {
     let dir = JobDir::new();
     write_words_job(&dir, "rocksdb", 400);
-    let child = start(&dir, &[]);
-    wait_running_job(&dir, "sh");
+    let child = dir.start(&[]);
+    dir.wait_for_output("sh");
     start_shadow(&dir, "sh", artifacts::WORD_COUNT_COUNTER_Q);
     wait_shadowed(&dir, "sh", 800);
     // While it runs, a subtask's part of the report may lag the other's:
@@ -181,9 +175,9 @@ fn a_shadow_on_rocksdb_runs_to_the_end_of_input_and_compares_every_record() {
     assert_eq!(r.status, "running");
     assert!(!r.keys.is_empty(), "{r:?}");
     assert!(r.keys.iter().all(|k| Q_WORDS.contains(&k.key.as_deref().unwrap())), "{r:?}");
-    let (ok, err) = finish(child);
+    let (ok, err) = dir.finish(child);
     assert!(ok, "{err}");
-    assert_eq!(final_counts(&published(&dir)), expected_words());
+    assert_eq!(final_counts(&dir.published()), expected_words());
     // The job logs the final report: every line after the fork compared,
     // four q words and four others each.
     let last = err.lines().find(|l| l.contains("shadow run over")).unwrap_or_else(|| panic!("{err}"));
@@ -202,11 +196,11 @@ fn a_shadow_on_rocksdb_runs_to_the_end_of_input_and_compares_every_record() {
 fn a_shadow_that_traps_is_dropped_with_its_reason_and_the_live_job_goes_on() {
     let dir = JobDir::new();
     write_words_job(&dir, "hashmap", 400);
-    let child = start(&dir, &[]);
-    wait_running_job(&dir, "sh");
+    let child = dir.start(&[]);
+    dir.wait_for_output("sh");
     // The counter's params say nothing: misbehave traps on every record.
     let out =
-        host(&dir, &["shadow", "sh", "--operator", "counter", "--module", artifacts::MISBEHAVE, "--duration", "60s"]);
+        dir.host(&["shadow", "sh", "--operator", "counter", "--module", artifacts::MISBEHAVE, "--duration", "60s"]);
     let said = text(&out.stderr);
     assert!(!out.status.success(), "{said}");
     assert!(said.contains("the shadow run was dropped") && said.contains("misbehave: trap"), "{said}");
@@ -217,20 +211,20 @@ fn a_shadow_that_traps_is_dropped_with_its_reason_and_the_live_job_goes_on() {
     wait_shadowed(&dir, "sh", 100);
     let r = report(&dir, "sh");
     assert_eq!((r.counts.different, r.counts.only_live, r.counts.only_shadow), (0, 0, 0), "{r:?}");
-    let (ok, err) = finish(child);
+    let (ok, err) = dir.finish(child);
     assert!(ok, "{err}");
-    assert_eq!(final_counts(&published(&dir)), expected_words());
+    assert_eq!(final_counts(&dir.published()), expected_words());
 }
 
 #[test]
 fn promote_swaps_the_shadow_module_in_over_the_live_state_and_a_shadow_refuses_changes_under_it() {
     let dir = JobDir::new();
     write_job(&dir, 2, "hashmap", 15_000);
-    let child = start(&dir, &[]);
-    wait_running(&dir);
-    let none = host(&dir, &["shadow", "sp", "--promote"]);
+    let child = dir.start(&[]);
+    dir.wait_for_output("sp");
+    let none = dir.host(&["shadow", "sp", "--promote"]);
     assert!(!none.status.success() && text(&none.stderr).contains("no shadow run is in progress"));
-    let unknown = host(&dir, &["shadow", "sp", "--operator", "nope", "--module", artifacts::WORD_COUNT_COUNTER_V2]);
+    let unknown = dir.host(&["shadow", "sp", "--operator", "nope", "--module", artifacts::WORD_COUNT_COUNTER_V2]);
     assert!(!unknown.status.success() && text(&unknown.stderr).contains("no operator 'nope'"));
     start_shadow(&dir, "sp", artifacts::WORD_COUNT_COUNTER_V2);
     wait_shadowed(&dir, "sp", 100);
@@ -247,16 +241,16 @@ fn promote_swaps_the_shadow_module_in_over_the_live_state_and_a_shadow_refuses_c
         vec!["swap", "sp", "--operator", "counter", "--module", artifacts::WORD_COUNT_COUNTER_Q],
         vec!["rescale", "sp", "--operator", "counter", "-p", "3"],
     ] {
-        let out = host(&dir, &refused);
+        let out = dir.host(&refused);
         assert!(!out.status.success(), "{refused:?}");
         assert!(text(&out.stderr).contains("a shadow run is already in progress"), "{}", text(&out.stderr));
     }
-    let out = host(&dir, &["shadow", "sp", "--promote"]);
+    let out = dir.host(&["shadow", "sp", "--promote"]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     assert!(text(&out.stderr).contains("now runs live"), "{}", text(&out.stderr));
-    let (ok, err) = finish(child);
+    let (ok, err) = dir.finish(child);
     assert!(ok, "{err}");
-    let all = published(&dir);
+    let all = dir.published();
     let (v1, v2) = assert_swapped_once(&all);
     assert!(v1 > 0 && v2 > 0, "{v1} v1 lines, {v2} v2 lines");
     assert_eq!(final_counts(&all.replace('=', " ")), expected());
@@ -272,28 +266,25 @@ fn a_shadow_that_falls_behind_is_dropped_and_the_live_job_is_not_held_back() {
         .read("job.toml")
         .replace("partition = \"key\"\n", "partition = \"key\"\nparams = { mode = \"slow\", sleep_ms = \"5\" }\n");
     dir.write("job.toml", job);
-    let child = start(&dir, &[]);
-    wait_running(&dir);
-    let out = host(
-        &dir,
-        &[
-            "shadow",
-            "sp",
-            "--operator",
-            "counter",
-            "--module",
-            artifacts::MISBEHAVE,
-            "--max-lag",
-            "4",
-            "--duration",
-            "60s",
-        ],
-    );
+    let child = dir.start(&[]);
+    dir.wait_for_output("sp");
+    let out = dir.host(&[
+        "shadow",
+        "sp",
+        "--operator",
+        "counter",
+        "--module",
+        artifacts::MISBEHAVE,
+        "--max-lag",
+        "4",
+        "--duration",
+        "60s",
+    ]);
     let said = text(&out.stderr);
     assert!(!out.status.success(), "{said}");
     assert!(said.contains("fell 4 input batches behind the live operator"), "{said}");
-    let (ok, err) = finish(child);
+    let (ok, err) = dir.finish(child);
     assert!(ok, "{err}");
     // The live job ran on at its pace, to an exact end.
-    assert_eq!(final_counts(&published(&dir)), expected());
+    assert_eq!(final_counts(&dir.published()), expected());
 }

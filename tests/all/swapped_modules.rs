@@ -8,10 +8,8 @@
 //! directly; version 2 of the counter writes `word=n` where version 1
 //! writes `word n`, so the output says which module ran.
 
-use super::savepoints::{
-    RECORDS, expected, host, published, start, text, wait_for_checkpoint_after, wait_running, write_job,
-};
-use super::support::{JobDir, final_counts};
+use super::savepoints::{RECORDS, expected, wait_for_checkpoint_after, write_job};
+use super::support::{JobDir, final_counts, text};
 use super::swaps::assert_swapped_once;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
@@ -78,13 +76,13 @@ fn swap_then_kill(dir: &JobDir) {
     write_kept_job(dir);
     let module = dir.path().join("v2.wasm");
     std::fs::copy(artifacts::WORD_COUNT_COUNTER_V2, &module).unwrap();
-    let mut child = start(dir, &[]);
-    wait_running(dir);
-    let out = host(dir, &["swap", "sp", "--operator", "counter", "--module", artifacts::OPEN_TRAP]);
+    let mut child = dir.start(&[]);
+    dir.wait_for_output("sp");
+    let out = dir.host(&["swap", "sp", "--operator", "counter", "--module", artifacts::OPEN_TRAP]);
     assert!(!out.status.success(), "a module that traps in open is refused");
-    let out = host(dir, &["swap", "sp", "--operator", "counter", "--module", &module.display().to_string()]);
+    let out = dir.host(&["swap", "sp", "--operator", "counter", "--module", &module.display().to_string()]);
     assert!(out.status.success(), "{}", text(&out.stderr));
-    let status: Value = serde_json::from_slice(&host(dir, &["status", "sp", "--json"]).stdout).unwrap();
+    let status: Value = serde_json::from_slice(&dir.host(&["status", "sp", "--json"]).stdout).unwrap();
     wait_for_checkpoint_after(dir, status["latest_checkpoint"].as_u64().unwrap_or(0) + 1);
     child.kill().unwrap();
     child.wait().unwrap();
@@ -107,7 +105,7 @@ fn a_resume_runs_the_swapped_module_from_the_store_after_its_file_is_gone() {
     let trap = stored(&dir, &sha256_of(artifacts::OPEN_TRAP));
     assert!(trap.is_file());
     // The store is not taken for a damaged checkpoint.
-    let out = host(&dir, &["checkpoints", "job.toml"]);
+    let out = dir.host(&["checkpoints", "job.toml"]);
     assert!(out.status.success() && !text(&out.stdout).contains("unusable"), "{}", text(&out.stdout));
 
     // Where the user had the module, it is gone.
@@ -121,7 +119,7 @@ fn a_resume_runs_the_swapped_module_from_the_store_after_its_file_is_gone() {
     );
     // Version 2 ran after the resume, over the counts version 1 kept:
     // every word counts on, exactly once.
-    let (v1_lines, v2_lines) = assert_swapped_once(&published(&dir));
+    let (v1_lines, v2_lines) = assert_swapped_once(&dir.published());
     assert!(v1_lines > 0 && v2_lines > 0, "{v1_lines} v1 lines, {v2_lines} v2 lines");
     // The resume deleted the module no checkpoint names, and kept the one
     // they name.
@@ -134,7 +132,7 @@ fn a_crafted_metadata_naming_another_component_does_not_run_it() {
     let dir = JobDir::new();
     write_kept_job(&dir);
     dir.succeeds(&[]);
-    let published_before = published(&dir);
+    let published_before = dir.published();
     assert_eq!(final_counts(&published_before), expected(), "the run itself is exact");
     let ids = checkpoint_ids(&dir);
     let middle = read_metadata(&dir, ids[ids.len() / 2]);
@@ -166,7 +164,7 @@ fn a_crafted_metadata_naming_another_component_does_not_run_it() {
         // It went back to the job's own final checkpoint: version 2 never
         // ran, the output is the run's, byte for byte.
         assert!(err.contains("already finished"), "{err}");
-        assert_eq!(published(&dir), published_before);
+        assert_eq!(dir.published(), published_before);
     }
 }
 
@@ -179,7 +177,7 @@ fn an_altered_stored_module_falls_back_to_the_checkpoint_before_the_swap_exactly
         ids.iter().copied().filter(|&id| read_metadata(&dir, id).get("swapped").is_none()).collect();
     let after_swap = ids.len() - before_swap.len();
     assert!(!before_swap.is_empty() && after_swap > 0, "checkpoints {ids:?}, before the swap {before_swap:?}");
-    assert!(published(&dir).contains('='), "version 2 published output before the kill");
+    assert!(dir.published().contains('='), "version 2 published output before the kill");
     // Another component's bytes under version 2's name.
     let copy = stored(&dir, &sha256_of(artifacts::WORD_COUNT_COUNTER_V2));
     std::fs::copy(artifacts::WORD_COUNT_COUNTER, &copy).unwrap();
@@ -197,7 +195,7 @@ fn an_altered_stored_module_falls_back_to_the_checkpoint_before_the_swap_exactly
     // Output published after that checkpoint was withdrawn, and version 1
     // wrote it again: one line per record, every count exact, no line of
     // version 2 left.
-    let all = published(&dir);
+    let all = dir.published();
     assert!(!all.contains('='), "version 2's output was withdrawn");
     assert_eq!(all.lines().count() as u64, RECORDS);
     assert_eq!(final_counts(&all), expected());
@@ -208,7 +206,7 @@ fn an_altered_stored_module_falls_back_to_the_checkpoint_before_the_swap_exactly
     let err = text(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{err}");
     assert!(err.contains("loaded only from the job's module store") && err.contains("holds other bytes"), "{err}");
-    assert_eq!(published(&dir), all, "nothing ran");
+    assert_eq!(dir.published(), all, "nothing ran");
 }
 
 /// `host replay` of the counter from checkpoint `id`, with `args`: (exit
@@ -217,7 +215,7 @@ fn replay(dir: &JobDir, id: u64, args: &[&str]) -> (bool, Option<Value>, String)
     let chk = format!("ck/sp/chk-{id}");
     let mut all = vec!["replay", chk.as_str(), "--operator", "counter", "--json"];
     all.extend_from_slice(args);
-    let out = host(dir, &all);
+    let out = dir.host(&all);
     (out.status.success(), serde_json::from_slice(&out.stdout).ok(), text(&out.stderr))
 }
 

@@ -9,7 +9,7 @@
 //! other.
 
 use super::example_copy::ExampleCopy;
-use super::savepoints::{finish, host, published, start, wait_running};
+
 use super::support::JobDir;
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -234,15 +234,15 @@ dir = "out"
 fn killed_trending_resumes_exactly(module: &str) {
     let dir = JobDir::new();
     write_trending_job(&dir, module, 2);
-    let mut child = start(&dir, &[]);
-    wait_running(&dir);
+    let mut child = dir.start(&[]);
+    dir.wait_for_output("sp");
     std::thread::sleep(Duration::from_millis(1200));
     child.kill().unwrap(); // SIGKILL
     child.wait().unwrap();
-    let before = published(&dir).lines().count();
+    let before = dir.published().lines().count();
     assert!(before < VIEWS, "killed mid-run: {before} lines published");
     dir.succeeds(&["--resume"]);
-    assert_eq!(lines_by_category(&published(&dir)), exact_lines(&many_views(VIEWS), 3));
+    assert_eq!(lines_by_category(&dir.published()), exact_lines(&many_views(VIEWS), 3));
 }
 
 #[test]
@@ -261,17 +261,17 @@ fn a_killed_javascript_top_n_resumes_exactly_with_the_same_output() {
 fn savepoint_restores_across(from: &str, into: &str) {
     let dir = JobDir::new();
     write_trending_job(&dir, from, 2);
-    let child = start(&dir, &[]);
-    wait_running(&dir);
-    let out = host(&dir, &["savepoint", "sp", "--stop"]);
+    let child = dir.start(&[]);
+    dir.wait_for_output("sp");
+    let out = dir.host(&["savepoint", "sp", "--stop"]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let location = String::from_utf8_lossy(&out.stdout).trim().to_string();
-    assert!(finish(child).0);
-    let before = published(&dir).lines().count();
+    assert!(dir.finish(child).0);
+    let before = dir.published().lines().count();
     assert!(before > 0 && before < VIEWS, "stopped mid-run: {before} lines published");
     write_trending_job(&dir, into, 3);
     dir.succeeds(&["--from-savepoint", &location]);
-    assert_eq!(lines_by_category(&published(&dir)), exact_lines(&many_views(VIEWS), 3));
+    assert_eq!(lines_by_category(&dir.published()), exact_lines(&many_views(VIEWS), 3));
 }
 
 #[test]

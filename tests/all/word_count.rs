@@ -205,7 +205,12 @@ fn legacy_backend_names_run_with_a_deprecation_warning() {
 fn the_compiled_module_cache_is_filled_then_used() {
     let dir = JobDir::new();
     word_count_job(&dir, "cache me\n", 1);
-    let first = weir_tests::run_host(dir.path(), &["run", "job.toml"]);
+    // A cache of this test's own, not the one the tests share.
+    let run = || {
+        let mut c = weir_tests::host_command(dir.path(), &["run", "job.toml"]);
+        c.env("XDG_CACHE_HOME", dir.path().join(".cache")).output().unwrap()
+    };
+    let first = run();
     assert!(first.status.success());
     let cache = dir.path().join(".cache/weir/components");
     let artifacts = std::fs::read_dir(&cache)
@@ -214,7 +219,7 @@ fn the_compiled_module_cache_is_filled_then_used() {
         .count();
     assert_eq!(artifacts, 2, "one artifact per distinct module");
     assert!(weir_tests::stderr(&first).contains("cache=Miss"));
-    let second = weir_tests::run_host(dir.path(), &["run", "job.toml"]);
+    let second = run();
     assert!(second.status.success());
     let err = weir_tests::stderr(&second);
     assert!(err.contains("cache=Hit") && !err.contains("cache=Miss"), "{err}");
