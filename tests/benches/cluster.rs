@@ -34,13 +34,10 @@ use std::time::{Duration, Instant};
 use weir_tests::artifacts::WORD_COUNT_COUNTER;
 use weir_tests::kafka::{BulkProducer, KafkaBroker};
 use weir_tests::{S3_BUCKET, S3Server};
+use weir_tests::bench::env_u64;
 
 const PARTITIONS: i32 = 3;
 const SESSION: Duration = Duration::from_secs(6);
-
-fn env_u64(name: &str, default: u64) -> u64 {
-    std::env::var(name).ok().and_then(|v| v.replace('_', "").parse().ok()).unwrap_or(default)
-}
 
 fn send(p: &BulkProducer, topic: &str, partition: i32, key: &[u8]) {
     p.send(BaseRecord::to(topic).partition(partition).key(key).payload(key));

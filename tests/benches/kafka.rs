@@ -38,12 +38,9 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 use weir_tests::artifacts::WORD_COUNT_COUNTER;
 use weir_tests::kafka::KafkaBroker;
+use weir_tests::bench::env_u64;
 
 const PARTITIONS: i32 = 6;
-
-fn env_u64(name: &str, default: u64) -> u64 {
-    std::env::var(name).ok().and_then(|v| v.replace('_', "").parse().ok()).unwrap_or(default)
-}
 
 /// Produces `count` records to `in`, keyed `k<n>` for pseudo-random `n`
 /// below `keys`, each value `value_bytes` long; each key's number of

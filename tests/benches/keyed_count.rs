@@ -16,12 +16,9 @@ use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 use weir_host::connectors::generator::key_of;
+use weir_tests::bench::{env_u64, median};
 
 const SEED: u64 = 1;
-
-fn env_u64(name: &str, default: u64) -> u64 {
-    std::env::var(name).ok().and_then(|v| v.replace('_', "").parse().ok()).unwrap_or(default)
-}
 
 fn native(count: u64, keys: u64) -> f64 {
     let started = Instant::now();
@@ -76,11 +73,6 @@ fn cold_start(cache_warm: bool) -> Duration {
     let t = started.elapsed();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     t
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
 }
 
 fn main() {

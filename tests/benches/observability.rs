@@ -19,12 +19,9 @@ use std::process::Command;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
+use weir_tests::bench::{env_u64, median};
 
 const JOB: &str = "keyed-count";
-
-fn env_u64(name: &str, default: u64) -> u64 {
-    std::env::var(name).ok().and_then(|v| v.replace('_', "").parse().ok()).unwrap_or(default)
-}
 
 /// One GET with the token; true if it answered 200.
 fn get(port: u16, token: &str, path: &str) -> bool {
@@ -91,11 +88,6 @@ fn run(bin: &Path, count: u64, keys: u64, watched: bool) -> (f64, u64) {
     let counted = format!("counter                     1 {count:>14}");
     assert!(err.contains(&counted), "every record reached the counter:\n{err}");
     (count as f64 / weir_tests::elapsed_secs(&err), answered.load(Ordering::Relaxed))
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
 }
 
 fn main() {

@@ -13,10 +13,7 @@
 
 use std::path::Path;
 use weir_tests::{artifacts, elapsed_secs, host_command, run_quiet};
-
-fn env(name: &str, default: u64) -> u64 {
-    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
-}
+use weir_tests::bench::{env_u64, median};
 
 fn job(dir: &Path, records: u64, record: bool) -> String {
     format!(
@@ -67,14 +64,9 @@ fn bytes_under(dir: &Path) -> u64 {
         .sum()
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
-}
-
 fn main() {
-    let records = env("WEIR_BENCH_RECORDS", 4_000_000);
-    let rounds = env("WEIR_BENCH_ROUNDS", 3);
+    let records = env_u64("WEIR_BENCH_RECORDS", 4_000_000);
+    let rounds = env_u64("WEIR_BENCH_ROUNDS", 3);
     let (mut plain, mut recorded) = (Vec::new(), Vec::new());
     let mut last = None;
     for _ in 0..rounds {

@@ -15,10 +15,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 use weir_host::api::ShadowReport;
 use weir_tests::{artifacts, host_command};
-
-fn env(name: &str, default: u64) -> u64 {
-    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
-}
+use weir_tests::bench::env_u64;
 
 fn job(dir: &Path, p: u64) -> String {
     format!(
@@ -80,7 +77,7 @@ fn rate(dir: &Path, secs: u64) -> f64 {
 }
 
 fn main() {
-    let (p, secs) = (env("WEIR_BENCH_P", 1), env("WEIR_BENCH_SECS", 8));
+    let (p, secs) = (env_u64("WEIR_BENCH_P", 1), env_u64("WEIR_BENCH_SECS", 8));
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     std::fs::write(d.join("job.toml"), job(d, p)).unwrap();

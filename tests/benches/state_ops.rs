@@ -17,10 +17,7 @@ use std::hint::black_box;
 use std::time::Instant;
 use weir_host::connectors::generator::key_of;
 use weir_tests::artifacts::OP_BENCH;
-
-fn env_u64(name: &str, default: u64) -> u64 {
-    std::env::var(name).ok().and_then(|v| v.replace('_', "").parse().ok()).unwrap_or(default)
-}
+use weir_tests::bench::env_u64;
 
 /// Nanoseconds per record of the op-bench job with `op`.
 fn weir_ns(op: &str, count: u64, keys: u64) -> f64 {

@@ -5,6 +5,7 @@
 #![allow(missing_docs)]
 
 #[cfg(feature = "kafka")]
+pub mod bench;
 pub mod kafka;
 pub mod nexmark;
 

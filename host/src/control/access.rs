@@ -11,7 +11,7 @@
 //! or a name under it, or this machine's host name. A request without
 //! `Host` (HTTP/1.0, the fuzzers) is no browser's.
 
-use super::server::Shared;
+use super::shared::Shared;
 use crate::config::RestAuth;
 use axum::extract::State;
 use axum::http::{Method, StatusCode, header};

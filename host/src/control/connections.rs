@@ -9,7 +9,7 @@
 //! (401), so only the owner's requests hold a slot for longer; if every
 //! slot serves one, the new connection is closed instead.
 
-use super::server::{BODY_TIMEOUT, HEAD_TIMEOUT, LONG_WAIT, MAX_CONNECTIONS, MAX_HEAD_BYTES};
+use super::limits::{BODY_TIMEOUT, HEAD_TIMEOUT, LONG_WAIT, MAX_CONNECTIONS, MAX_HEAD_BYTES};
 use axum::Router;
 use std::collections::VecDeque;
 use std::sync::Arc;

@@ -31,10 +31,13 @@ mod access;
 pub mod client;
 mod connections;
 pub mod dashboard;
+pub mod limits;
 pub mod metrics;
 pub mod operations;
+mod routes;
 pub mod run_file;
 pub mod server;
+mod shared;
 
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;

@@ -20,6 +20,7 @@ use crate::runtime::message::TakeOver;
 use crate::runtime::message::{Control, Handover, Message, RescaleOrder};
 use crate::runtime::operator::OperatorTask;
 use crate::runtime::recording::Recorder;
+use crate::runtime::taps::Taps;
 use crate::runtime::router::{Edge, Router};
 use crate::runtime::sink::{Sink, SinkTask};
 use crate::runtime::source::{Source, SourceContext, SubtaskInfo, run_source};
@@ -353,8 +354,7 @@ fn task_body(
                 restore,
                 take_over,
                 guest: Default::default(),
-                shadow: Default::default(),
-                recorder,
+                taps: Taps::new(recorder),
                 pinned,
             };
             Box::new(move || task.run())

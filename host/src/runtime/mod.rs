@@ -24,6 +24,7 @@ pub mod shadow;
 pub mod sink;
 pub mod source;
 pub mod swap;
+pub mod taps;
 pub mod task_id;
 
 pub use error::{ConnectorError, SwapError, TaskError};

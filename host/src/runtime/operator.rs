@@ -15,13 +15,14 @@ use super::events::{AckTiming, Counters, Reporter, TaskEvent, TaskSnapshot};
 use super::inputs::{Inputs, Next};
 use super::message::{Barrier, Control, TakeOver};
 use super::recording::Recorder;
+use super::taps::{Taps, Tapped};
 use super::router::{RouteError, Router};
-use super::shadow::{Input, ShadowStart, Shadowing};
+use super::shadow::ShadowStart;
 use super::task_id::TaskId;
 use crate::api::{CallMetrics, GuestMetrics};
 use crate::checkpoint::metadata::{DbFile, StateHandle};
 use crate::checkpoint::protocol::CheckpointId;
-use crate::checkpoint::recording::{InputRef, RecordsRef, SegmentFile};
+use crate::checkpoint::recording::SegmentFile;
 use crate::checkpoint::restore::RestoreError;
 use crate::checkpoint::restore::backend::{BackendSpec, Opened, SubtaskRestore, open_backend};
 use crate::checkpoint::storage::CheckpointStorage;
@@ -133,10 +134,9 @@ pub struct OperatorTask {
     pub take_over: Option<TakeOver>,
     /// Calls and memory of the instances it had.
     pub guest: GuestTotals,
-    /// Its shadow run, if one was forked.
-    pub shadow: Shadowing,
-    /// Records its input for replay (`replay = { record = true }`).
-    pub recorder: Option<Recorder>,
+    /// What watches its input besides its module: the recorder
+    /// (`replay = { record = true }`) and a shadow run.
+    pub taps: Taps,
     /// The processing time the recorder holds, which its instances read.
     pub pinned: Option<crate::clock::Pinned>,
 }
@@ -188,7 +188,7 @@ impl OperatorTask {
             }
             None => tracing::debug!(task = %self.id, "opened"),
         }
-        if let (Some(r), Some(id)) = (self.recorder.as_mut(), record_from) {
+        if let (Some(r), Some(id)) = (self.taps.recorder.as_mut(), record_from) {
             r.tick();
             r.start(id, true, instance.host().watermark);
             instance.reseed(id);
@@ -206,32 +206,31 @@ impl OperatorTask {
             let waiting_since = Instant::now();
             let next = self.inputs.next_until(deadline);
             counters.idle_ns += waiting_since.elapsed().as_nanos() as u64;
-            let now = self.recorder.as_mut().map_or_else(now_ms, Recorder::tick);
+            let now = self.taps.recorder.as_mut().map_or_else(now_ms, Recorder::tick);
             let fired = self.fire_timers(&mut instance, TimeDomain::ProcessingTime, now)?;
             if fired
                 && !matches!(next, Next::Batch { .. } | Next::Watermark(_) | Next::Ended)
-                && let Some(r) = &mut self.recorder
+                && let Some(r) = &mut self.taps.recorder
             {
                 r.timers();
             }
             match next {
                 Next::Watermark(w) => {
-                    self.record(&InputRef::Watermark(w), 0);
+                    let copy = self.taps.before(Tapped::Watermark(w));
                     instance.set_watermark(w);
                     self.fire_timers(&mut instance, TimeDomain::EventTime, w)?;
                     self.router.watermark(w).map_err(|e| self.route_error(e))?;
-                    self.shadow.step(Input::Watermark(w));
-                    self.recorded();
+                    self.taps.after(copy);
                 }
                 Next::Timeout => self.end_batch(&mut counters, &instance)?,
-                Next::Control(Control::ShadowStop(id)) => self.shadow.stop(id),
+                Next::Control(Control::ShadowStop(id)) => self.taps.shadow.stop(id),
                 Next::BarrierAborted(_) | Next::Control(_) => {}
                 Next::Barrier(barrier) => {
                     let (rescale, at) = (barrier.rescale_of(&self.id.node).cloned(), Instant::now());
                     let id = barrier.id;
                     let (next, upload) = self.on_barrier(instance, barrier)?;
                     instance = next;
-                    if self.recorder.is_some() {
+                    if self.taps.recorder.is_some() {
                         instance.reseed(id);
                     }
                     if let Some(order) = rescale {
@@ -242,8 +241,7 @@ impl OperatorTask {
                 }
                 Next::Batch { batch, broadcast: true } => {
                     counters.records_in += batch.len() as u64;
-                    let copy = self.shadow.active().then(|| batch.clone());
-                    self.record(&InputRef::Broadcast(RecordsRef(&batch.records)), batch.len());
+                    let copy = self.taps.before(Tapped::Broadcast(&batch));
                     for record in batch.iter() {
                         instance.process_broadcast(record).map_err(|f| {
                             let what = match &f.record {
@@ -254,26 +252,19 @@ impl OperatorTask {
                         })?;
                         self.forward(&mut instance)?;
                     }
-                    if let Some(b) = copy {
-                        self.shadow.step(Input::Broadcast(b));
-                    }
-                    self.recorded();
+                    self.taps.after(copy);
                     self.end_batch(&mut counters, &instance)?;
                 }
                 Next::Batch { batch, broadcast: false } => {
                     let before = counters.records_in;
                     let len = batch.len();
                     counters.records_in += len as u64;
-                    let copy = self.shadow.active().then(|| batch.clone());
-                    self.record(&InputRef::Batch { keyed: batch.keyed, records: RecordsRef(&batch.records) }, len);
+                    let copy = self.taps.before(Tapped::Batch(&batch));
                     if let Err(f) = instance.process(batch) {
                         return Err(self.guest_error(describe_position(before, len, &f), f));
                     }
                     self.forward(&mut instance)?;
-                    if let Some(b) = copy {
-                        self.shadow.step(Input::Batch(b));
-                    }
-                    self.recorded();
+                    self.taps.after(copy);
                     self.end_batch(&mut counters, &instance)?;
                 }
                 Next::Ended => {
@@ -281,7 +272,7 @@ impl OperatorTask {
                     // already passed (a late record after an idle input's
                     // end) waits for a watermark that will never come:
                     // every pending timer fires before the end of input.
-                    self.record(&InputRef::End(self.inputs.watermark()), 0);
+                    self.taps.input_ended(self.inputs.watermark());
                     self.fire_timers(&mut instance, TimeDomain::EventTime, self.inputs.watermark())?;
                     break;
                 }
@@ -291,7 +282,7 @@ impl OperatorTask {
         }
         instance.end_of_input().map_err(|f| self.guest_error("failed in end-of-input".into(), f))?;
         self.forward(&mut instance)?;
-        self.shadow.end();
+        self.taps.shadow.end();
         self.store_last_recording();
         self.router.end().map_err(|e| self.route_error(e))?;
         // Its part of the checkpoint in flight is reported before its end.
@@ -326,7 +317,7 @@ impl OperatorTask {
         self.router.barrier(&barrier).map_err(|e| self.route_error(e))?;
         let (task, id, events) = (self.id.clone(), barrier.id, self.reporter.sender());
         let watermark = instance.host().watermark;
-        let recording = self.recorder.as_mut().and_then(|r| r.cut(id, watermark));
+        let recording = self.taps.recorder.as_mut().and_then(|r| r.cut(id, watermark));
         let upload = BarrierUpload {
             id,
             savepoint: barrier.savepoint_target().cloned(),
@@ -349,7 +340,7 @@ impl OperatorTask {
             }
         };
         if let Some(order) = barrier.shadow_of(&self.id.node) {
-            self.shadow.start(ShadowStart {
+            self.taps.shadow.start(ShadowStart {
                 task: self.id.clone(),
                 order: (**order).clone(),
                 checkpoint: barrier.id,
@@ -365,7 +356,7 @@ impl OperatorTask {
         }
         match barrier.swap_for(&self.id.node) {
             Some(order) => {
-                if let Some(r) = &mut self.recorder {
+                if let Some(r) = &mut self.taps.recorder {
                     r.swapped();
                 }
                 match self.swap(instance, barrier.id, order.clone()) {
@@ -411,24 +402,11 @@ impl OperatorTask {
     }
 
     /// The recorder, if any, writes this turn's input.
-    fn record(&mut self, input: &InputRef<'_>, records: usize) {
-        if let Some(r) = &mut self.recorder {
-            r.input(input, records);
-        }
-    }
-
-    /// The module is done with the turn's input.
-    fn recorded(&mut self) {
-        if let Some(r) = &mut self.recorder {
-            r.output();
-        }
-    }
-
     /// At the end of input: the last recorded segment is stored now (no
     /// barrier follows to carry it).
     fn store_last_recording(&mut self) {
-        self.recorded();
-        let Some(segment) = self.recorder.as_mut().and_then(Recorder::end) else { return };
+        self.taps.recorded();
+        let Some(segment) = self.taps.recorder.as_mut().and_then(Recorder::end) else { return };
         if let Err(e) = self.uploader.store_now(&segment) {
             tracing::warn!(task = %self.id, error = %e, "cannot store the input recorded since the last checkpoint");
         }
@@ -508,16 +486,13 @@ impl OperatorTask {
 
     /// Routes what the guest emitted.
     pub(super) fn forward(&mut self, instance: &mut OperatorInstance) -> Result<(), TaskError> {
-        let (router, shadow, recorder) = (&mut self.router, &mut self.shadow, &mut self.recorder);
+        let (router, taps) = (&mut self.router, &mut self.taps);
         instance
             .drain_outputs(|out| {
                 if out.is_empty() {
                     return Ok(());
                 }
-                shadow.capture(out);
-                if let Some(r) = recorder {
-                    r.capture(out);
-                }
+                taps.capture(out);
                 router.push_all(out)
             })
             .map_err(|e| e.into_task_error(&self.id.node))

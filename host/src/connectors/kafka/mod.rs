@@ -23,7 +23,7 @@ use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext};
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use serde::Deserialize;
 use std::collections::BTreeMap;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// How long a request to the cluster may take before the connector says
 /// it is unreachable, unless `request_timeout` says otherwise.
@@ -197,7 +197,7 @@ pub fn partition_counts(
         let mut count = topic_partitions(consumer, cluster, topic)?;
         if count.is_none() && cluster.create_topic {
             create_topic(cluster, topic)?;
-            count = topic_partitions(consumer, cluster, topic)?;
+            count = Some(created_partitions(consumer, cluster, topic)?);
         }
         let Some(count) = count else {
             return Err(ConnectorError::Refused(format!(
@@ -229,6 +229,31 @@ fn topic_partitions(
                 cluster.bootstrap_servers
             ))),
         },
+    }
+}
+
+/// The partition count of `topic`, just created. Kafka answers a
+/// creation once its controller made the topic; a broker's metadata shows
+/// it a moment later (on a loaded machine, long enough for three members
+/// that created the same topic to all find it missing). So the metadata is
+/// read again, less and less often, until it shows the topic or the
+/// cluster's timeout passed.
+fn created_partitions(consumer: &KafkaConsumer, cluster: &ClusterOptions, topic: &str) -> Result<i32, ConnectorError> {
+    let until = Instant::now() + cluster.timeout();
+    let mut pause = Duration::from_millis(10);
+    loop {
+        if let Some(count) = topic_partitions(consumer, cluster, topic)? {
+            return Ok(count);
+        }
+        if Instant::now() >= until {
+            return Err(ConnectorError::Unavailable(format!(
+                "topic '{topic}' was created on {} but its metadata did not show it within {}",
+                cluster.bootstrap_servers,
+                humantime::format_duration(cluster.timeout())
+            )));
+        }
+        std::thread::sleep(pause);
+        pause = (pause * 2).min(Duration::from_millis(500));
     }
 }
 
