@@ -79,7 +79,6 @@ const KNOWN_CYCLES: &[&[&str]] = &[
         "connectors/nexmark/mod.rs",
         "connectors/transactional_file.rs",
     ],
-    &["control/access.rs", "control/connections.rs", "control/server.rs"],
     &["control/dashboard.rs", "control/dashboard/html.rs"],
     &[
         "state/backend.rs",
