@@ -41,7 +41,9 @@ impl Taps {
     pub fn before(&mut self, input: Tapped<'_>) -> Option<Input> {
         if let Some(r) = &mut self.recorder {
             match input {
-                Tapped::Batch(b) => r.input(&InputRef::Batch { keyed: b.keyed, records: RecordsRef(&b.records) }, b.len()),
+                Tapped::Batch(b) => {
+                    r.input(&InputRef::Batch { keyed: b.keyed, records: RecordsRef(&b.records) }, b.len())
+                }
                 Tapped::Broadcast(b) => r.input(&InputRef::Broadcast(RecordsRef(&b.records)), b.len()),
                 Tapped::Watermark(w) => r.input(&InputRef::Watermark(w), 0),
             }
