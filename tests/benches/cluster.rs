@@ -32,9 +32,9 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 use weir_tests::artifacts::WORD_COUNT_COUNTER;
+use weir_tests::bench::env_u64;
 use weir_tests::kafka::{BulkProducer, KafkaBroker};
 use weir_tests::{S3_BUCKET, S3Server};
-use weir_tests::bench::env_u64;
 
 const PARTITIONS: i32 = 3;
 const SESSION: Duration = Duration::from_secs(6);

@@ -37,8 +37,8 @@ use std::path::PathBuf;
 use std::process::Command;
 use std::time::{Duration, Instant};
 use weir_tests::artifacts::WORD_COUNT_COUNTER;
-use weir_tests::kafka::KafkaBroker;
 use weir_tests::bench::env_u64;
+use weir_tests::kafka::KafkaBroker;
 
 const PARTITIONS: i32 = 6;
 

@@ -12,8 +12,8 @@
 //! to stdout, and to `WEIR_BENCH_OUT` if set.
 
 use std::path::Path;
-use weir_tests::{artifacts, elapsed_secs, host_command, run_quiet};
 use weir_tests::bench::{env_u64, median};
+use weir_tests::{artifacts, elapsed_secs, host_command, run_quiet};
 
 fn job(dir: &Path, records: u64, record: bool) -> String {
     format!(

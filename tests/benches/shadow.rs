@@ -14,8 +14,8 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 use weir_host::api::ShadowReport;
-use weir_tests::{artifacts, host_command};
 use weir_tests::bench::env_u64;
+use weir_tests::{artifacts, host_command};
 
 fn job(dir: &Path, p: u64) -> String {
     format!(
