@@ -5,8 +5,7 @@
 
 use super::Controller;
 use crate::api::{JobGraph, Metrics, Request, RequestError, RescaleRequest, Status, SwapRequest};
-use crate::coordinator::checkpointing::Attempt as Checkpointing;
-use crate::coordinator::checkpointing::SwapReply;
+use crate::coordinator::checkpointing::{Attempt as Checkpointing, SwapReply};
 use crate::coordinator::compiling::Purpose;
 use crate::coordinator::hand_over::HandOver;
 use crate::coordinator::job_state::JobState;
