@@ -19,6 +19,10 @@ fn write_job(dir: &JobDir) {
 
 [checkpointing]
 interval = "300ms"
+# Every checkpoint stays, so the one a scrape names is still on disk when
+# the test looks: with one kept, the next (300 ms later) had replaced it
+# on a loaded machine.
+retained = 1000
 
 [state.checkpoints]
 dir = "file://{ck}"
