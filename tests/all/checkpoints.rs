@@ -783,12 +783,17 @@ fn an_s3_outage_fails_checkpoints_but_not_the_job() {
             + &format!("\n[state.checkpoints.s3]\nendpoint = \"{}\"\n", s3.endpoint()),
         2500,
     );
-    let expected = write_job(&dir, &job, 7500, None);
+    // Eight seconds of input: the store is back (a restarted moto takes
+    // seconds on a loaded machine) long before the job's last checkpoint,
+    // which must complete: the restarted moto lost every checkpoint before
+    // the outage, so a job that restores from one fails.
+    let expected = write_job(&dir, &job, 20_000, None);
     let mut child = spawn(&dir, &[], &s3.env());
     std::thread::sleep(Duration::from_millis(800));
     s3.stop();
     std::thread::sleep(Duration::from_millis(1000));
     s3.resume();
+    assert!(child.try_wait().unwrap().is_none(), "the input ended before the store was back: make it longer");
     let err = wait_for(&mut child, Duration::from_secs(120)).expect("the job finishes");
     assert!(err.contains("checkpoint failed"), "checkpoints failed during the outage:\n{err}");
     let summary =
