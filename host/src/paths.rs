@@ -49,6 +49,46 @@ pub fn join_under(root: &Path, name: &str) -> Result<PathBuf, UnsafeName> {
     Ok(path)
 }
 
+/// The most components a [`relative_dir`] has.
+pub const MAX_DIR_DEPTH: usize = 8;
+/// The longest [`relative_dir`], in bytes.
+const MAX_DIR_NAME: usize = 512;
+
+/// Why a name cannot be a [`relative_dir`].
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[error("{0}")]
+pub struct BadDir(pub String);
+
+/// `name` if it is a relative directory path a host may make beneath one
+/// of its own: 1 to [`MAX_DIR_DEPTH`] components separated by `/`, none
+/// empty or hidden (so no `.` or `..`), each of letters, digits and
+/// `- _ = : + , @ % .` only (`dt=2025-01-01/hm=10:07`), at most 512 bytes in
+/// all. Otherwise why not.
+pub fn relative_dir(name: &str) -> Result<&str, BadDir> {
+    if name.is_empty() || name.len() > MAX_DIR_NAME {
+        return Err(BadDir(format!("it must be 1 to {MAX_DIR_NAME} bytes long")));
+    }
+    let parts = name.split('/').count();
+    if parts > MAX_DIR_DEPTH {
+        return Err(BadDir(format!("it has {parts} components separated by '/', at most {MAX_DIR_DEPTH} are allowed")));
+    }
+    for part in name.split('/') {
+        if part.is_empty() {
+            return Err(BadDir("it has an empty component (a leading, trailing or double '/')".into()));
+        }
+        if part.len() > 255 {
+            return Err(BadDir("a component is longer than 255 bytes".into()));
+        }
+        if part.starts_with('.') {
+            return Err(BadDir(format!("component {part:?} starts with '.' (hidden names and '..' are not allowed)")));
+        }
+        if let Some(c) = part.chars().find(|c| !(c.is_ascii_alphanumeric() || "-_=:+,@%.".contains(*c))) {
+            return Err(BadDir(format!("component {part:?} holds {c:?}: letters, digits and - _ = : + , @ % . only")));
+        }
+    }
+    Ok(name)
+}
+
 /// Whether `id` is a valid job name, operator uid, source or sink id: 1-128
 /// letters, digits, `-`, `_` or `.`, and not `.` or `..`. Ids name files
 /// and directories, so the rule keeps them plain names.

@@ -9,7 +9,7 @@
 
 use super::modules;
 use crate::config::job::MAX_MAX_PARALLELISM as MAX_KEY_GROUPS;
-use crate::paths::{is_id, plain_name};
+use crate::paths::{is_id, plain_name, relative_dir};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 use thiserror::Error;
@@ -363,10 +363,16 @@ impl CheckpointMetadata {
             }
         }
         for (id, state) in &self.sinks {
+            // `<file>`, or `<bucket>/<file>` for a sink with buckets.
+            let part_file = |n: &str| {
+                let (bucket, file) = n.rsplit_once('/').map_or((None, n), |(b, f)| (Some(b), f));
+                bucket.is_none_or(|b| relative_dir(b).is_ok())
+                    && plain_name(file).is_ok()
+                    && file.starts_with(".part-")
+                    && file.ends_with(".pending")
+            };
             if let SinkState::Parts { pending } = state
-                && let Some(name) = pending
-                    .iter()
-                    .find(|n| plain_name(n).is_err() || !(n.starts_with(".part-") && n.ends_with(".pending")))
+                && let Some(name) = pending.iter().find(|n| !part_file(n))
             {
                 return bad(format!("sink '{id}': {name:?} is not a pending part file name"));
             }
@@ -582,6 +588,12 @@ mod tests {
             ("a parallelism that lies", Box::new(|v| v["operators"]["counter"]["parallelism"] = 5.into())),
             ("a pending file elsewhere", Box::new(|v| v["sinks"]["out"]["pending"][0] = "../../home/x".into())),
             (
+                "a pending file in a bucket out",
+                Box::new(|v| v["sinks"]["out"]["pending"][0] = "dt=1/../../.part-7.pending".into()),
+            ),
+            ("a bucket from the root", Box::new(|v| v["sinks"]["out"]["pending"][0] = "/etc/.part-7.pending".into())),
+            ("a bucket's file not pending", Box::new(|v| v["sinks"]["out"]["pending"][0] = "dt=1/x".into())),
+            (
                 "held output elsewhere",
                 Box::new(|v| v["sinks"]["topic-out"]["batches"][0]["handle"]["path"] = "../x.held".into()),
             ),
@@ -600,5 +612,7 @@ mod tests {
             assert!(matches!(e, Err(MetadataError::Json(_) | MetadataError::Invalid(_))), "{what}: {e:?}");
         }
         assert!(CheckpointMetadata::decode(&crafted(|_| {})).is_ok(), "an untouched file reads");
+        let bucketed = crafted(|v| v["sinks"]["out"]["pending"][0] = "dt=2025-01-01/hm=10:07/.part-7.pending".into());
+        assert!(CheckpointMetadata::decode(&bucketed).is_ok(), "a bucket's pending file reads");
     }
 }

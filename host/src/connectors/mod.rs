@@ -4,6 +4,7 @@
 //! below is the only place that knows them all: a new connector is one
 //! module and one line here.
 
+pub mod buckets;
 pub mod file_sink;
 pub mod file_source;
 pub mod generator;

@@ -83,10 +83,18 @@ impl WeirName {
 /// The sink's directory and the files it has not published yet.
 pub struct PartFiles {
     dir: PathBuf,
-    current: Option<(BufWriter<File>, PathBuf)>,
+    /// The in-progress file, if anything was written since the last seal,
+    /// and its writer while it is open (`None`: parked, closed to bound the
+    /// files a bucketed sink holds open, opened again to append).
+    current: Option<(Option<BufWriter<File>>, PathBuf)>,
     /// Pending files, in order.
     pending: Vec<String>,
+    /// The write buffer of the in-progress file.
+    buffer: usize,
 }
+
+/// The write buffer of a sink's only in-progress file.
+const BUFFER: usize = 1 << 20;
 
 /// The name a pending file is published under.
 pub fn published_name(pending: &str) -> Option<String> {
@@ -113,7 +121,7 @@ impl PartFiles {
                 if published.len() > 1 { format!(" and {} more", published.len() - 1) } else { String::new() }
             )));
         }
-        let files = PartFiles { dir: dir.to_path_buf(), current: None, pending: Vec::new() };
+        let files = PartFiles::unchecked(dir, BUFFER);
         files.discard_unpublished(&[])?;
         Ok(files)
     }
@@ -124,7 +132,7 @@ impl PartFiles {
     /// checkpoints.
     pub fn restore(dir: &Path, id: Option<u64>, pending: &[String]) -> Result<Self, ConnectorError> {
         crate::durable::create_dir_all(dir).map_err(io("create", dir))?;
-        let mut files = PartFiles { dir: dir.to_path_buf(), current: None, pending: pending.to_vec() };
+        let mut files = PartFiles { pending: pending.to_vec(), ..PartFiles::unchecked(dir, BUFFER) };
         files.publish_all()?;
         files.discard_unpublished(&[])?;
         if let Some(id) = id {
@@ -156,6 +164,38 @@ impl PartFiles {
         Ok(files)
     }
 
+    /// `dir` with nothing pending and no look at what is in it: for a
+    /// bucket of a sink whose whole tree was opened as fresh or restored
+    /// (`super::buckets`), with a write buffer of `buffer` bytes.
+    pub fn unchecked(dir: &Path, buffer: usize) -> Self {
+        PartFiles { dir: dir.to_path_buf(), current: None, pending: Vec::new(), buffer }
+    }
+
+    /// The files sealed and not yet published, in order.
+    pub fn pending(&self) -> &[String] {
+        &self.pending
+    }
+
+    /// Whether anything was written since the last seal.
+    pub fn is_writing(&self) -> bool {
+        self.current.is_some()
+    }
+
+    /// Whether the in-progress file is open.
+    pub fn is_open(&self) -> bool {
+        matches!(self.current, Some((Some(_), _)))
+    }
+
+    /// Closes the in-progress file, its lines flushed, to be opened again
+    /// by the next write: a bucketed sink keeps a bounded number open.
+    pub fn park(&mut self) -> Result<(), ConnectorError> {
+        if let Some((w @ Some(_), path)) = &mut self.current {
+            let writer = w.take().expect("matched Some");
+            writer.into_inner().map_err(|e| io("write", path)(e.into_error()))?;
+        }
+        Ok(())
+    }
+
     fn discard_unpublished(&self, keep: &[String]) -> Result<(), ConnectorError> {
         for name in list(&self.dir)? {
             let unpublished = matches!(WeirName::parse(&name), Some(WeirName::InProgress | WeirName::Pending(_)));
@@ -168,19 +208,20 @@ impl PartFiles {
 
     /// Writes one line to the in-progress file.
     pub fn write_line(&mut self, line: &[u8]) -> Result<(), ConnectorError> {
-        if self.current.is_none() {
-            let path = self.dir.join(format!("{IN_PROGRESS}-{}", std::process::id()));
-            // Not through a link planted under the name.
-            let f = std::fs::OpenOptions::new()
-                .write(true)
-                .create(true)
-                .truncate(true)
-                .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
-                .open(&path)
-                .map_err(io("create", &path))?;
-            self.current = Some((BufWriter::with_capacity(1 << 20, f), path));
-        }
-        let (w, path) = self.current.as_mut().expect("opened above");
+        let (w, path) = match &mut self.current {
+            Some((w @ Some(_), path)) => (w.as_mut().expect("matched Some"), &*path),
+            Some((w, path)) => {
+                // Parked: the lines before are in the file; append to it.
+                let f = open_no_link(path, false).map_err(io("open", path))?;
+                (&mut *w.insert(BufWriter::with_capacity(self.buffer, f)), &*path)
+            }
+            None => {
+                let path = self.dir.join(format!("{IN_PROGRESS}-{}", std::process::id()));
+                let f = open_no_link(&path, true).map_err(io("create", &path))?;
+                let (w, path) = self.current.insert((Some(BufWriter::with_capacity(self.buffer, f)), path));
+                (w.as_mut().expect("just made"), &*path)
+            }
+        };
         w.write_all(line).and_then(|_| w.write_all(b"\n")).map_err(io("write", path))
     }
 
@@ -188,7 +229,10 @@ impl PartFiles {
     /// `tag` (a checkpoint id, or "end"), and returns the sink's state.
     pub fn seal(&mut self, tag: &str) -> Result<SinkState, ConnectorError> {
         if let Some((w, path)) = self.current.take() {
-            let f = w.into_inner().map_err(|e| io("write", &path)(e.into_error()))?;
+            let f = match w {
+                Some(w) => w.into_inner().map_err(|e| io("write", &path)(e.into_error()))?,
+                None => open_no_link(&path, false).map_err(io("open", &path))?,
+            };
             f.sync_all().map_err(io("sync", &path))?;
             let name = format!(".part-{tag}.pending");
             let to = self.dir.join(&name);
@@ -265,6 +309,18 @@ impl PartFiles {
         // Make the renames durable before anyone is told they happened.
         crate::durable::sync(&self.dir).map_err(io("sync", &self.dir))
     }
+}
+
+/// Opens the in-progress file at `path` for writing, never through a link
+/// planted under its name: created empty (`create`), or to append to.
+fn open_no_link(path: &Path, create: bool) -> std::io::Result<File> {
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create(create)
+        .truncate(create)
+        .append(!create)
+        .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
+        .open(path)
 }
 
 /// An I/O failure of `op` on `path`.
