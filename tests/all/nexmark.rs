@@ -6,12 +6,26 @@
 use super::example_copy::ExampleCopy;
 
 mod q0_q2;
+mod q10;
 mod q11;
+mod q12;
+mod q13;
+mod q14;
+mod q15;
+mod q16;
+mod q17;
+mod q18;
+mod q19;
+mod q20;
+mod q21;
+mod q22;
 mod q3;
 mod q4;
 mod q5;
+mod q6;
 mod q7;
 mod q8;
+mod q9;
 mod recovery;
 mod source;
 

@@ -8,12 +8,26 @@ use nexmark::config::NexmarkConfig;
 use nexmark::event::Event;
 
 pub mod q0_q2;
+pub mod q10;
 pub mod q11;
+pub mod q12;
+pub mod q13;
+pub mod q14;
+pub mod q15;
+pub mod q16;
+pub mod q17;
+pub mod q18;
+pub mod q19;
+pub mod q20;
+pub mod q21;
+pub mod q22;
 pub mod q3;
 pub mod q4;
 pub mod q5;
+pub mod q6;
 pub mod q7;
 pub mod q8;
+pub mod q9;
 
 /// The source's default `base_time`: event time starts here (ms).
 pub const BASE_TIME: u64 = 1_735_689_600_000;
