@@ -57,58 +57,11 @@
 //!   the timer; the timer writes the row and clears the state, so state is
 //!   bounded by the auctions with bids in the days still open.
 
+use nexmark_sql::calendar::{day_end, push_date};
+use nexmark_sql::ranks::rank;
 use serde::{Deserialize, Serialize};
 use weir_sdk::nexmark::Event;
 use weir_sdk::{Context, Element, Error, OpenContext, Operator, Result, Timer, ValueState, export_operator};
-
-const DAY_MS: i64 = 86_400_000;
-
-/// The SQL's price rank: 1, 2 or 3.
-fn rank(price: u64) -> usize {
-    if price < 10_000 {
-        1
-    } else if price < 1_000_000 {
-        2
-    } else {
-        3
-    }
-}
-
-/// The first millisecond of the UTC day after the one holding `t`.
-fn day_end(t: i64) -> i64 {
-    (t.div_euclid(DAY_MS) + 1).saturating_mul(DAY_MS)
-}
-
-/// Appends `t`'s UTC date as `yyyy-MM-dd` (the proleptic Gregorian
-/// calendar, computed from the day number as in H. Hinnant's
-/// `civil_from_days`).
-fn push_day(out: &mut Vec<u8>, t: i64) {
-    let z = t.div_euclid(DAY_MS) + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    if (0..10_000).contains(&y) {
-        push_digits(out, y, 4);
-    } else {
-        out.extend_from_slice(itoa::Buffer::new().format(y).as_bytes());
-    }
-    out.push(b'-');
-    push_digits(out, m, 2);
-    out.push(b'-');
-    push_digits(out, d, 2);
-}
-
-/// Appends `v` (non-negative, below 10^width) as `width` decimal digits.
-fn push_digits(out: &mut Vec<u8>, v: i64, width: u32) {
-    for i in (0..width).rev() {
-        out.push(b'0' + (v / 10_i64.pow(i) % 10) as u8);
-    }
-}
 
 /// Stage `"key"`: each bid keyed by `auction,day`.
 struct Key {
@@ -122,7 +75,7 @@ impl Key {
         self.key.clear();
         self.key.extend_from_slice(itoa::Buffer::new().format(b.auction).as_bytes());
         self.key.push(b',');
-        push_day(&mut self.key, b.date_time);
+        push_date(&mut self.key, b.date_time);
         ctx.emit_with(Some(self.key.as_slice()), Some(b.date_time), |out| {
             out.extend_from_slice(&b.price.to_le_bytes())
         });
