@@ -44,8 +44,9 @@
 //! its auction id, as the `nexmark` source does, for an input without keys
 //! (the tests feed hand-made events from a jsonl file through it).
 
+use nexmark_sql::columns::bid_line;
 use serde::{Deserialize, Serialize};
-use weir_sdk::nexmark::{Bid, Event};
+use weir_sdk::nexmark::Event;
 use weir_sdk::{Context, Element, Error, MapState, OpenContext, Operator, Result, export_operator};
 
 /// The latest bid of one (bidder, auction) pair.
@@ -55,24 +56,6 @@ struct Latest {
     price: u64,
     /// The line written for it.
     line: String,
-}
-
-/// `auction,bidder,price,channel,url,date_time,extra`.
-fn bid_line(b: &Bid<'_>) -> String {
-    let mut n = itoa::Buffer::new();
-    let mut line = String::with_capacity(64 + b.channel.len() + b.url.len() + b.extra.len());
-    for v in [b.auction, b.bidder, b.price] {
-        line.push_str(n.format(v));
-        line.push(',');
-    }
-    for s in [&b.channel, &b.url] {
-        line.push_str(s);
-        line.push(',');
-    }
-    line.push_str(n.format(b.date_time));
-    line.push(',');
-    line.push_str(&b.extra);
-    line
 }
 
 enum Q18 {

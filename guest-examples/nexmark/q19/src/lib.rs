@@ -38,6 +38,7 @@
 //! its auction id, as the `nexmark` source does, for an input without keys
 //! (the tests feed hand-made events from a jsonl file through it).
 
+use nexmark_sql::columns::bid_line;
 use serde::{Deserialize, Serialize};
 use std::cmp::Ordering;
 use weir_sdk::nexmark::{Bid, Event};
@@ -58,24 +59,6 @@ struct Row {
 /// The rank order: `Less` when `a` ranks above `b`.
 fn rank_order(a: &Row, b: &Row) -> Ordering {
     b.price.cmp(&a.price).then(a.date_time.cmp(&b.date_time)).then_with(|| a.line.cmp(&b.line))
-}
-
-/// `auction,bidder,price,channel,url,date_time,extra`.
-fn bid_line(b: &Bid<'_>) -> String {
-    let mut n = itoa::Buffer::new();
-    let mut line = String::with_capacity(64 + b.channel.len() + b.url.len() + b.extra.len());
-    for v in [b.auction, b.bidder, b.price] {
-        line.push_str(n.format(v));
-        line.push(',');
-    }
-    for s in [&b.channel, &b.url] {
-        line.push_str(s);
-        line.push(',');
-    }
-    line.push_str(n.format(b.date_time));
-    line.push(',');
-    line.push_str(&b.extra);
-    line
 }
 
 struct TopN {

@@ -46,6 +46,7 @@
 //! without keys (the tests feed hand-made events from a jsonl file through
 //! it).
 
+use nexmark_sql::columns::bid_line;
 use serde::{Deserialize, Serialize};
 use weir_sdk::nexmark::{Auction, Bid, Event};
 use weir_sdk::{Context, Element, Error, ListState, OpenContext, Operator, Result, ValueState, export_operator};
@@ -63,24 +64,6 @@ enum Slot {
     Joins(String),
     /// An auction of another category.
     Other,
-}
-
-/// The bid's part: `auction,bidder,price,channel,url,date_time,extra`.
-fn bid_part(b: &Bid<'_>) -> String {
-    let mut n = itoa::Buffer::new();
-    let mut s = String::with_capacity(64 + b.channel.len() + b.url.len() + b.extra.len());
-    for v in [b.auction, b.bidder, b.price] {
-        s.push_str(n.format(v));
-        s.push(',');
-    }
-    for t in [&b.channel, &b.url] {
-        s.push_str(t);
-        s.push(',');
-    }
-    s.push_str(n.format(b.date_time));
-    s.push(',');
-    s.push_str(&b.extra);
-    s
 }
 
 /// The auction's part:
@@ -136,11 +119,11 @@ struct Join {
 impl Join {
     fn bid(&mut self, ctx: &mut Context, b: &Bid<'_>, timestamp: Option<i64>) -> Result<()> {
         match self.slot.get()? {
-            Some(Slot::Joins(auction)) => emit(ctx, &bid_part(b), &auction, timestamp),
+            Some(Slot::Joins(auction)) => emit(ctx, &bid_line(b), &auction, timestamp),
             Some(Slot::Other) => {}
-            Some(Slot::Waiting) => self.waiting.add(&bid_part(b))?,
+            Some(Slot::Waiting) => self.waiting.add(&bid_line(b))?,
             None => {
-                self.waiting.add(&bid_part(b))?;
+                self.waiting.add(&bid_line(b))?;
                 self.slot.set(&Slot::Waiting)?;
             }
         }
